@@ -1,0 +1,171 @@
+// Package outbox is the staging side of the transactional outbox: the table
+// schema and its migrations, the Event that a business transaction stages,
+// and Stage, which inserts an event inside the caller's transaction and
+// publishes nothing.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Event is one integration event staged in the outbox.
+type Event struct {
+	// ID identifies the event end to end: it becomes the AMQP message_id and
+	// the consumer's dedupe key. NewEvent fills it with a UUIDv7.
+	ID uuid.UUID
+	// Type is the message type; it is also the routing key.
+	Type string
+	// Payload is the JSON body.
+	Payload json.RawMessage
+	// CorrelationID is optional.
+	CorrelationID *uuid.UUID
+	// OccurredAt is when the business change happened. The zero value lets
+	// the database clock decide (now() of the staging transaction).
+	OccurredAt time.Time
+}
+
+// NewEvent returns an event with a fresh time-ordered ID and the payload
+// encoded as JSON.
+func NewEvent(messageType string, payload any) (Event, error) {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return Event{}, fmt.Errorf("encoding %s payload: %w", messageType, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Event{}, fmt.Errorf("generating event id: %w", err)
+	}
+	return Event{ID: id, Type: messageType, Payload: body}, nil
+}
+
+// ErrInvalidIdentifier is returned for a schema or table name that is not a
+// plain SQL identifier.
+var ErrInvalidIdentifier = errors.New("invalid SQL identifier")
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Table is a validated, optionally schema-qualified table name. Its zero
+// value is not usable; build one with ParseTable.
+type Table struct {
+	schema string
+	name   string
+}
+
+// ParseTable validates s ("outbox" or "schema.outbox") as a table name.
+// Only plain identifiers are accepted, so a Table can be spliced into SQL.
+func ParseTable(s string) (Table, error) {
+	parts := strings.Split(s, ".")
+	var t Table
+	switch len(parts) {
+	case 1:
+		t.name = parts[0]
+	case 2:
+		t.schema, t.name = parts[0], parts[1]
+	default:
+		return Table{}, fmt.Errorf("table %q: %w: want name or schema.name", s, ErrInvalidIdentifier)
+	}
+	for i, p := range []string{t.schema, t.name} {
+		if i == 0 && len(parts) == 1 {
+			continue // unqualified
+		}
+		if !identRe.MatchString(p) {
+			return Table{}, fmt.Errorf("table %q: %w: %q must match %s", s, ErrInvalidIdentifier, p, identRe)
+		}
+	}
+	return t, nil
+}
+
+// MustParseTable is ParseTable for names known at compile time.
+func MustParseTable(s string) Table {
+	t, err := ParseTable(s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Schema returns the schema, or "" when the name is unqualified.
+func (t Table) Schema() string { return t.schema }
+
+// Name returns the unqualified table name.
+func (t Table) Name() string { return t.name }
+
+// String returns the name as given, e.g. "chat.outbox".
+func (t Table) String() string {
+	if t.schema == "" {
+		return t.name
+	}
+	return t.schema + "." + t.name
+}
+
+// Ident returns the quoted identifier for use in SQL.
+func (t Table) Ident() string {
+	if t.schema == "" {
+		return pgx.Identifier{t.name}.Sanitize()
+	}
+	return pgx.Identifier{t.schema, t.name}.Sanitize()
+}
+
+// Channel is the LISTEN/NOTIFY channel that wakes the table's relay.
+func (t Table) Channel() string {
+	return "outbox_" + strings.ReplaceAll(t.String(), ".", "_")
+}
+
+// indexPrefix is a name stem for the table's indexes, unique per table.
+func (t Table) indexPrefix() string {
+	return strings.ReplaceAll(t.String(), ".", "_")
+}
+
+// Querier is what Stage needs: a pgx.Tx satisfies it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// StageOptions tunes Stage.
+type StageOptions struct {
+	// Notify sends NOTIFY on the table's channel inside the same transaction,
+	// so that a listening relay wakes at COMMIT instead of the next poll.
+	Notify bool
+}
+
+// Stage inserts e into the outbox table inside tx. It publishes nothing: the
+// row commits or rolls back with the caller's business write, and a relay
+// publishes it after COMMIT.
+func Stage(ctx context.Context, tx Querier, table Table, e Event, opts StageOptions) error {
+	if e.ID == uuid.Nil {
+		return errors.New("staging event: empty id")
+	}
+	if e.Type == "" {
+		return fmt.Errorf("staging event %s: empty message type", e.ID)
+	}
+	if len(e.Payload) == 0 {
+		return fmt.Errorf("staging event %s: empty payload", e.ID)
+	}
+	var occurred any
+	if !e.OccurredAt.IsZero() {
+		occurred = e.OccurredAt
+	}
+	_, err := tx.Exec(ctx,
+		`INSERT INTO `+table.Ident()+` (id, message_type, payload, correlation_id, occurred_at)
+		 VALUES ($1, $2, $3, $4, coalesce($5, now()))`,
+		e.ID, e.Type, []byte(e.Payload), e.CorrelationID, occurred)
+	if err != nil {
+		return fmt.Errorf("staging event %s: %w", e.ID, err)
+	}
+	if opts.Notify {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, table.Channel()); err != nil {
+			return fmt.Errorf("notifying %s: %w", table.Channel(), err)
+		}
+	}
+	return nil
+}
