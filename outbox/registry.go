@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,7 +72,9 @@ func (r *Registry) Decode(name string, payload []byte) (any, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownType, name)
 	}
 	v := reflect.New(t)
-	if err := json.Unmarshal(payload, v.Interface()); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v.Interface()); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUndecodable, name, err)
 	}
 	return v.Interface(), nil
