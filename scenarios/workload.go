@@ -1,0 +1,130 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxlab/outboxlab/outbox"
+)
+
+// Message types of the workload. The relay under test knows the first two;
+// TypeUnknown is poison it must park, and an OrderPlaced payload that does
+// not decode is poison of the other kind.
+const (
+	TypeOrderPlaced = "order.placed"
+	TypeOrderPaid   = "order.paid"
+	TypeUnknown     = "order.teleported"
+)
+
+// OrderPlaced is the payload of TypeOrderPlaced and TypeOrderPaid.
+type OrderPlaced struct {
+	OrderID string `json:"order_id"`
+	Amount  int    `json:"amount"`
+}
+
+// Registry returns the message types the workload's relay knows.
+func Registry() *outbox.Registry {
+	r := outbox.NewRegistry()
+	r.Register(TypeOrderPlaced, OrderPlaced{})
+	r.Register(TypeOrderPaid, OrderPlaced{})
+	return r
+}
+
+// KnownTypes lists the types of Registry, for a relay configured by
+// environment.
+var KnownTypes = []string{TypeOrderPlaced, TypeOrderPaid}
+
+// Workload shapes the business transactions of a run.
+type Workload struct {
+	// Events is how many events the producers try to stage in all.
+	Events int
+	// Producers run their transactions concurrently.
+	Producers int
+	// MaxEventsPerTxn bounds events staged by one transaction (at least 1).
+	MaxEventsPerTxn int
+	// RollbackRate is the share of transactions that roll back.
+	RollbackRate float64
+	// PoisonRate is the share of events that are poison (half of unknown
+	// type, half undecodable).
+	PoisonRate float64
+	// HoldRate is the share of transactions held open for Hold before
+	// COMMIT, so that later ones commit first.
+	HoldRate float64
+	Hold     time.Duration
+	// CrashAfterCommitRate is the share of committed transactions after
+	// which the producer "dies" before anything else runs.
+	CrashAfterCommitRate float64
+	// Pace spaces one producer's transactions, so that faults land while
+	// the workload runs.
+	Pace time.Duration
+}
+
+// Plan is the workload drawn from a seed: one list of transactions per
+// producer, and the ids of the events made poison.
+type Plan struct {
+	Txns   [][]Txn
+	Poison map[string]bool
+	Total  int
+}
+
+// Draw builds the plan from rng alone: the same seed gives the same
+// transactions, event ids included.
+func (w Workload) Draw(rng *rand.Rand) Plan {
+	producers := max(w.Producers, 1)
+	per := max(w.MaxEventsPerTxn, 1)
+	p := Plan{Txns: make([][]Txn, producers), Poison: map[string]bool{}}
+	for n, i := 0, 0; n < w.Events; i++ {
+		k := min(1+rng.IntN(per), w.Events-n)
+		t := Txn{
+			Rollback:         rng.Float64() < w.RollbackRate,
+			CrashAfterCommit: rng.Float64() < w.CrashAfterCommitRate,
+		}
+		if rng.Float64() < w.HoldRate {
+			t.Hold = w.Hold
+		}
+		for j := 0; j < k; j++ {
+			e := event(rng, n+j)
+			if rng.Float64() < w.PoisonRate {
+				if rng.IntN(2) == 0 {
+					e.Type = TypeUnknown
+				} else {
+					e.Payload = json.RawMessage(fmt.Sprintf(`{"order_id":"o%d","amount":"lots"}`, n+j))
+				}
+				p.Poison[e.ID.String()] = true
+			}
+			t.Events = append(t.Events, e)
+		}
+		n += k
+		p.Total = n
+		p.Txns[i%producers] = append(p.Txns[i%producers], t)
+	}
+	return p
+}
+
+// event makes the n-th event with an id drawn from rng, time-ordered by n
+// so that id order is staging order (as UUIDv7 would be).
+func event(rng *rand.Rand, n int) outbox.Event {
+	var id uuid.UUID
+	for i := range id {
+		id[i] = byte(rng.Uint32())
+	}
+	// A UUIDv7 layout: 48 bits of sequence number in place of the
+	// millisecond timestamp, version 7, variant 10.
+	seq := uint64(n)
+	for i := 5; i >= 0; i-- {
+		id[i] = byte(seq)
+		seq >>= 8
+	}
+	id[6] = id[6]&0x0f | 0x70
+	id[8] = id[8]&0x3f | 0x80
+	typ := TypeOrderPlaced
+	if rng.IntN(3) == 0 {
+		typ = TypeOrderPaid
+	}
+	body, _ := json.Marshal(OrderPlaced{OrderID: fmt.Sprintf("o%d", n), Amount: 1 + rng.IntN(1000)})
+	return outbox.Event{ID: id, Type: typ, Payload: body}
+}
