@@ -1,0 +1,571 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// PublishOptions are the delivery properties the publisher asks of the
+// broker. They sit in one struct so that a variant of the relay can change
+// them (a transient or non-mandatory publish) without another publisher.
+type PublishOptions struct {
+	// Persistent asks for delivery mode 2, so the message survives a broker
+	// restart once confirmed.
+	Persistent bool
+	// Mandatory asks the broker to return a message no queue takes.
+	Mandatory bool
+}
+
+// DefaultPublishOptions are persistent, mandatory publishes.
+func DefaultPublishOptions() PublishOptions {
+	return PublishOptions{Persistent: true, Mandatory: true}
+}
+
+// AMQPConfig configures an AMQPPublisher.
+type AMQPConfig struct {
+	// URL is the broker's AMQP URI. Required.
+	URL string
+	// Exchange receives every message, routed by its type. Required.
+	Exchange string
+	// DeclareExchange declares Exchange as a durable topic exchange on every
+	// new channel. Off by default: the topology is the deployment's (see
+	// DeclareTopology).
+	DeclareExchange bool
+	// Options are the delivery properties; nil means DefaultPublishOptions.
+	Options *PublishOptions
+	// Name is sent as the connection name, shown in the broker's management
+	// views. Optional.
+	Name string
+	// DialTimeout bounds a dial and channel setup when the caller's context
+	// has no earlier deadline. Default 5 s.
+	DialTimeout time.Duration
+	// Heartbeat is the AMQP heartbeat interval. Default 10 s.
+	Heartbeat time.Duration
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+}
+
+// AMQPPublisher is the RabbitMQ implementation of Publisher. It owns one
+// connection and one channel in confirm mode, dialled on first use and
+// dialled again on the next Publish after either closes, so a relay
+// survives broker outages without restarting. It is meant for one relay
+// goroutine; Close may be called from any goroutine.
+type AMQPPublisher struct {
+	cfg  AMQPConfig
+	opts PublishOptions
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	sess   *amqpSession
+	closed bool
+	dials  atomic.Int64
+}
+
+var _ Publisher = (*AMQPPublisher)(nil)
+
+// NewAMQPPublisher checks cfg and returns a publisher; it does not dial.
+func NewAMQPPublisher(cfg AMQPConfig) (*AMQPPublisher, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("amqp publisher: URL is required")
+	}
+	if _, err := amqp.ParseURI(cfg.URL); err != nil {
+		return nil, fmt.Errorf("amqp publisher: URL %s: %w", RedactURL(cfg.URL), redactErr(err, cfg.URL))
+	}
+	if cfg.Exchange == "" {
+		return nil, errors.New("amqp publisher: Exchange is required")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	opts := DefaultPublishOptions()
+	if cfg.Options != nil {
+		opts = *cfg.Options
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &AMQPPublisher{cfg: cfg, opts: opts, log: log}, nil
+}
+
+// Dials returns how many connections the publisher has opened.
+func (p *AMQPPublisher) Dials() int64 { return p.dials.Load() }
+
+// Publish sends m to the configured exchange with routing key m.Type and
+// returns the handle on its confirm. It dials first when there is no open
+// channel; a failed dial or a send on a dead connection wraps
+// ErrBrokerUnavailable.
+func (p *AMQPPublisher) Publish(ctx context.Context, m Message) (Confirmation, error) {
+	s, err := p.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pub := amqp.Publishing{
+		ContentType:   "application/json",
+		MessageId:     m.ID,
+		Type:          m.Type,
+		CorrelationId: m.CorrelationID,
+		Timestamp:     time.Now().UTC(),
+		Body:          m.Payload,
+	}
+	if p.opts.Persistent {
+		pub.DeliveryMode = amqp.Persistent
+	} else {
+		pub.DeliveryMode = amqp.Transient
+	}
+	s.forget(m.ID)
+	var dc *amqp.DeferredConfirmation
+	err = s.bounded(ctx, func() error {
+		var perr error
+		dc, perr = s.ch.PublishWithDeferredConfirmWithContext(ctx, p.cfg.Exchange, m.Type, p.opts.Mandatory, false, pub)
+		return perr
+	})
+	if err != nil {
+		s.breakOff()
+		return nil, fmt.Errorf("publishing %s: %w", m.ID, brokerErr(err))
+	}
+	if dc == nil {
+		s.breakOff()
+		return nil, fmt.Errorf("publishing %s: %w: channel not in confirm mode", m.ID, ErrBrokerUnavailable)
+	}
+	return &amqpConfirmation{sess: s, dc: dc, id: m.ID}, nil
+}
+
+// Close closes the connection. Publishes after Close fail.
+func (p *AMQPPublisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.sess != nil {
+		p.sess.close()
+		p.sess = nil
+	}
+	return nil
+}
+
+// session returns the open session, dialling a new one when there is none.
+func (p *AMQPPublisher) session(ctx context.Context) (*amqpSession, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("amqp publisher closed: %w", ErrBrokerUnavailable)
+	}
+	if p.sess != nil && p.sess.alive() {
+		return p.sess, nil
+	}
+	if p.sess != nil {
+		p.sess.close()
+		p.sess = nil
+	}
+	s, err := dialSession(ctx, p.cfg)
+	if err != nil {
+		p.log.Warn("broker unreachable", "url", RedactURL(p.cfg.URL), "err", err)
+		return nil, err
+	}
+	p.dials.Add(1)
+	p.log.Info("broker connected", "url", RedactURL(p.cfg.URL), "exchange", p.cfg.Exchange)
+	p.sess = s
+	return s, nil
+}
+
+// amqpSession is one connection with its confirm-mode channel and the
+// bookkeeping of returned messages.
+type amqpSession struct {
+	conn   *amqp.Connection
+	raw    net.Conn
+	ch     *amqp.Channel
+	broken atomic.Bool
+
+	returns  chan amqp.Return
+	syncReq  chan chan struct{}
+	loopDone chan struct{}
+
+	mu       sync.Mutex
+	returned map[string]struct{}
+}
+
+// maxReturned bounds the memory of returned ids that nobody asked about.
+const maxReturned = 4096
+
+// dialSession connects, opens a channel in confirm mode and starts
+// tracking returns, all bounded by ctx and cfg.DialTimeout.
+func dialSession(ctx context.Context, cfg AMQPConfig) (*amqpSession, error) {
+	timeout := cfg.DialTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("dialing broker %s: %w: %w", RedactURL(cfg.URL), ErrBrokerUnavailable, context.DeadlineExceeded)
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s := &amqpSession{
+		syncReq:  make(chan chan struct{}),
+		loopDone: make(chan struct{}),
+		returned: make(map[string]struct{}),
+	}
+	var rawMu sync.Mutex
+	props := amqp.NewConnectionProperties()
+	if cfg.Name != "" {
+		props.SetClientConnectionName(cfg.Name)
+	}
+	acfg := amqp.Config{
+		Heartbeat:  cfg.Heartbeat,
+		Locale:     "en_US",
+		Properties: props,
+		Dial: func(network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(dctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// The handshake must finish within the dial's bound; amqp091
+			// clears this deadline once the connection is open.
+			_ = c.SetDeadline(time.Now().Add(timeout))
+			rawMu.Lock()
+			s.raw = c
+			rawMu.Unlock()
+			return c, nil
+		},
+	}
+	setup := func() error {
+		conn, err := amqp.DialConfig(cfg.URL, acfg)
+		if err != nil {
+			return fmt.Errorf("connecting: %w", err)
+		}
+		s.conn = conn
+		ch, err := conn.Channel()
+		if err != nil {
+			return fmt.Errorf("opening channel: %w", err)
+		}
+		s.ch = ch
+		if err := ch.Confirm(false); err != nil {
+			return fmt.Errorf("enabling confirms: %w", err)
+		}
+		if cfg.DeclareExchange {
+			if err := ch.ExchangeDeclare(cfg.Exchange, "topic", true, false, false, false, nil); err != nil {
+				return fmt.Errorf("declaring exchange %q: %w", cfg.Exchange, err)
+			}
+		}
+		s.returns = ch.NotifyReturn(make(chan amqp.Return, 256))
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- setup() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-dctx.Done():
+		err = dctx.Err()
+		// Unblock the setup goroutine: a closed socket fails its I/O.
+		rawMu.Lock()
+		if s.raw != nil {
+			_ = s.raw.Close()
+		}
+		rawMu.Unlock()
+		go func() {
+			if <-done == nil {
+				s.close()
+			}
+		}()
+		return nil, fmt.Errorf("dialing broker %s: %w: %w", RedactURL(cfg.URL), ErrBrokerUnavailable, err)
+	}
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("dialing broker %s: %w: %w", RedactURL(cfg.URL), ErrBrokerUnavailable, redactErr(err, cfg.URL))
+	}
+	go s.returnLoop()
+	return s, nil
+}
+
+// returnLoop records every basic.return by message id. amqp091 hands a
+// return to this channel before it resolves the confirm of the same
+// message (RabbitMQ sends basic.return before basic.ack, and one reader
+// goroutine dispatches both in order), so a Wait that synchronises with
+// this loop after its confirm sees the return if there was one.
+func (s *amqpSession) returnLoop() {
+	defer close(s.loopDone)
+	for {
+		select {
+		case r, ok := <-s.returns:
+			if !ok {
+				return
+			}
+			s.record(r.MessageId)
+		case ack := <-s.syncReq:
+			closed := s.drain()
+			close(ack)
+			if closed {
+				return
+			}
+		}
+	}
+}
+
+// drain records every buffered return and reports whether the channel of
+// returns was closed.
+func (s *amqpSession) drain() (closed bool) {
+	for {
+		select {
+		case r, ok := <-s.returns:
+			if !ok {
+				return true
+			}
+			s.record(r.MessageId)
+		default:
+			return false
+		}
+	}
+}
+
+func (s *amqpSession) record(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.returned) >= maxReturned {
+		clear(s.returned)
+	}
+	s.returned[id] = struct{}{}
+}
+
+// forget drops a stale return of an earlier publish of id.
+func (s *amqpSession) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.returned, id)
+}
+
+// wasReturned synchronises with returnLoop, so that every return the
+// broker sent before the confirm is recorded, then reports (and forgets)
+// whether id was returned.
+func (s *amqpSession) wasReturned(ctx context.Context, id string) (bool, error) {
+	ack := make(chan struct{})
+	select {
+	case s.syncReq <- ack:
+		select {
+		case <-ack:
+		case <-s.loopDone:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	case <-s.loopDone:
+		// The loop drained the closed channel of returns before it ended.
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.returned[id]
+	delete(s.returned, id)
+	return ok, nil
+}
+
+// alive reports whether the session can still publish.
+func (s *amqpSession) alive() bool {
+	return !s.broken.Load() && !s.conn.IsClosed() && !s.ch.IsClosed()
+}
+
+// breakOff marks the session unusable and closes it in the background; the
+// next Publish dials again.
+func (s *amqpSession) breakOff() {
+	if s.broken.Swap(true) {
+		return
+	}
+	go s.close()
+}
+
+// close closes the connection, briefly waiting for the broker, then the
+// socket.
+func (s *amqpSession) close() {
+	s.broken.Store(true)
+	if s.conn != nil {
+		_ = s.conn.CloseDeadline(time.Now().Add(time.Second))
+	}
+	if s.raw != nil {
+		_ = s.raw.Close()
+	}
+}
+
+// bounded runs fn, a blocking amqp091 call that ignores contexts, and
+// gives up when ctx ends first: it then closes the socket, which fails the
+// call, and the session is broken.
+func (s *amqpSession) bounded(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		s.broken.Store(true)
+		if s.raw != nil {
+			_ = s.raw.Close()
+		}
+		return ctx.Err()
+	}
+}
+
+// amqpConfirmation awaits the confirm of one publish.
+type amqpConfirmation struct {
+	sess *amqpSession
+	dc   *amqp.DeferredConfirmation
+	id   string
+}
+
+// Wait returns nil for an ack of a message that was not returned,
+// ErrReturned for an ack of a returned one, ErrNacked for a nack,
+// ErrBrokerUnavailable when the channel closed first, and an error wrapping
+// both ErrBrokerUnavailable and ctx's error when ctx ends first.
+func (c *amqpConfirmation) Wait(ctx context.Context) error {
+	acked, err := c.dc.WaitContext(ctx)
+	if err != nil {
+		// A confirm this late means the connection is not to be trusted:
+		// dial afresh on the next publish.
+		c.sess.breakOff()
+		return fmt.Errorf("awaiting confirm of %s: %w: %w", c.id, ErrBrokerUnavailable, err)
+	}
+	if !acked {
+		// amqp091 resolves outstanding confirms as nacks when the channel
+		// or connection closes; the channel is marked closed before that.
+		if c.sess.ch.IsClosed() || c.sess.conn.IsClosed() {
+			c.sess.breakOff()
+			return fmt.Errorf("awaiting confirm of %s: %w: channel closed", c.id, ErrBrokerUnavailable)
+		}
+		return fmt.Errorf("awaiting confirm of %s: %w", c.id, ErrNacked)
+	}
+	returned, err := c.sess.wasReturned(ctx, c.id)
+	if err != nil {
+		return fmt.Errorf("awaiting return of %s: %w: %w", c.id, ErrBrokerUnavailable, err)
+	}
+	if returned {
+		return fmt.Errorf("awaiting confirm of %s: %w", c.id, ErrReturned)
+	}
+	return nil
+}
+
+// brokerErr wraps err as a broker-level failure.
+func brokerErr(err error) error {
+	if errors.Is(err, ErrBrokerUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBrokerUnavailable, err)
+}
+
+// DeclareTopology declares, on the broker at url, the durable topic
+// exchange the relay publishes to and, when queue is not empty, a durable
+// classic queue bound to it with bindingKey ("#" takes every type). The
+// queue dead-letters into the fanout exchange <queue>.dlx, bound to the
+// durable queue <queue>.dead. Declaring is idempotent.
+func DeclareTopology(ctx context.Context, url, exchange, queue, bindingKey string) error {
+	if exchange == "" {
+		return errors.New("declaring topology: exchange is required")
+	}
+	return WithChannel(ctx, url, func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declaring exchange %q: %w", exchange, err)
+		}
+		if queue == "" {
+			return nil
+		}
+		dlx, dead := queue+".dlx", queue+".dead"
+		if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declaring exchange %q: %w", dlx, err)
+		}
+		if _, err := ch.QueueDeclare(dead, true, false, false, false, amqp.Table{"x-queue-type": "classic"}); err != nil {
+			return fmt.Errorf("declaring queue %q: %w", dead, err)
+		}
+		if err := ch.QueueBind(dead, "", dlx, false, nil); err != nil {
+			return fmt.Errorf("binding %q to %q: %w", dead, dlx, err)
+		}
+		args := amqp.Table{"x-queue-type": "classic", "x-dead-letter-exchange": dlx}
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, args); err != nil {
+			return fmt.Errorf("declaring queue %q: %w", queue, err)
+		}
+		if err := ch.QueueBind(queue, bindingKey, exchange, false, nil); err != nil {
+			return fmt.Errorf("binding %q to %q with %q: %w", queue, exchange, bindingKey, err)
+		}
+		return nil
+	})
+}
+
+// WithChannel dials url, runs fn on a fresh channel and closes both; the
+// whole is bounded by ctx (default 10 s when ctx has no deadline). Tests
+// and tools use it for one-off broker work.
+func WithChannel(ctx context.Context, url string, fn func(ch *amqp.Channel) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	s, err := dialSession(ctx, AMQPConfig{URL: url, DialTimeout: 10 * time.Second, Heartbeat: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.bounded(ctx, func() error { return fn(s.ch) }); err != nil {
+		return redactErr(err, url)
+	}
+	return nil
+}
+
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|[^\s&]+)`)
+
+// RedactURL returns u with any password replaced by "xxxxx", for logs and
+// errors. It handles URLs (amqp://user:pass@host, postgres://...), their
+// password query parameter, and PostgreSQL key=value strings
+// (password=...). An unparsable URL loses its whole user part.
+func RedactURL(u string) string {
+	if parsed, err := url.Parse(u); err == nil {
+		u = parsed.Redacted()
+	} else if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.LastIndex(u[i+3:], "@"); j >= 0 {
+			u = u[:i+3] + "xxxxx@" + u[i+3+j+1:]
+		}
+	}
+	return passwordKV.ReplaceAllString(u, "${1}xxxxx")
+}
+
+// redactErr returns err with the password of rawURL removed from its text;
+// the chain is kept when the text holds no secret.
+func redactErr(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	secret := urlPassword(rawURL)
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		if strings.Contains(err.Error(), rawURL) {
+			return errors.New(strings.ReplaceAll(err.Error(), rawURL, RedactURL(rawURL)))
+		}
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), secret, "xxxxx"))
+}
+
+// urlPassword returns the password in rawURL, if any.
+func urlPassword(rawURL string) string {
+	if parsed, err := url.Parse(rawURL); err == nil && parsed.User != nil {
+		if p, ok := parsed.User.Password(); ok {
+			return p
+		}
+	}
+	if m := passwordKV.FindStringSubmatch(rawURL); m != nil {
+		return strings.Trim(m[2], "'")
+	}
+	return ""
+}

@@ -1,0 +1,199 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/outbox"
+)
+
+// PGStore is the PostgreSQL implementation of Store over one outbox table.
+// Every time it compares or computes comes from now() of the database; the
+// process clock is never sent to it. Each call is one statement, bounded by
+// the context the relay passes.
+type PGStore struct {
+	pool  *pgxpool.Pool
+	table outbox.Table
+
+	claimSQL, markSQL, retrySQL, parkSQL, sweepSQL, statsSQL string
+}
+
+var _ Store = (*PGStore)(nil)
+
+// NewPGStore returns a store for table on pool. The table must have been
+// created by outbox.Migrate.
+func NewPGStore(pool *pgxpool.Pool, table outbox.Table) *PGStore {
+	t := table.Ident()
+	// pending is the predicate of the partial index <table>_pending_idx;
+	// the claim repeats it word for word so the planner can use the index.
+	const pending = `processed_at IS NULL AND faulted_at IS NULL`
+	// fence holds a row only for the owner of an unexpired lease.
+	const fence = `locked_by = $2 AND locked_until > now() AND ` + pending
+	return &PGStore{
+		pool:  pool,
+		table: table,
+		claimSQL: `WITH candidate AS (
+	SELECT id FROM ` + t + `
+	WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now())
+	ORDER BY occurred_at, id
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+), claimed AS (
+	UPDATE ` + t + ` AS o
+	SET locked_by = $2, locked_at = now(), locked_until = now() + $3::bigint * interval '1 microsecond'
+	FROM candidate
+	WHERE o.id = candidate.id
+	RETURNING o.id, o.message_type, o.payload, o.correlation_id, o.occurred_at, o.attempts
+)
+SELECT id, message_type, payload, correlation_id, occurred_at, attempts
+FROM claimed ORDER BY occurred_at, id`,
+		markSQL: `UPDATE ` + t + ` SET processed_at = now()
+WHERE id = ANY($1) AND ` + fence + `
+RETURNING id`,
+		retrySQL: `UPDATE ` + t + ` SET
+	attempts = attempts + 1,
+	last_error = $3,
+	locked_until = now() + least(power(2, least(attempts, 62)::double precision) * $4::bigint, $5::bigint) * interval '1 microsecond',
+	faulted_at = CASE WHEN attempts + 1 >= $6 THEN now() END
+WHERE id = $1 AND ` + fence + `
+RETURNING attempts, faulted_at IS NOT NULL`,
+		parkSQL: `UPDATE ` + t + ` SET faulted_at = now(), last_error = $3
+WHERE id = $1 AND ` + fence,
+		sweepSQL: `DELETE FROM ` + t + ` WHERE id IN (
+	SELECT id FROM ` + t + `
+	WHERE processed_at IS NOT NULL AND processed_at < now() - $1::bigint * interval '1 microsecond'
+		AND faulted_at IS NULL
+	ORDER BY processed_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)`,
+		statsSQL: `SELECT
+	count(*) FILTER (WHERE ` + pending + `),
+	count(*) FILTER (WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now())),
+	count(*) FILTER (WHERE faulted_at IS NOT NULL),
+	count(*) FILTER (WHERE processed_at IS NOT NULL),
+	coalesce(extract(epoch FROM now() - min(occurred_at) FILTER (
+		WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now()))), 0)::double precision
+FROM ` + t,
+	}
+}
+
+// Table returns the table the store works on.
+func (s *PGStore) Table() outbox.Table { return s.table }
+
+// ClaimSQL returns the claim statement, with parameters $1 = limit,
+// $2 = owner, $3 = lease in microseconds; tests EXPLAIN it.
+func (s *PGStore) ClaimSQL() string { return s.claimSQL }
+
+// Claim leases up to limit eligible rows to owner in one statement and
+// returns them oldest occurred_at first.
+func (s *PGStore) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]Row, error) {
+	rows, err := s.pool.Query(ctx, s.claimSQL, limit, owner, lease.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claiming from %s: %w", s.table, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var row Row
+		err := r.Scan(&row.ID, &row.Type, &row.Payload, &row.CorrelationID, &row.OccurredAt, &row.Attempts)
+		return row, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claiming from %s: %w", s.table, err)
+	}
+	// The statement orders its result already; sorting again is cheap and
+	// keeps the contract independent of the plan.
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].OccurredAt.Equal(out[j].OccurredAt) {
+			return out[i].OccurredAt.Before(out[j].OccurredAt)
+		}
+		return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0
+	})
+	return out, nil
+}
+
+// Mark sets processed_at on the rows of ids that owner still holds under an
+// unexpired lease and returns the ids it marked.
+func (s *PGStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.markSQL, ids, owner)
+	if err != nil {
+		return nil, fmt.Errorf("marking %d rows in %s: %w", len(ids), s.table, err)
+	}
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("marking %d rows in %s: %w", len(ids), s.table, err)
+	}
+	return marked, nil
+}
+
+// Retry records a row-level failure of a row owner still holds: one more
+// attempt, the cause in last_error, eligibility again after
+// min(2^attempts x BackoffBase, BackoffMax) by the database clock (attempts
+// counted before this failure), and faulted_at once attempts reach
+// MaxAttempts.
+func (s *PGStore) Retry(ctx context.Context, owner string, id uuid.UUID, policy RetryPolicy, cause string) (RetryResult, error) {
+	var res RetryResult
+	err := s.pool.QueryRow(ctx, s.retrySQL, id, owner, cause,
+		policy.BackoffBase.Microseconds(), policy.BackoffMax.Microseconds(), policy.MaxAttempts,
+	).Scan(&res.Attempts, &res.Parked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return RetryResult{}, nil
+	case err != nil:
+		return RetryResult{}, fmt.Errorf("recording attempt of %s in %s: %w", id, s.table, err)
+	}
+	res.Applied = true
+	return res, nil
+}
+
+// Park faults a row owner still holds at once, keeping the cause in
+// last_error. It reports false when the lease was lost.
+func (s *PGStore) Park(ctx context.Context, owner string, id uuid.UUID, cause string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, s.parkSQL, id, owner, cause)
+	if err != nil {
+		return false, fmt.Errorf("parking %s in %s: %w", id, s.table, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Sweep deletes up to limit processed rows whose processed_at is older than
+// retention by the database clock. Pending and faulted rows never match.
+func (s *PGStore) Sweep(ctx context.Context, retention time.Duration, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sweepSQL, retention.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sweeping %s: %w", s.table, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Stats reports the backlog: pending, eligible, faulted and processed
+// counts and the age of the oldest eligible row by the database clock.
+func (s *PGStore) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	var ageSeconds float64
+	err := s.pool.QueryRow(ctx, s.statsSQL).Scan(&st.Pending, &st.Eligible, &st.Faulted, &st.Processed, &ageSeconds)
+	if err != nil {
+		return Stats{}, fmt.Errorf("reading stats of %s: %w", s.table, err)
+	}
+	st.OldestEligibleAge = time.Duration(ageSeconds * float64(time.Second))
+	return st, nil
+}
+
+// DBNow returns now() of the database, the clock every lease is measured
+// by.
+func (s *PGStore) DBNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("reading database clock: %w", err)
+	}
+	return now, nil
+}
