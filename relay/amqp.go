@@ -531,18 +531,20 @@ var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|[^\s&]+)`)
 // password query parameter, and PostgreSQL key=value strings
 // (password=...). An unparsable URL loses its whole user part.
 func RedactURL(u string) string {
-	if parsed, err := url.Parse(u); err == nil {
-		u = parsed.Redacted()
-	} else if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.LastIndex(u[i+3:], "@"); j >= 0 {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if parsed, err := url.Parse(u); err == nil {
+			u = parsed.Redacted()
+		} else if j := strings.LastIndex(u[i+3:], "@"); j >= 0 {
 			u = u[:i+3] + "xxxxx@" + u[i+3+j+1:]
 		}
 	}
 	return passwordKV.ReplaceAllString(u, "${1}xxxxx")
 }
 
-// redactErr returns err with the password of rawURL removed from its text;
-// the chain is kept when the text holds no secret.
+// RedactError returns err with the password of rawURL removed from its
+// text; the error chain is kept when the text holds no secret.
+func RedactError(err error, rawURL string) error { return redactErr(err, rawURL) }
+
 func redactErr(err error, rawURL string) error {
 	if err == nil {
 		return nil

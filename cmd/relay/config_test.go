@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+func env(overrides map[string]string) func(string) string {
+	base := map[string]string{
+		"OUTBOX_DATABASE_URL": "postgres://relay:s3cret@db:5432/app",
+		"OUTBOX_AMQP_URL":     "amqp://relay:s3cret@broker:5672/",
+		"OUTBOX_TABLE":        "chat.outbox",
+		"OUTBOX_EXCHANGE":     "events",
+	}
+	for k, v := range overrides {
+		base[k] = v
+	}
+	return func(k string) string { return base[k] }
+}
+
+func fixedHost() (string, error) { return "host-1", nil }
+
+func TestParseEnvDefaults(t *testing.T) {
+	s, err := parseEnv(env(nil), fixedHost)
+	if err != nil {
+		t.Fatalf("parseEnv: %v", err)
+	}
+	if s.Table != outbox.MustParseTable("chat.outbox") {
+		t.Errorf("table = %v", s.Table)
+	}
+	if s.Relay.RelayID != "host-1" {
+		t.Errorf("relay id = %q, want the hostname", s.Relay.RelayID)
+	}
+	if !s.Notify || s.Migrate || s.DeclareExchange {
+		t.Errorf("notify=%v migrate=%v declare=%v, want true false false", s.Notify, s.Migrate, s.DeclareExchange)
+	}
+	if s.Relay.PollInterval != relay.DefaultPollInterval || s.Relay.Lease != relay.DefaultLease {
+		t.Errorf("defaults not applied: %+v", s.Relay)
+	}
+	if s.Failpoints != nil || s.Types != nil {
+		t.Errorf("failpoints and types should be off by default")
+	}
+	if d := time.Since(s.Relay.Now()); d < -time.Second || d > time.Second {
+		t.Errorf("clock without offset is off by %s", d)
+	}
+}
+
+func TestParseEnvEveryField(t *testing.T) {
+	s, err := parseEnv(env(map[string]string{
+		"OUTBOX_RELAY_ID":         "relay-a",
+		"OUTBOX_CLOCK_OFFSET":     "-5m",
+		"OUTBOX_POLL_INTERVAL":    "50ms",
+		"OUTBOX_BATCH_SIZE":       "7",
+		"OUTBOX_LEASE":            "2s",
+		"OUTBOX_MAX_ATTEMPTS":     "3",
+		"OUTBOX_BACKOFF_BASE":     "50ms",
+		"OUTBOX_BACKOFF_MAX":      "400ms",
+		"OUTBOX_RETENTION":        "1s",
+		"OUTBOX_SWEEP_BATCH":      "9",
+		"OUTBOX_SWEEP_INTERVAL":   "100ms",
+		"OUTBOX_PUBLISH_TIMEOUT":  "500ms",
+		"OUTBOX_STORE_TIMEOUT":    "3s",
+		"OUTBOX_PUBLISH_WINDOW":   "4",
+		"OUTBOX_NOTIFY":           "false",
+		"OUTBOX_MIGRATE":          "true",
+		"OUTBOX_DECLARE_EXCHANGE": "1",
+		"OUTBOX_METRICS_ADDR":     "127.0.0.1:0",
+		"OUTBOX_LOG_LEVEL":        "debug",
+		"OUTBOX_TYPES":            "order.placed:order_id=string;amount=integer,order.paid",
+		"OUTBOX_FAILPOINTS":       "after-claim=2*off->error",
+	}), fixedHost)
+	if err != nil {
+		t.Fatalf("parseEnv: %v", err)
+	}
+	c := s.Relay
+	want := relay.Config{RelayID: "relay-a", PollInterval: 50 * time.Millisecond, BatchSize: 7, Lease: 2 * time.Second,
+		MaxAttempts: 3, BackoffBase: 50 * time.Millisecond, BackoffMax: 400 * time.Millisecond, Retention: time.Second,
+		SweepBatch: 9, SweepInterval: 100 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
+		StoreTimeout: 3 * time.Second, PublishWindow: 4}
+	c.Now = nil
+	if c != want {
+		t.Errorf("relay config\n got %+v\nwant %+v", c, want)
+	}
+	if s.ClockOffset != -5*time.Minute {
+		t.Errorf("clock offset = %s", s.ClockOffset)
+	}
+	if d := time.Since(s.Relay.Now()); d < 5*time.Minute-time.Second || d > 5*time.Minute+time.Second {
+		t.Errorf("process clock should run 5m behind, runs %s behind", d)
+	}
+	if s.Notify || !s.Migrate || !s.DeclareExchange || s.MetricsAddr != "127.0.0.1:0" || s.LogLevel.String() != "DEBUG" {
+		t.Errorf("flags: %+v", s)
+	}
+	if s.Failpoints == nil {
+		t.Fatal("failpoints not parsed")
+	}
+	if got := s.Types.Names(); strings.Join(got, ",") != "order.paid,order.placed" {
+		t.Errorf("types = %v", got)
+	}
+}
+
+func TestParseEnvErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"missing database", map[string]string{"OUTBOX_DATABASE_URL": ""}, "OUTBOX_DATABASE_URL: is required"},
+		{"missing broker", map[string]string{"OUTBOX_AMQP_URL": ""}, "OUTBOX_AMQP_URL: is required"},
+		{"missing table", map[string]string{"OUTBOX_TABLE": ""}, "OUTBOX_TABLE: is required"},
+		{"missing exchange", map[string]string{"OUTBOX_EXCHANGE": ""}, "OUTBOX_EXCHANGE: is required"},
+		{"bad database url", map[string]string{"OUTBOX_DATABASE_URL": "postgres://relay:s3cret@db:port/app"}, "OUTBOX_DATABASE_URL: invalid connection string"},
+		{"bad broker scheme", map[string]string{"OUTBOX_AMQP_URL": "http://broker/"}, "OUTBOX_AMQP_URL: invalid AMQP URI"},
+		{"bad broker port", map[string]string{"OUTBOX_AMQP_URL": "amqp://relay:s3cret@broker:port/"}, "OUTBOX_AMQP_URL: invalid AMQP URI"},
+		{"bad table", map[string]string{"OUTBOX_TABLE": "outbox; DROP TABLE x"}, "OUTBOX_TABLE: table"},
+		{"three-part table", map[string]string{"OUTBOX_TABLE": "a.b.c"}, "OUTBOX_TABLE:"},
+		{"bad exchange", map[string]string{"OUTBOX_EXCHANGE": "ev ents"}, "OUTBOX_EXCHANGE: invalid exchange name"},
+		{"bad duration", map[string]string{"OUTBOX_LEASE": "2 minutes"}, "OUTBOX_LEASE: not a duration"},
+		{"negative duration", map[string]string{"OUTBOX_POLL_INTERVAL": "-1s"}, "OUTBOX_POLL_INTERVAL: must be positive"},
+		{"bad integer", map[string]string{"OUTBOX_BATCH_SIZE": "many"}, "OUTBOX_BATCH_SIZE: not an integer"},
+		{"zero integer", map[string]string{"OUTBOX_MAX_ATTEMPTS": "0"}, "OUTBOX_MAX_ATTEMPTS: must be positive"},
+		{"bad bool", map[string]string{"OUTBOX_NOTIFY": "sometimes"}, "OUTBOX_NOTIFY: not a boolean"},
+		{"bad offset", map[string]string{"OUTBOX_CLOCK_OFFSET": "five minutes"}, "OUTBOX_CLOCK_OFFSET:"},
+		{"bad failpoints", map[string]string{"OUTBOX_FAILPOINTS": "no-such-point=kill"}, "OUTBOX_FAILPOINTS:"},
+		{"bad level", map[string]string{"OUTBOX_LOG_LEVEL": "loud"}, "OUTBOX_LOG_LEVEL:"},
+		{"bad types", map[string]string{"OUTBOX_TYPES": "order.placed:amount=money"}, "OUTBOX_TYPES:"},
+		{"lease too short", map[string]string{"OUTBOX_LEASE": "1s", "OUTBOX_PUBLISH_TIMEOUT": "1s"}, "Lease"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseEnv(env(tc.env), fixedHost)
+			if err == nil {
+				t.Fatal("parseEnv accepted a bad configuration")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error leaks the password: %q", err)
+			}
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Errorf("error %v is not a configError", err)
+			}
+		})
+	}
+}
+
+func TestParseEnvReportsEveryProblem(t *testing.T) {
+	_, err := parseEnv(env(map[string]string{"OUTBOX_TABLE": "", "OUTBOX_LEASE": "x"}), fixedHost)
+	if err == nil || !strings.Contains(err.Error(), "OUTBOX_TABLE") || !strings.Contains(err.Error(), "OUTBOX_LEASE") {
+		t.Fatalf("want both variables named, got %v", err)
+	}
+}
+
+func TestParseEnvNoHostname(t *testing.T) {
+	_, err := parseEnv(env(nil), func() (string, error) { return "", errors.New("no uts") })
+	if err == nil || !strings.Contains(err.Error(), "OUTBOX_RELAY_ID") {
+		t.Fatalf("want OUTBOX_RELAY_ID named, got %v", err)
+	}
+}

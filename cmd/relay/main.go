@@ -1,0 +1,245 @@
+// Command relay runs the outbox relay as a process configured by its
+// environment, as the harness's black-box contract describes: it drains
+// OUTBOX_TABLE in OUTBOX_DATABASE_URL to OUTBOX_EXCHANGE at OUTBOX_AMQP_URL
+// until SIGTERM or SIGINT, then finishes its batch in flight and exits 0.
+// A configuration it cannot use (missing variable, malformed URL, bad table
+// name or duration) is reported on stderr naming the variable, with exit
+// code 2. An unreachable database or broker is not a configuration error:
+// the relay logs and retries until they come back.
+//
+// Variables: OUTBOX_DATABASE_URL, OUTBOX_AMQP_URL, OUTBOX_TABLE
+// (optionally schema.table) and OUTBOX_EXCHANGE are required.
+// OUTBOX_RELAY_ID defaults to the hostname. OUTBOX_CLOCK_OFFSET skews the
+// process clock (logs and sleeps only; leases follow the database clock).
+// OUTBOX_FAILPOINTS programs failpoints (see chaos.ParseFailpoints).
+// OUTBOX_POLL_INTERVAL, OUTBOX_BATCH_SIZE, OUTBOX_LEASE,
+// OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
+// OUTBOX_RETENTION, OUTBOX_SWEEP_BATCH, OUTBOX_SWEEP_INTERVAL,
+// OUTBOX_PUBLISH_TIMEOUT, OUTBOX_STORE_TIMEOUT and OUTBOX_PUBLISH_WINDOW
+// set the relay.Config fields of the same names. OUTBOX_NOTIFY (default
+// true) wakes the relay by LISTEN/NOTIFY; OUTBOX_MIGRATE (default false)
+// creates the table first; OUTBOX_DECLARE_EXCHANGE (default false) declares
+// the exchange; OUTBOX_METRICS_ADDR serves Prometheus metrics on /metrics;
+// OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
+// known message types (see typeDecoder), every type being accepted when it
+// is unset. Logs are JSON lines on stderr, passwords redacted.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitConfig = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Getenv, os.Stderr))
+}
+
+// run is the whole process but for signals and os.Exit.
+func run(ctx context.Context, getenv func(string) string, stderr io.Writer) int {
+	s, err := parseEnv(getenv, osHostname)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: bad configuration:\n")
+		var joined interface{ Unwrap() []error }
+		if errors.As(err, &joined) {
+			for _, e := range joined.Unwrap() {
+				fmt.Fprintf(stderr, "  %v\n", e)
+			}
+		} else {
+			fmt.Fprintf(stderr, "  %v\n", err)
+		}
+		return exitConfig
+	}
+	log := newLogger(stderr, s)
+	log.Info("relay starting",
+		"table", s.Table.String(), "exchange", s.Exchange,
+		"database", relay.RedactURL(s.DatabaseURL), "broker", relay.RedactURL(s.AMQPURL),
+		"clock_offset", s.ClockOffset.String(), "notify", s.Notify, "failpoints", s.FailpointSpec,
+		"poll_interval", s.Relay.PollInterval.String(), "batch_size", s.Relay.BatchSize,
+		"lease", s.Relay.Lease.String(), "publish_timeout", s.Relay.PublishTimeout.String())
+	if err := serve(ctx, s, log); err != nil {
+		log.Error("relay failed", "err", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// newLogger writes JSON lines to w, stamped by the process clock (which
+// OUTBOX_CLOCK_OFFSET may skew).
+func newLogger(w io.Writer, s settings) *slog.Logger {
+	now := s.Relay.Now
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{
+		Level: s.LogLevel,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Time(slog.TimeKey, now())
+			}
+			return a
+		},
+	})
+	return slog.New(h).With("relay_id", s.Relay.RelayID)
+}
+
+// serve wires the relay and runs it until ctx ends.
+func serve(ctx context.Context, s settings, log *slog.Logger) error {
+	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database config: %w", relay.RedactError(err, s.DatabaseURL))
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "outbox-relay " + s.Relay.RelayID
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("database pool: %w", relay.RedactError(err, s.DatabaseURL))
+	}
+	defer pool.Close()
+
+	if s.Migrate {
+		if !retry(ctx, log, "migrating outbox table", func(ctx context.Context) error {
+			return outbox.Migrate(ctx, pool, s.Table)
+		}) {
+			return nil // stopped while the database was unreachable
+		}
+	}
+
+	pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{
+		URL:             s.AMQPURL,
+		Exchange:        s.Exchange,
+		DeclareExchange: s.DeclareExchange,
+		Name:            "outbox-relay " + s.Relay.RelayID,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+
+	opts := relay.Options{Logger: log}
+	if s.Failpoints != nil {
+		opts.Failpoints = s.Failpoints
+	}
+	if s.Types != nil {
+		opts.Decoder = s.Types
+		log.Info("message types", "known", s.Types.Names())
+	}
+	var srv *http.Server
+	if s.MetricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.Metrics = relay.NewMetrics(reg, s.Table.String())
+		srv, err = serveMetrics(s.MetricsAddr, reg, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	r, err := relay.New(s.Relay, relay.NewPGStore(pool, s.Table), pub, opts)
+	if err != nil {
+		return err
+	}
+	var wake <-chan struct{}
+	if s.Notify {
+		wake, err = relay.Listen(ctx, s.DatabaseURL, s.Table, relay.ListenConfig{Logger: log})
+		if err != nil {
+			return err
+		}
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				logTotals(log, "relay totals", r.Totals())
+			}
+		}
+	}()
+	err = r.Run(ctx, wake)
+	<-done
+	logTotals(log, "relay stopped", r.Totals())
+	return err
+}
+
+// logTotals logs the relay's running counts.
+func logTotals(log *slog.Logger, msg string, t *relay.Totals) {
+	log.Info(msg,
+		"ticks", t.Ticks.Load(), "claimed", t.Claimed.Load(), "published", t.Published.Load(),
+		"marked", t.Published.Load(), "lost_leases", t.LostLeases.Load(), "attempts", t.Attempts.Load(),
+		"parked", t.Parked.Load(), "swept", t.Swept.Load(), "broker_failures", t.BrokerFailures.Load())
+}
+
+// retry runs fn until it succeeds (true) or ctx ends (false), logging each
+// failure and backing off up to 5 s.
+func retry(ctx context.Context, log *slog.Logger, what string, fn func(context.Context) error) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := fn(cctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Warn(what+" failed, retrying", "err", err, "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// serveMetrics serves /metrics on addr in the background.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("OUTBOX_METRICS_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return srv, nil
+}

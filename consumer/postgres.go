@@ -1,0 +1,144 @@
+package consumer
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migration/*.up.sql
+var migrationFS embed.FS
+
+// DB is what MigrateInbox needs: *pgxpool.Pool and *pgx.Conn satisfy it.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// MigrateInbox creates the inbox and effects tables in the first schema of
+// the search path. It is idempotent and safe to run from several processes
+// at once (every statement is IF NOT EXISTS, under an advisory lock).
+func MigrateInbox(ctx context.Context, db DB) error {
+	files, err := fs.Glob(migrationFS, "migration/*.up.sql")
+	if err != nil {
+		return fmt.Errorf("loading inbox migrations: %w", err)
+	}
+	sort.Strings(files)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating inbox: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('outboxlab.migrate.inbox'))`); err != nil {
+		return fmt.Errorf("migrating inbox: locking: %w", err)
+	}
+	for _, f := range files {
+		body, err := migrationFS.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("migrating inbox: reading %s: %w", f, err)
+		}
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return fmt.Errorf("migrating inbox: applying %s: %w", f, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrating inbox: commit: %w", err)
+	}
+	return nil
+}
+
+// Effect is a consumer's business effect, run inside the transaction that
+// records the message in the inbox.
+type Effect func(ctx context.Context, tx pgx.Tx, m Message) error
+
+// RecordEffect returns an Effect that inserts one row into the effects
+// table for consumer. The table has no unique key, so an effect applied
+// twice leaves two rows: that is what the harness looks for.
+func RecordEffect(consumer string) Effect {
+	return func(ctx context.Context, tx pgx.Tx, m Message) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO effects (consumer, message_id) VALUES ($1, $2)`, consumer, m.ID); err != nil {
+			return fmt.Errorf("recording effect of %s: %w", m.ID, err)
+		}
+		return nil
+	}
+}
+
+// PGInbox is the PostgreSQL implementation of Inbox: the inbox row and the
+// effect commit in one transaction.
+type PGInbox struct {
+	pool     *pgxpool.Pool
+	consumer string
+	effect   Effect
+}
+
+var _ Inbox = (*PGInbox)(nil)
+
+// NewPGInbox returns an inbox for the consumer named consumer that runs
+// effect once per message id. The tables must exist (MigrateInbox).
+func NewPGInbox(pool *pgxpool.Pool, consumer string, effect Effect) (*PGInbox, error) {
+	if pool == nil || effect == nil {
+		return nil, errors.New("inbox: pool and effect are required")
+	}
+	if consumer == "" {
+		return nil, errors.New("inbox: consumer name is required")
+	}
+	return &PGInbox{pool: pool, consumer: consumer, effect: effect}, nil
+}
+
+// Apply records m.ID for the consumer and runs the effect in the same
+// transaction. When the id was recorded before, it runs nothing and reports
+// a duplicate. An error means nothing committed, or, for a failed COMMIT,
+// that the outcome is unknown: a redelivery then either applies or is
+// absorbed, never both.
+func (in *PGInbox) Apply(ctx context.Context, m Message) (bool, error) {
+	tx, err := in.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("applying %s: begin: %w", m.ID, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	tag, err := tx.Exec(ctx,
+		`INSERT INTO inbox (consumer, message_id, message_type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		in.consumer, m.ID, m.Type)
+	if err != nil {
+		return false, fmt.Errorf("applying %s: recording in inbox: %w", m.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return true, nil
+	}
+	if err := in.effect(ctx, tx, m); err != nil {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("applying %s: commit: %w", m.ID, err)
+	}
+	return false, nil
+}
+
+// EffectCounts returns, for consumer, how many effects each message id has
+// in the effects table. Any count above one is a duplicate effect.
+func EffectCounts(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, consumer string) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT message_id, count(*) FROM effects WHERE consumer = $1 GROUP BY message_id`, consumer)
+	if err != nil {
+		return nil, fmt.Errorf("counting effects of %s: %w", consumer, err)
+	}
+	out := make(map[string]int)
+	var id string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
+		out[id] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting effects of %s: %w", consumer, err)
+	}
+	return out, nil
+}

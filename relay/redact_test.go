@@ -1,0 +1,59 @@
+package relay
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"amqp://guest:s3cret@broker:5672/", "amqp://guest:xxxxx@broker:5672/"},
+		{"postgres://app:s3cret@db:5432/app?sslmode=disable", "postgres://app:xxxxx@db:5432/app?sslmode=disable"},
+		{"postgres://app@db/app", "postgres://app@db/app"},
+		{"postgres://db/app?password=s3cret&sslmode=disable", "postgres://db/app?password=xxxxx&sslmode=disable"},
+		{"host=db user=app password=s3cret dbname=app", "host=db user=app password=xxxxx dbname=app"},
+		{"host=db password='s3 cret' dbname=app", "host=db password=xxxxx dbname=app"},
+		{"amqp://guest:s3cret@broker:port/", "amqp://xxxxx@broker:port/"},
+	} {
+		if got := RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(RedactURL(tc.in), "s3cret") {
+			t.Errorf("RedactURL(%q) leaks the password", tc.in)
+		}
+	}
+}
+
+func TestRedactError(t *testing.T) {
+	url := "amqp://guest:s3cret@broker:port/"
+	err := RedactError(errors.New(`parse "`+url+`": invalid port`), url)
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error leaks the password: %v", err)
+	}
+	clean := errors.New("connection refused")
+	if got := RedactError(clean, url); got != clean {
+		t.Errorf("an error without secrets should pass unchanged, got %v", got)
+	}
+	if RedactError(nil, url) != nil {
+		t.Error("RedactError(nil) should be nil")
+	}
+}
+
+func TestNewAMQPPublisherChecksConfig(t *testing.T) {
+	if _, err := NewAMQPPublisher(AMQPConfig{URL: "http://guest:s3cret@broker/", Exchange: "events"}); err == nil {
+		t.Error("accepted a non-AMQP URL")
+	} else if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error leaks the password: %v", err)
+	}
+	if _, err := NewAMQPPublisher(AMQPConfig{URL: "amqp://broker/"}); err == nil {
+		t.Error("accepted an empty exchange")
+	}
+	p, err := NewAMQPPublisher(AMQPConfig{URL: "amqp://broker/", Exchange: "events"})
+	if err != nil {
+		t.Fatalf("NewAMQPPublisher: %v", err)
+	}
+	if p.opts != DefaultPublishOptions() {
+		t.Errorf("options = %+v, want persistent and mandatory", p.opts)
+	}
+}
