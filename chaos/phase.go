@@ -1,0 +1,190 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// Phase names, the Value of history.Phase ops.
+const (
+	// PhaseSafety runs the workload under faults.
+	PhaseSafety = "safety"
+	// PhaseLiveness heals every fault and waits for the backlog to drain.
+	PhaseLiveness = "liveness"
+	// PhaseCheck runs the checkers over the history and final state.
+	PhaseCheck = "check"
+)
+
+// RunnerProcess is the history process that records phase ops.
+const RunnerProcess = "runner"
+
+// RecordPhase records the start of phase in rec (nil records nothing) and
+// returns the op.
+func RecordPhase(rec *history.Recorder, phase string) history.Op {
+	op := history.Op{Process: RunnerProcess, Type: history.OK, F: history.Phase, Value: phase}
+	if rec == nil {
+		return op
+	}
+	return rec.Record(op)
+}
+
+// ErrNotDrained is returned when the liveness phase ends before the
+// backlog drained.
+var ErrNotDrained = errors.New("backlog not drained before the liveness deadline")
+
+// Defaults of Phases.
+const (
+	DefaultDrainWithin = 2 * time.Minute
+	DefaultPollEvery   = 200 * time.Millisecond
+)
+
+// Phases runs the phases of a chaos run: safety (workload under the fault
+// schedule), liveness (heal everything, then wait for the drain within a
+// deadline), then check, each marked in the history.
+type Phases struct {
+	// Recorder receives the phase ops.
+	Recorder *history.Recorder
+	// Nemesis runs Steps during the safety phase and heals everything at
+	// the start of the liveness phase.
+	Nemesis *Nemesis
+	// Safety is how long the safety phase lasts.
+	Safety time.Duration
+	// Steps is the fault schedule of the safety phase.
+	Steps []Step
+	// DrainWithin bounds the liveness phase. Default DefaultDrainWithin.
+	DrainWithin time.Duration
+	// PollEvery is how often the liveness phase asks whether the backlog
+	// drained. Default DefaultPollEvery.
+	PollEvery time.Duration
+}
+
+// RunSafety records the safety phase and runs workload and the fault
+// schedule side by side for p.Safety. The workload's context ends when the
+// phase does; errors it returns because of that end are not errors of the
+// phase. Faults the schedule left open are healed before RunSafety
+// returns.
+func (p *Phases) RunSafety(ctx context.Context, workload func(ctx context.Context) error) error {
+	RecordPhase(p.Recorder, PhaseSafety)
+	sctx, cancel := context.WithTimeout(ctx, p.Safety)
+	defer cancel()
+	var (
+		wg                  sync.WaitGroup
+		werr, nerr, ctxDone error
+	)
+	if p.Nemesis != nil && len(p.Steps) > 0 {
+		wg.Go(func() { nerr = p.Nemesis.Run(sctx, p.Steps) })
+	}
+	if workload != nil {
+		wg.Go(func() { werr = workload(sctx) })
+	}
+	wg.Wait()
+	ctxDone = ctx.Err()
+	phaseOver := func(err error) error {
+		if ctxDone == nil && sctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	if err := phaseOver(werr); err != nil {
+		errs = append(errs, fmt.Errorf("safety phase workload: %w", err))
+	}
+	if nerr != nil {
+		// The schedule's injection and heal errors are kept; only the end
+		// of the phase itself is not one.
+		if err := phaseOverJoined(nerr, phaseOver); err != nil {
+			errs = append(errs, fmt.Errorf("safety phase faults: %w", err))
+		}
+	}
+	if ctxDone != nil {
+		errs = append(errs, ctxDone)
+	}
+	return errors.Join(errs...)
+}
+
+// phaseOverJoined filters each error joined in err through keep.
+func phaseOverJoined(err error, keep func(error) error) error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return keep(err)
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		if e = keep(e); e != nil {
+			out = append(out, e)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// RunLiveness records the liveness phase, heals every fault (retrying until
+// all heals succeed or the deadline passes), then polls drained until it
+// reports true. It returns how long the phase took; the error wraps
+// ErrNotDrained when the deadline passed first.
+func (p *Phases) RunLiveness(ctx context.Context, drained func(ctx context.Context) (bool, error)) (time.Duration, error) {
+	RecordPhase(p.Recorder, PhaseLiveness)
+	within, every := p.DrainWithin, p.PollEvery
+	if within <= 0 {
+		within = DefaultDrainWithin
+	}
+	if every <= 0 {
+		every = DefaultPollEvery
+	}
+	began := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	if p.Nemesis != nil {
+		var lastErr error
+		err := WaitFor(lctx, every, func(ctx context.Context) (bool, error) {
+			lastErr = p.Nemesis.HealAll(ctx)
+			return lastErr == nil, nil
+		})
+		if err != nil {
+			return time.Since(began), fmt.Errorf("liveness phase: healing faults: %w", errors.Join(err, lastErr))
+		}
+	}
+	if drained == nil {
+		return time.Since(began), nil
+	}
+	var lastErr error
+	err := WaitFor(lctx, every, func(ctx context.Context) (bool, error) {
+		ok, err := drained(ctx)
+		lastErr = err
+		return ok && err == nil, nil
+	})
+	if err != nil {
+		return time.Since(began), fmt.Errorf("liveness phase after %s: %w", time.Since(began).Round(time.Millisecond),
+			errors.Join(ErrNotDrained, lastErr))
+	}
+	return time.Since(began), nil
+}
+
+// StartCheck records the check phase.
+func (p *Phases) StartCheck() { RecordPhase(p.Recorder, PhaseCheck) }
+
+// WaitFor calls cond every interval until it reports true (nil), returns
+// an error (that error), or ctx ends (ctx's error). The first call is
+// immediate.
+func WaitFor(ctx context.Context, every time.Duration, cond func(ctx context.Context) (bool, error)) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		ok, err := cond(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
