@@ -387,7 +387,7 @@ func TestPGStoreSweepsOnlyProcessedPastRetention(t *testing.T) {
 	exec(`UPDATE `+db.Table.Ident()+` SET processed_at = now() - interval '2 hours' WHERE id = ANY($1)`, eventIDs(old))
 	exec(`UPDATE `+db.Table.Ident()+` SET processed_at = now() WHERE id = $1`, fresh[0].ID)
 	exec(`UPDATE `+db.Table.Ident()+` SET faulted_at = now() - interval '30 days', occurred_at = now() - interval '30 days' WHERE id = $1`, parked[0].ID)
-	exec(`UPDATE `+db.Table.Ident()+` SET occurred_at = now() - interval '30 days' WHERE message_type = 'pending'`)
+	exec(`UPDATE ` + db.Table.Ident() + ` SET occurred_at = now() - interval '30 days' WHERE message_type = 'pending'`)
 
 	// Batches of at most limit rows.
 	if n, err := store.Sweep(ctx, time.Hour, 2); err != nil || n != 2 {
