@@ -1,0 +1,394 @@
+// Package checker turns a run's history and its final state into a verdict.
+// Each checker is a pure function from the history (the operations recorded
+// by producers, relays, consumers and the fault injector), the state read
+// after heal and drain, and the run's Config, to a Result: valid or not,
+// with the offending events and why. Check runs them all and sums them up in
+// a Report. A checker never stops a test; the caller decides what a failed
+// Result means.
+//
+// The checkers follow Jepsen's total-queue checker (lost, unexpected,
+// duplicated, recovered) and split what the system promises (Config and its
+// Features, the model) from the analysis of what happened (the checkers).
+//
+// # Ordering and clocks
+//
+// Records are ordered by history.Op.Index, the recorder's single sequence.
+// Op.Time is the recording process's clock, which may be skewed, so times
+// are compared only where a check says so: between two records of one
+// process, or between the runner and the consumers, which run in the
+// harness's process on one clock. Times of the database clock travel in
+// Value as "db_time=<RFC 3339>" and are compared with each other and with
+// State's database times.
+//
+// # Recording conventions
+//
+// Every operation is an invoke followed by ok, fail or info from the same
+// process with the same Func (history.Pairs matches them); completions
+// repeat their invoke's Events, or the subset that took effect (a Mark ok
+// lists only the rows actually marked, a Claim ok the rows claimed). Deliver,
+// FaultStart, FaultStop, Crash, Restart and Phase may be recorded as single
+// records without an invoke.
+//
+//   - Producers ("producer-N") record Commit with the staged Events; Value
+//     "caused-by=<id>[,<id>]" when the commit was caused by consuming those
+//     events (multi-hop pipelines). Unsafe producers record their inline
+//     Publish.
+//   - Relays ("relay-<id>") record Claim (ok: claimed ids), Publish (one
+//     event; ok once confirmed, fail when nacked or refused, info when the
+//     confirm never came), Mark (invoke: confirmed ids; ok: ids marked;
+//     fail when the statement failed), Retry (ok: Value "attempts=N",
+//     plus "parked" when it faulted the row; fail when the lease was lost),
+//     Park (ok when faulted, fail when the lease was lost), Sweep (ok: ids
+//     deleted, when the store can tell). Mark, Retry and Sweep oks carry
+//     "db_time=..." when the store can tell the database time.
+//   - Consumers ("consumer-N") record Deliver ok when the broker hands them a
+//     message (Value "redelivered" for a redelivery, "queue=<name>" when a
+//     run has several queues), and Apply (invoke, then ok; Value "duplicate"
+//     when the inbox absorbed it; fail when the transaction failed and the
+//     delivery was requeued).
+//   - The fault injector ("nemesis") brackets each fault with FaultStart and
+//     FaultStop records whose Value is the fault's name (see ClassOf), and
+//     records Crash and Restart with Process set to the process that died
+//     and came back.
+//   - The runner records Phase with Value "safety", "liveness" (heal done,
+//     workload stopped: the backlog must drain from here) and "check".
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// RowState is one outbox row as read at the end of the run.
+type RowState struct {
+	ID          string
+	Type        string
+	ProcessedAt *time.Time
+	FaultedAt   *time.Time
+	Attempts    int
+	OccurredAt  time.Time
+}
+
+// State is the final state read after heal and drain.
+type State struct {
+	// Outbox holds the rows still in the outbox tables, by event id. Swept
+	// rows are absent. Nil when the run has no outbox (Features.Stages
+	// false) or did not read it.
+	Outbox map[string]RowState
+	// Effects counts, per event id, the effects consumers applied (the
+	// effects table has no unique key, so a second effect shows here).
+	// Nil when the run has no consumers that keep effects.
+	Effects map[string]int
+	// Queued lists event ids still sitting in queues after the drain.
+	Queued []string
+	// DBStart and DBNow are the database clock at the start and at the end
+	// of the run; either may be zero when unknown.
+	DBStart time.Time
+	DBNow   time.Time
+}
+
+// Features declares what the system under test promises beyond the core
+// guarantee. The zero value assumes nothing; lost, phantom, unexpected and
+// duplicate-effect checks apply whatever the features say.
+type Features struct {
+	// Stages: events are staged as outbox rows that State.Outbox reflects.
+	// False for the unsafe variants that publish inline.
+	Stages bool
+	// Parks: the relay faults poison rows (unknown type, undecodable,
+	// rejected by the broker) within MaxAttempts instead of retrying them
+	// forever or publishing them.
+	Parks bool
+	// Fenced: the relay's marks, retries and parks take effect only while
+	// it still holds the row's lease.
+	Fenced bool
+	// Sweeps: the relay deletes processed rows after Retention. When
+	// false, no row may leave the outbox during the run.
+	Sweeps bool
+}
+
+// Config is what a run promises: the relay's settings that the checks
+// depend on, which events the workload made poison, and the features.
+type Config struct {
+	// Retention is how long processed rows are kept (by the database
+	// clock). Default 7 days, the relay's default.
+	Retention time.Duration
+	// MaxAttempts is the attempt limit after which a row is parked.
+	// Default 5, the relay's default.
+	MaxAttempts int
+	// Backoff returns the delay before a row may be retried after the given
+	// number of attempts (relay.RetryPolicy.Backoff). Nil: the spacing of
+	// retries is not checked.
+	Backoff func(attempts int) time.Duration
+	// Poison lists the event ids the workload made poison.
+	Poison map[string]bool
+	// LivenessBound is how long after the liveness phase starts every
+	// committed event must be delivered. Zero: delivered by the end of the
+	// run, with no bound.
+	LivenessBound time.Duration
+	// BrokerOnly says the run has no consumers: an event counts as
+	// delivered once the broker confirmed it (Publish ok), delivered it
+	// (Deliver ok) or still holds it (State.Queued).
+	BrokerOnly bool
+	// Features are the promises of the system under test.
+	Features Features
+}
+
+// Defaults of Config.
+const (
+	DefaultRetention   = 7 * 24 * time.Hour
+	DefaultMaxAttempts = 5
+)
+
+func (c Config) withDefaults() Config {
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	return c
+}
+
+// Result is the verdict of one checker.
+type Result struct {
+	// Checker names the checker ("lost", "phantom", ...).
+	Checker string
+	// Valid is false when the checker found a violation.
+	Valid bool
+	// Skipped says the checker had nothing to check (no liveness phase, no
+	// causal links, a feature not promised); Valid is then true.
+	Skipped bool
+	// Offending lists the event ids that violate the checker's invariant,
+	// in the order they first appear in the history.
+	Offending []string
+	// Reasons says, per offending event, what went wrong.
+	Reasons map[string]string
+	// Detail is a one-line summary.
+	Detail string
+	// Counts are the checker's own tallies.
+	Counts map[string]int
+	// By attributes counts to causes: duplicates per explaining fault.
+	By map[string]int
+}
+
+// Counts sums up a run.
+type Counts struct {
+	// Events is the number of distinct event ids staged or seen.
+	Events int
+	// Committed, RolledBack and Indeterminate classify the staged events by
+	// their commits: ok, definitely failed, unknown.
+	Committed, RolledBack, Indeterminate int
+	// Recovered counts indeterminate events that showed up anyway.
+	Recovered int
+	// Delivered counts distinct events delivered end to end (applied, or
+	// reached the broker when BrokerOnly).
+	Delivered int
+	// Lost, Phantom and Unexpected count the safety violations.
+	Lost, Phantom, Unexpected int
+	// Publishes and Deliveries count Publish ok and Deliver ok records;
+	// the Duplicate counts are those beyond the first per event.
+	Publishes, DuplicatePublishes   int
+	Deliveries, DuplicateDeliveries int
+	// UnexplainedDuplicates are duplicates no fault explains.
+	UnexplainedDuplicates int
+	// DuplicatesBy attributes explained duplicates to faults.
+	DuplicatesBy map[string]int
+	// DuplicateEffects counts events whose effect was applied twice.
+	DuplicateEffects int
+	// Poison and Parked count poison events and events that ended faulted.
+	Poison, Parked int
+	// LostLeases counts confirmed rows a mark did not mark.
+	LostLeases int
+	// DrainTime is the time from the liveness phase to the last first
+	// delivery; zero without a liveness phase.
+	DrainTime time.Duration
+}
+
+// Report is the verdict of every checker over one run.
+type Report struct {
+	Valid   bool
+	Results []Result
+	Counts  Counts
+}
+
+// Failed returns the results that found a violation.
+func (r Report) Failed() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if !res.Valid {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// Result returns the result of the named checker.
+func (r Report) Result(name string) (Result, bool) {
+	for _, res := range r.Results {
+		if res.Checker == name {
+			return res, true
+		}
+	}
+	return Result{}, false
+}
+
+// Checker names, in the order Check runs them.
+const (
+	NameWellFormed          = "well-formed"
+	NameLost                = "lost"
+	NamePhantom             = "phantom"
+	NameUnexpected          = "unexpected"
+	NameDuplicateDeliveries = "duplicate-deliveries"
+	NameDuplicateEffects    = "duplicate-effects"
+	NameParking             = "parking"
+	NameRetention           = "retention"
+	NameFencing             = "fencing"
+	NameLiveness            = "liveness"
+	NameCausalOrder         = "causal-order"
+)
+
+// Check runs every checker over one run and sums the results up.
+func Check(h []history.Op, s State, cfg Config) Report {
+	a := analyze(h, s, cfg)
+	results := []Result{
+		a.wellFormed(),
+		a.lost(),
+		a.phantom(),
+		a.unexpected(),
+		a.duplicateDeliveries(),
+		a.duplicateEffects(),
+		a.parking(),
+		a.retention(),
+		a.fencing(),
+		a.liveness(),
+		a.causalOrder(),
+	}
+	rep := Report{Valid: true, Results: results, Counts: a.counts()}
+	for _, r := range results {
+		if !r.Valid {
+			rep.Valid = false
+		}
+		switch r.Checker {
+		case NameLost:
+			rep.Counts.Lost = len(r.Offending)
+		case NamePhantom:
+			rep.Counts.Phantom = len(r.Offending)
+		case NameUnexpected:
+			rep.Counts.Unexpected = len(r.Offending)
+		case NameDuplicateDeliveries:
+			rep.Counts.UnexplainedDuplicates = r.Counts["unexplained"]
+			rep.Counts.DuplicatesBy = r.By
+		case NameDuplicateEffects:
+			rep.Counts.DuplicateEffects = len(r.Offending)
+		case NameLiveness:
+			rep.Counts.DrainTime = time.Duration(r.Counts["drain_ms"]) * time.Millisecond
+		}
+	}
+	return rep
+}
+
+// String renders the report as Summary does.
+func (r Report) String() string { return r.Summary() }
+
+// Summary renders the report for a person: the verdict, the counts, and for
+// each violated invariant its detail and its first few offending events.
+func (r Report) Summary() string {
+	const maxShown = 5
+	var b strings.Builder
+	failed := r.Failed()
+	if r.Valid {
+		fmt.Fprintf(&b, "VERDICT: PASS (%d checkers)\n", len(r.Results))
+	} else {
+		names := make([]string, len(failed))
+		for i, f := range failed {
+			names[i] = f.Checker
+		}
+		fmt.Fprintf(&b, "VERDICT: FAIL (%d of %d checkers: %s)\n", len(failed), len(r.Results), strings.Join(names, ", "))
+	}
+	c := r.Counts
+	fmt.Fprintf(&b, "events: %d committed, %d rolled back, %d indeterminate (%d recovered); %d delivered\n",
+		c.Committed, c.RolledBack, c.Indeterminate, c.Recovered, c.Delivered)
+	fmt.Fprintf(&b, "safety: %d lost, %d phantom, %d unexpected, %d duplicate effects\n",
+		c.Lost, c.Phantom, c.Unexpected, c.DuplicateEffects)
+	fmt.Fprintf(&b, "duplicates: %d publishes (%d extra), %d deliveries (%d extra), %d unexplained",
+		c.Publishes, c.DuplicatePublishes, c.Deliveries, c.DuplicateDeliveries, c.UnexplainedDuplicates)
+	if len(c.DuplicatesBy) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(c.DuplicatesBy)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, c.DuplicatesBy[k]))
+		}
+		fmt.Fprintf(&b, "; by fault: %s", strings.Join(parts, ", "))
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "parking: %d poison, %d parked; lost leases: %d; drain time: %s\n",
+		c.Poison, c.Parked, c.LostLeases, c.DrainTime)
+	for _, res := range r.Results {
+		switch {
+		case !res.Valid:
+			fmt.Fprintf(&b, "FAIL %s: %s\n", res.Checker, res.Detail)
+			for i, id := range res.Offending {
+				if i == maxShown {
+					fmt.Fprintf(&b, "     ... and %d more\n", len(res.Offending)-maxShown)
+					break
+				}
+				if why := res.Reasons[id]; why != "" {
+					fmt.Fprintf(&b, "     %s: %s\n", id, why)
+				} else {
+					fmt.Fprintf(&b, "     %s\n", id)
+				}
+			}
+		case res.Skipped:
+			fmt.Fprintf(&b, "skip %s: %s\n", res.Checker, res.Detail)
+		default:
+			fmt.Fprintf(&b, "ok   %s: %s\n", res.Checker, res.Detail)
+		}
+	}
+	return b.String()
+}
+
+// verdict collects the offending events of one checker.
+type verdict struct {
+	a       *analysis
+	name    string
+	reasons map[string]string
+	counts  map[string]int
+	by      map[string]int
+}
+
+func (a *analysis) verdict(name string) *verdict {
+	return &verdict{a: a, name: name, reasons: map[string]string{}, counts: map[string]int{}}
+}
+
+// offend records a violation by id; the first reason given for an id stays.
+func (v *verdict) offend(id, format string, args ...any) {
+	if _, ok := v.reasons[id]; ok {
+		return
+	}
+	v.reasons[id] = fmt.Sprintf(format, args...)
+}
+
+// result builds the Result; detail summarises a valid run, and a failed
+// run's detail is prefixed with the number of offending events.
+func (v *verdict) result(detail string) Result {
+	r := Result{Checker: v.name, Valid: len(v.reasons) == 0, Counts: v.counts, By: v.by}
+	if !r.Valid {
+		r.Reasons = v.reasons
+		r.Offending = slices.Collect(maps.Keys(v.reasons))
+		slices.SortFunc(r.Offending, func(x, y string) int {
+			return cmp.Or(cmp.Compare(v.a.firstIndex(x), v.a.firstIndex(y)), cmp.Compare(x, y))
+		})
+		detail = fmt.Sprintf("%d event(s): %s", len(r.Offending), detail)
+	}
+	r.Detail = detail
+	return r
+}
+
+func skipped(name, why string) Result {
+	return Result{Checker: name, Valid: true, Skipped: true, Detail: why}
+}

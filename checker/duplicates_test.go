@@ -1,0 +1,128 @@
+package checker
+
+import (
+	"maps"
+	"testing"
+)
+
+func TestDuplicateDeliveries(t *testing.T) {
+	cases := []struct {
+		checkCase
+		by map[string]int
+	}{
+		{checkCase: checkCase{
+			name: "republished with nothing to provoke it",
+			h: build().commit("producer-1", "e1", "e2").relay("relay-a", "e1", "e2").
+				claim("relay-a", "e2").publish("relay-a", "e2").h(),
+			offending: []string{"e2"},
+		}},
+		{checkCase: checkCase{
+			name: "republished after the relay crashed between publish and mark",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").publish("relay-a", "e1").
+				crash("relay-a").restart("relay-a").relay("relay-a", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"restart relay-a": 1}},
+		{checkCase: checkCase{
+			name: "duplicates across a relay restart, published and delivered twice",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").publish("relay-a", "e1").
+				crash("relay-a").deliver("consumer-1", "e1").apply("consumer-1", "e1").
+				restart("relay-a").relay("relay-a", "e1").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"restart relay-a": 2}},
+		{checkCase: checkCase{
+			name: "a broker timeout open during the publish explains it",
+			h: build().commit("producer-1", "e1").fault("relay-broker-timeout").claim("relay-a", "e1").
+				publish("relay-a", "e1").heal("relay-broker-timeout").claim("relay-b", "e1").publish("relay-b", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"relay-broker-timeout": 1}},
+		{checkCase: checkCase{
+			name: "a fault healed before the first publish explains nothing",
+			h: build().commit("producer-1", "e1").fault("broker-down").heal("broker-down").
+				relay("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
+			offending: []string{"e1"},
+		}},
+		{checkCase: checkCase{
+			name: "a fault never healed explains what follows it",
+			h: build().commit("producer-1", "e1").fault("pause relay-a").claim("relay-a", "e1").
+				publish("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"pause relay-a": 1}},
+		{checkCase: checkCase{
+			name: "a skewed clock explains nothing: leases run on the database clock",
+			h: build().commit("producer-1", "e1").fault("clock-skew relay-b").
+				relay("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
+			offending: []string{"e1"},
+		}},
+		{checkCase: checkCase{
+			name: "a redelivery after a failed apply is a requeue",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
+				deliver("consumer-1", "e1").applyFail("consumer-1", "e1").
+				deliver("consumer-1", "e1", FlagRedelivered).apply("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{CauseRequeue: 1}},
+		{checkCase: checkCase{
+			name: "a redelivery with nothing to provoke it",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
+				consume("consumer-1", "e1").deliver("consumer-1", "e1", FlagRedelivered).applyDup("consumer-1", "e1").h(),
+			offending: []string{"e1"},
+		}},
+		{checkCase: checkCase{
+			name: "a consumer crash before its ack explains the redelivery",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
+				consume("consumer-1", "e1").crash("consumer-1").restart("consumer-1").
+				deliver("consumer-1", "e1", FlagRedelivered).applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"restart consumer-1": 1}},
+		{checkCase: checkCase{
+			name: "an unconfirmed publish may reach the broker",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").publishInfo("relay-a", "e1").
+				claim("relay-a", "e1").publish("relay-a", "e1").mark("relay-a", "e1").
+				deliver("consumer-1", "e1").apply("consumer-1", "e1").
+				deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{CauseUnconfirmed: 1}},
+		{checkCase: checkCase{
+			name: "one delivery per queue is no duplicate",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
+				deliver("consumer-1", "e1", "queue=a").deliver("consumer-2", "e1", "queue=b").h(),
+			valid: true,
+		}},
+		{checkCase: checkCase{
+			name: "a black-box relay: a fault after the commit explains a double delivery",
+			h: build().commit("producer-1", "e1").fault("kill relay").
+				consume("consumer-1", "e1").heal("kill relay").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"kill relay": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := DuplicateDeliveries(c.h, c.s, c.cfg)
+			expect(t, r, c.valid, c.offending...)
+			if c.by != nil && !maps.Equal(r.By, c.by) {
+				t.Errorf("By = %v, want %v", r.By, c.by)
+			}
+			if c.valid && r.Counts["unexplained"] != 0 {
+				t.Errorf("unexplained = %d, want 0", r.Counts["unexplained"])
+			}
+			if !c.valid && r.Counts["unexplained"] == 0 {
+				t.Errorf("unexplained = 0 for a failing history")
+			}
+		})
+	}
+}
+
+func TestDuplicateCountsSplitPublishesAndDeliveries(t *testing.T) {
+	h := build().commit("producer-1", "e1").claim("relay-a", "e1").publish("relay-a", "e1").
+		crash("relay-a").restart("relay-a").relay("relay-a", "e1").
+		deliver("consumer-1", "e1").deliver("consumer-1", "e1").deliver("consumer-1", "e1").h()
+	r := DuplicateDeliveries(h, State{}, Config{})
+	if got := r.Counts["duplicate_published"]; got != 1 {
+		t.Errorf("duplicate_published = %d, want 1", got)
+	}
+	if got := r.Counts["duplicate_delivered"]; got != 2 {
+		t.Errorf("duplicate_delivered = %d, want 2", got)
+	}
+	if got := r.Counts["explained"]; got != 3 {
+		t.Errorf("explained = %d, want 3", got)
+	}
+}

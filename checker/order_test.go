@@ -1,0 +1,213 @@
+package checker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+func TestFencing(t *testing.T) {
+	fenced := Config{Features: Features{Fenced: true}}
+	runCases(t, Fencing, []checkCase{
+		{
+			name: "a mark after another relay took the lease over",
+			h: build().commit("producer-1", "e1", "e2").claim("relay-a", "e1", "e2").publish("relay-a", "e1").
+				publish("relay-a", "e2").claim("relay-b", "e2").mark("relay-a", "e1", "e2").h(),
+			cfg:       fenced,
+			offending: []string{"e2"},
+		},
+		{
+			name: "the late mark left the taken-over row alone",
+			h: build().commit("producer-1", "e1", "e2").claim("relay-a", "e1", "e2").publish("relay-a", "e1").
+				publish("relay-a", "e2").claim("relay-b", "e2").markLost("relay-a", []string{"e1", "e2"}, "e1").
+				publish("relay-b", "e2").mark("relay-b", "e2").h(),
+			cfg:   fenced,
+			valid: true,
+		},
+		{
+			name: "a retry after the lease was taken over",
+			h: build().commit("producer-1", "p1").claim("relay-a", "p1").claim("relay-b", "p1").
+				retry("relay-a", "p1", "attempts=1").h(),
+			cfg:       fenced,
+			offending: []string{"p1"},
+		},
+		{
+			name: "a park after the lease was taken over",
+			h: build().commit("producer-1", "p1").claim("relay-a", "p1").claim("relay-b", "p1").
+				park("relay-a", "p1").h(),
+			cfg:       fenced,
+			offending: []string{"p1"},
+		},
+		{
+			name:      "a mark of a row never claimed",
+			h:         build().commit("producer-1", "e1").publish("relay-a", "e1").mark("relay-a", "e1").h(),
+			cfg:       fenced,
+			offending: []string{"e1"},
+		},
+		{
+			name: "claimed again by the first relay after the takeover",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").claim("relay-b", "e1").
+				claim("relay-a", "e1").publish("relay-a", "e1").mark("relay-a", "e1").h(),
+			cfg:   fenced,
+			valid: true,
+		},
+		{
+			name: "a takeover after the mark is not the mark's fault",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
+				claim("relay-b", "e1").h(),
+			cfg:   fenced,
+			valid: true,
+		},
+	})
+	r := Fencing(build().commit("producer-1", "e1").claim("relay-a", "e1").claim("relay-b", "e1").mark("relay-a", "e1").h(), State{}, Config{})
+	if !r.Valid || !r.Skipped {
+		t.Errorf("Fencing without the feature = %+v, want skipped", r)
+	}
+}
+
+func TestLiveness(t *testing.T) {
+	bound := Config{LivenessBound: 5 * time.Second, Poison: map[string]bool{"p1": true}}
+	runCases(t, Liveness, []checkCase{
+		{
+			name: "drained within the bound",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").consume("consumer-1", "e1").
+				commit("producer-1", "e2").fault("broker-down").heal("broker-down").phase(PhaseLiveness).
+				wait(3*time.Second).relay("relay-a", "e2").consume("consumer-1", "e2").h(),
+			cfg:   bound,
+			valid: true,
+		},
+		{
+			name: "drained after the bound",
+			h: build().commit("producer-1", "e1", "e2").phase(PhaseLiveness).
+				relay("relay-a", "e1").consume("consumer-1", "e1").
+				wait(10*time.Second).relay("relay-a", "e2").consume("consumer-1", "e2").h(),
+			cfg:       bound,
+			offending: []string{"e2"},
+		},
+		{
+			name:      "never drained",
+			h:         build().commit("producer-1", "e1").phase(PhaseLiveness).h(),
+			cfg:       Config{},
+			offending: []string{"e1"},
+		},
+		{
+			name: "poison is parking's business",
+			h: build().commit("producer-1", "e1", "p1").phase(PhaseLiveness).
+				relay("relay-a", "e1").consume("consumer-1", "e1").h(),
+			cfg:   bound,
+			valid: true,
+		},
+		{
+			name: "an effect without an apply record counts, untimed",
+			h:    build().commit("producer-1", "e1").phase(PhaseLiveness).h(),
+			s:    State{Effects: map[string]int{"e1": 1}},
+			cfg:  bound, valid: true,
+		},
+	})
+
+	h := build().commit("producer-1", "e1", "e2").phase(PhaseLiveness).
+		wait(time.Second).relay("relay-a", "e1").consume("consumer-1", "e1").
+		wait(2*time.Second).relay("relay-a", "e2").consume("consumer-1", "e2").h()
+	r := Liveness(h, State{}, bound)
+	expect(t, r, true)
+	// e2's apply ok is the last record: phase at index 2, then 1s, 1s of
+	// later records stepping 10ms each, then 2s.
+	phase, last := h[2].Time, h[len(h)-1].Time
+	if want := int(last.Sub(phase) / time.Millisecond); r.Counts["drain_ms"] != want {
+		t.Errorf("drain_ms = %d, want %d", r.Counts["drain_ms"], want)
+	}
+
+	r = Liveness(build().commit("producer-1", "e1").h(), State{}, bound)
+	if !r.Valid || !r.Skipped {
+		t.Errorf("Liveness without a liveness phase = %+v, want skipped", r)
+	}
+}
+
+func TestCausalOrder(t *testing.T) {
+	// hop runs the first hop of a pipeline: a consumer receives A, applies
+	// it and stages B in the same transaction.
+	hop := func(b *hb, a, bID string) *hb {
+		return b.deliver("hop-1", a).invoke("hop-1", history.Apply, a).
+			causedCommit("hop-1", a, bID).ok("hop-1", history.Apply, a)
+	}
+	runCases(t, CausalOrder, []checkCase{
+		{
+			name: "B staged by A's consumer, applied after A",
+			h: hop(build().commit("producer-1", "a1").relay("relay-a", "a1"), "a1", "b1").
+				relay("relay-a", "b1").consume("consumer-2", "b1").h(),
+			valid: true,
+		},
+		{
+			name: "caused by an event never staged",
+			h: build().causedCommit("hop-1", "x9", "b1").relay("relay-a", "b1").
+				consume("consumer-2", "b1").h(),
+			offending: []string{"b1"},
+		},
+		{
+			name: "B committed before A reached any consumer",
+			h: build().commit("producer-1", "a1").causedCommit("hop-1", "a1", "b1").
+				relay("relay-a", "a1", "b1").consume("hop-1", "a1").consume("consumer-2", "b1").h(),
+			offending: []string{"b1"},
+		},
+		{
+			name: "B applied before A was being applied",
+			h: build().commit("producer-1", "a1").relay("relay-a", "a1").deliver("hop-1", "a1").
+				causedCommit("hop-1", "a1", "b1").relay("relay-a", "b1").consume("consumer-2", "b1").
+				apply("hop-1", "a1").h(),
+			offending: []string{"b1"},
+		},
+		{
+			name: "B applied while A never was",
+			h: build().commit("producer-1", "a1").relay("relay-a", "a1").deliver("hop-1", "a1").
+				invoke("hop-1", history.Apply, "a1").causedCommit("hop-1", "a1", "b1").
+				fail("hop-1", history.Apply, "a1").relay("relay-a", "b1").consume("consumer-2", "b1").h(),
+			offending: []string{"b1"},
+		},
+		{
+			name: "B rolled back with A's failed apply and never seen",
+			h: build().commit("producer-1", "a1").relay("relay-a", "a1").deliver("hop-1", "a1").
+				invoke("hop-1", history.Apply, "a1").rec("hop-1", history.Invoke, history.Commit, CausedByValue("a1"), "b1").
+				fail("hop-1", history.Commit, "b1").fail("hop-1", history.Apply, "a1").h(),
+			valid: true,
+		},
+	})
+	r := CausalOrder(build().commit("producer-1", "e1").h(), State{}, Config{})
+	if !r.Valid || !r.Skipped {
+		t.Errorf("CausalOrder without links = %+v, want skipped", r)
+	}
+}
+
+func TestWellFormed(t *testing.T) {
+	swapped := build().commit("producer-1", "e1").h()
+	swapped[0].Index, swapped[1].Index = 1, 0
+	badType := build().commit("producer-1", "e1").h()
+	badType[1].Type = "done"
+	runCases(t, WellFormed, []checkCase{
+		{
+			name:  "a clean history with standalone observations",
+			h:     build().commit("producer-1", "e1").fault("broker-down").relay("relay-a", "e1").heal("broker-down").consume("consumer-1", "e1").phase(PhaseCheck).h(),
+			valid: true,
+		},
+		{
+			name:      "a commit completion without its invoke",
+			h:         build().commit("producer-1", "e1").ok("producer-1", history.Commit, "e2").h(),
+			offending: []string{"e2"},
+		},
+		{
+			name:      "a completion after a crash closed its operation",
+			h:         build().invoke("relay-a", history.Publish, "e1").crash("relay-a").ok("relay-a", history.Publish, "e1").h(),
+			offending: []string{"e1"},
+		},
+		{
+			name:      "indexes out of order",
+			h:         swapped,
+			offending: []string{"e1"},
+		},
+		{
+			name:      "unknown type",
+			h:         badType,
+			offending: []string{"e1"},
+		},
+	})
+}

@@ -1,0 +1,138 @@
+package checker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// Parking checks how the relay deals with failing rows:
+//
+//   - a healthy (non-poison) event is never faulted: its row does not end
+//     faulted and no Park ok or parking Retry ok names it;
+//   - a broker outage consumes no attempt: no Retry ok of a healthy event is
+//     recorded while a broker fault (ClassOf) is open;
+//   - no Retry ok reports more attempts than MaxAttempts, and no row ends
+//     faulted with more;
+//   - with Features.Parks, every poison event that committed ends parked:
+//     its row ends faulted, or (when the state has no outbox) a relay
+//     recorded parking it; a Retry ok at the limit must park; a poison
+//     event must not be published;
+//   - with Config.Backoff, successive Retry oks of one event are spaced by
+//     at least Backoff(attempts of the first). The spacing is measured on
+//     the database clock when both records carry "db_time=..."; else on the
+//     recording process's clock when one process recorded both and no clock
+//     fault was open between them; else it is not checked (counted as
+//     "backoff_unchecked").
+func Parking(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).parking() }
+
+func (a *analysis) parking() Result {
+	v := a.verdict(NameParking)
+	maxAtt := a.cfg.MaxAttempts
+	for _, id := range a.ids {
+		e := a.events[id]
+		if e.poison {
+			v.counts["poison"]++
+		}
+		if e.parked() {
+			v.counts["parked"]++
+		}
+		v.counts["retries"] += len(e.retries)
+
+		if !e.poison {
+			switch {
+			case e.row != nil && e.row.FaultedAt != nil:
+				v.offend(id, "healthy event parked: row faulted after %d attempts", e.row.Attempts)
+			case len(e.parks) > 0:
+				v.offend(id, "healthy event parked by %s at #%d", e.parks[0].Process, e.parks[0].Index)
+			}
+			for _, r := range e.retries {
+				if w, in := a.brokerOutageAt(r.Index); in {
+					v.counts["retries_in_broker_outage"]++
+					v.offend(id, "attempt consumed during broker outage %q: retry by %s at #%d (%s)", w.name, r.Process, r.Index, r.Value)
+				}
+			}
+		}
+		for _, r := range e.retries {
+			n, ok := Attempts(r.Value)
+			switch {
+			case ok && n > maxAtt:
+				v.offend(id, "retry at #%d reports %d attempts, above the limit %d", r.Index, n, maxAtt)
+			case ok && n >= maxAtt && !HasFlag(r.Value, FlagParked) && a.cfg.Features.Parks:
+				v.offend(id, "retry at #%d reached the limit (%d attempts) without parking", r.Index, n)
+			}
+		}
+		if e.row != nil && e.row.FaultedAt != nil && e.row.Attempts > maxAtt {
+			v.offend(id, "row faulted after %d attempts, above the limit %d", e.row.Attempts, maxAtt)
+		}
+		if e.poison && a.cfg.Features.Parks && e.proven() {
+			switch {
+			case len(e.publishOK) > 0:
+				v.offend(id, "poison event published by %s at #%d instead of parked", e.publishOK[0].Process, e.publishOK[0].Index)
+			case a.state.Outbox != nil && e.row == nil:
+				v.offend(id, "poison row gone from the outbox instead of parked")
+			case a.state.Outbox != nil && e.row.FaultedAt == nil:
+				v.offend(id, "poison row not parked: %s", e.fate())
+			case a.state.Outbox == nil && len(e.parks) == 0:
+				v.offend(id, "poison event never parked")
+			}
+		}
+		if a.cfg.Backoff != nil {
+			a.checkBackoff(v, e)
+		}
+	}
+	return v.result(fmt.Sprintf("%d poison, %d parked, %d retries", v.counts["poison"], v.counts["parked"], v.counts["retries"]))
+}
+
+// brokerOutageAt returns a broker fault window open at index i.
+func (a *analysis) brokerOutageAt(i int64) (window, bool) {
+	for _, w := range a.windows {
+		if w.start <= i && i <= w.end && ClassOf(w.name) == FaultBroker {
+			return w, true
+		}
+	}
+	return window{}, false
+}
+
+// clockFaultBetween reports a clock fault open at some point between two
+// indexes.
+func (a *analysis) clockFaultBetween(from, to int64) bool {
+	for _, w := range a.windows {
+		if w.start <= to && w.end >= from && ClassOf(w.name) == FaultClock {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *analysis) checkBackoff(v *verdict, e *event) {
+	for i := 1; i < len(e.retries); i++ {
+		r1, r2 := e.retries[i-1], e.retries[i]
+		if HasFlag(r1.Value, FlagParked) {
+			v.offend(e.id, "retried at #%d after it was parked at #%d", r2.Index, r1.Index)
+			continue
+		}
+		n, ok := Attempts(r1.Value)
+		if !ok {
+			v.counts["backoff_unchecked"]++
+			continue
+		}
+		var gap time.Duration
+		t1, ok1 := DBTime(r1.Value)
+		t2, ok2 := DBTime(r2.Value)
+		switch {
+		case ok1 && ok2:
+			gap = t2.Sub(t1)
+		case r1.Process == r2.Process && !a.clockFaultBetween(r1.Index, r2.Index):
+			gap = r2.Time.Sub(r1.Time)
+		default:
+			v.counts["backoff_unchecked"]++
+			continue
+		}
+		v.counts["backoff_checked"]++
+		if want := a.cfg.Backoff(n); gap < want {
+			v.offend(e.id, "retried %s after attempt %d (#%d, then #%d); backoff is %s", gap, n, r1.Index, r2.Index, want)
+		}
+	}
+}

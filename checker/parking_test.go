@@ -1,0 +1,195 @@
+package checker
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParking(t *testing.T) {
+	poison := map[string]bool{"p1": true}
+	parks := Config{Poison: poison, Features: Features{Stages: true, Parks: true}}
+	backoff := func(n int) time.Duration { return 30 * time.Second << n }
+	spaced := Config{Backoff: backoff, MaxAttempts: 5}
+	db := func(d time.Duration) time.Time { return t0.Add(d) }
+
+	runCases(t, Parking, []checkCase{
+		{
+			name: "poison parked at once, healthy published",
+			h: build().commit("producer-1", "e1", "p1").claim("relay-a", "e1", "p1").
+				park("relay-a", "p1").publish("relay-a", "e1").mark("relay-a", "e1").h(),
+			s:     State{Outbox: rows(processedRow("e1", t0), faultedRow("p1", 0))},
+			cfg:   parks,
+			valid: true,
+		},
+		{
+			name: "undecodable poison parked after the attempt limit",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2 parked").h(),
+			s:     State{Outbox: rows(faultedRow("p1", 2))},
+			cfg:   Config{Poison: poison, MaxAttempts: 2, Features: Features{Stages: true, Parks: true}},
+			valid: true,
+		},
+		{
+			name:      "healthy row ended faulted",
+			h:         build().commit("producer-1", "e1").h(),
+			s:         State{Outbox: rows(faultedRow("e1", 5))},
+			cfg:       parks,
+			offending: []string{"e1"},
+		},
+		{
+			name:      "healthy row parked by a relay, even if gone since",
+			h:         build().commit("producer-1", "e1").claim("relay-a", "e1").park("relay-a", "e1").h(),
+			offending: []string{"e1"},
+		},
+		{
+			name:      "poison left pending",
+			h:         build().commit("producer-1", "p1").h(),
+			s:         State{Outbox: rows(pendingRow("p1", 1))},
+			cfg:       parks,
+			offending: []string{"p1"},
+		},
+		{
+			name:  "poison left pending by a relay that does not promise parking",
+			h:     build().commit("producer-1", "p1").h(),
+			s:     State{Outbox: rows(pendingRow("p1", 1))},
+			cfg:   Config{Poison: poison, Features: Features{Stages: true}},
+			valid: true,
+		},
+		{
+			name:      "poison published instead of parked",
+			h:         build().commit("producer-1", "p1").relay("relay-a", "p1").h(),
+			s:         State{Outbox: rows(processedRow("p1", t0))},
+			cfg:       parks,
+			offending: []string{"p1"},
+		},
+		{
+			name:      "poison row gone",
+			h:         build().commit("producer-1", "p1").h(),
+			s:         State{Outbox: rows()},
+			cfg:       parks,
+			offending: []string{"p1"},
+		},
+		{
+			name:  "poison of a rolled-back commit needs no parking",
+			h:     build().commitFail("producer-1", "p1").h(),
+			s:     State{Outbox: rows()},
+			cfg:   parks,
+			valid: true,
+		},
+		{
+			name: "a broker outage consumed an attempt",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("broker-down").
+				retry("relay-a", "e1", "attempts=1").heal("broker-down").relay("relay-a", "e1").h(),
+			offending: []string{"e1"},
+		},
+		{
+			name: "a relay->broker timeout consumed an attempt",
+			h: build().commit("producer-1", "e1").fault("relay->broker timeout").claim("relay-a", "e1").
+				retry("relay-a", "e1", "attempts=1").h(),
+			offending: []string{"e1"},
+		},
+		{
+			name: "a poison row may consume attempts during a broker outage",
+			h: build().commit("producer-1", "p1").claim("relay-a", "p1").fault("broker-killed").
+				retry("relay-a", "p1", "attempts=1").heal("broker-killed").h(),
+			cfg:   Config{Poison: poison},
+			valid: true,
+		},
+		{
+			name: "a database outage is no broker outage",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("db-down").
+				retry("relay-a", "e1", "attempts=1").heal("db-down").relay("relay-a", "e1").h(),
+			valid: true,
+		},
+		{
+			name:      "attempts above the limit",
+			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", "attempts=6").h(),
+			cfg:       Config{Poison: poison},
+			offending: []string{"p1"},
+		},
+		{
+			name:      "faulted with attempts above the limit",
+			h:         build().commit("producer-1", "p1").h(),
+			s:         State{Outbox: rows(faultedRow("p1", 9))},
+			cfg:       Config{Poison: poison, MaxAttempts: 3},
+			offending: []string{"p1"},
+		},
+		{
+			name:      "reached the limit without parking",
+			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", "attempts=5").h(),
+			cfg:       Config{Poison: poison, Features: Features{Parks: true}},
+			offending: []string{"p1"},
+		},
+		{
+			name: "retries spaced by the backoff on the database clock",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(1, false, db(0))).
+				claim("relay-b", "p1").retry("relay-b", "p1", RetryValue(2, false, db(61*time.Second))).h(),
+			cfg:   withPoison(spaced, poison),
+			valid: true,
+		},
+		{
+			name: "retried before the backoff passed",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(1, false, db(0))).
+				claim("relay-b", "p1").retry("relay-b", "p1", RetryValue(2, false, db(30*time.Second))).h(),
+			cfg:       withPoison(spaced, poison),
+			offending: []string{"p1"},
+		},
+		{
+			name: "same relay, no database time: its own clock measures the spacing",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2").h(),
+			cfg:       withPoison(spaced, poison),
+			offending: []string{"p1"},
+		},
+		{
+			name: "same relay, its own clock, spaced enough",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").wait(time.Minute).
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2").h(),
+			cfg:   withPoison(spaced, poison),
+			valid: true,
+		},
+		{
+			name: "two relays, no database time: not checkable",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").
+				claim("relay-b", "p1").retry("relay-b", "p1", "attempts=2").h(),
+			cfg:   withPoison(spaced, poison),
+			valid: true,
+		},
+		{
+			name: "retried after it was parked",
+			h: build().commit("producer-1", "p1").
+				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(5, true, db(0))).
+				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(6, true, db(time.Hour))).h(),
+			cfg:       withPoison(spaced, poison),
+			offending: []string{"p1"},
+		},
+	})
+}
+
+func withPoison(c Config, poison map[string]bool) Config {
+	c.Poison = poison
+	return c
+}
+
+func TestParkingBackoffCounts(t *testing.T) {
+	h := build().commit("producer-1", "p1", "p2").
+		claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").wait(time.Minute).
+		claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2").
+		claim("relay-a", "p2").retry("relay-a", "p2", "attempts=1").
+		claim("relay-b", "p2").retry("relay-b", "p2", "attempts=2").h()
+	cfg := Config{Poison: map[string]bool{"p1": true, "p2": true}, Backoff: func(n int) time.Duration { return time.Second }}
+	r := Parking(h, State{}, cfg)
+	expect(t, r, true)
+	if r.Counts["backoff_checked"] != 1 || r.Counts["backoff_unchecked"] != 1 {
+		t.Errorf("backoff checked/unchecked = %d/%d, want 1/1", r.Counts["backoff_checked"], r.Counts["backoff_unchecked"])
+	}
+	if r.Counts["retries"] != 4 {
+		t.Errorf("retries = %d, want 4", r.Counts["retries"])
+	}
+}

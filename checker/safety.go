@@ -1,0 +1,112 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// Lost finds events that committed and never arrived. An event must arrive
+// when its commit completed ok, or when its commit's outcome is unknown but
+// the event showed up (its row exists, a relay claimed or published it):
+// such a "recovered" event committed after all. It arrived when a consumer
+// applied it (an Apply ok, a duplicate-absorbed one included, or an effect
+// in State.Effects; with Config.BrokerOnly, also a Publish ok, a Deliver or
+// a message still queued). A poison event is accounted for instead when it
+// ended parked or reached a consumer (a Deliver record) whatever became of
+// it there; Parking judges how it got there. Events of definitely failed or
+// unknown, unseen commits are never lost.
+func Lost(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).lost() }
+
+func (a *analysis) lost() Result {
+	v := a.verdict(NameLost)
+	must := 0
+	for _, id := range a.ids {
+		e := a.events[id]
+		if !e.proven() {
+			continue
+		}
+		must++
+		if e.delivered(a.cfg.BrokerOnly) {
+			continue
+		}
+		if e.poison && (e.parked() || len(e.deliverOK) > 0) {
+			continue
+		}
+		v.offend(id, "%s, never delivered: %s", committedHow(e), e.fate())
+	}
+	v.counts["must_deliver"] = must
+	return v.result(fmt.Sprintf("%d committed events must be delivered", must))
+}
+
+func committedHow(e *event) string {
+	if e.status == committed {
+		return fmt.Sprintf("committed at #%d", e.commitOK)
+	}
+	return "commit indeterminate but the event showed up"
+}
+
+// Phantom finds events that showed up although their transaction
+// definitely did not commit: every Commit that staged them failed, and yet a
+// row of theirs exists, a relay claimed, marked or published them, a
+// consumer received or applied them, or they sit in a queue. A publish
+// before the producer saw its COMMIT acknowledged is not phantom when the
+// commit then completes ok; an event of an indeterminate commit that shows
+// up is recovered, not phantom. Events never staged at all are Unexpected.
+func Phantom(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).phantom() }
+
+func (a *analysis) phantom() Result {
+	v := a.verdict(NamePhantom)
+	for _, id := range a.ids {
+		e := a.events[id]
+		if e.status == rolledBack && e.observed() {
+			v.offend(id, "every commit failed (%d), yet it showed up: %s", len(e.commits), e.fate())
+		}
+	}
+	return v.result("no rolled-back event showed up")
+}
+
+// Unexpected finds events that showed up without ever being staged: no
+// Commit invoke names them, yet they have a row, were published, delivered,
+// applied or queued. A relay or broker that invents or corrupts event ids
+// fails here.
+func Unexpected(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).unexpected() }
+
+func (a *analysis) unexpected() Result {
+	v := a.verdict(NameUnexpected)
+	for _, id := range a.ids {
+		e := a.events[id]
+		if e.status == notStaged && e.observed() {
+			v.offend(id, "never staged by any commit, yet it showed up: %s", e.fate())
+		}
+	}
+	return v.result("every event seen was staged")
+}
+
+// DuplicateEffects finds events whose effect was applied more than once:
+// State.Effects above 1, or two Apply ok records not flagged "duplicate".
+// Each is a failure: duplicates are the consumer's to absorb.
+func DuplicateEffects(h []history.Op, s State, cfg Config) Result {
+	return analyze(h, s, cfg).duplicateEffects()
+}
+
+func (a *analysis) duplicateEffects() Result {
+	v := a.verdict(NameDuplicateEffects)
+	for _, id := range a.ids {
+		e := a.events[id]
+		var fresh []history.Op
+		for _, op := range e.applyOK {
+			if !HasFlag(op.Value, FlagDuplicate) {
+				fresh = append(fresh, op)
+			}
+		}
+		switch {
+		case e.effects > 1:
+			v.offend(id, "%d effects in the effects table", e.effects)
+		case len(fresh) > 1:
+			v.offend(id, "applied with effect %d times (#%d by %s, then #%d by %s)",
+				len(fresh), fresh[0].Index, fresh[0].Process, fresh[1].Index, fresh[1].Process)
+		}
+	}
+	return v.result("every effect applied at most once")
+}
