@@ -47,8 +47,9 @@ type ScheduleConfig struct {
 	// chosen, and how dense and long the faults are.
 	Uniform bool
 	// MinGap and MaxGap bound the quiet time before each step (after the
-	// end of the previous one when MaxConcurrent is 1). Defaults Span/20
-	// and Span/5.
+	// end of the previous one when MaxConcurrent is 1, after the start of
+	// the previous one otherwise). When MaxGap is 0 they default to
+	// Span/20 (unless MinGap is set) and Span/5.
 	MinGap, MaxGap time.Duration
 	// MinDuration and MaxDuration bound each fault's duration. Defaults
 	// Span/20 and Span/4.
@@ -58,10 +59,10 @@ type ScheduleConfig struct {
 }
 
 func (c ScheduleConfig) withDefaults() ScheduleConfig {
-	if c.MinGap == 0 {
-		c.MinGap = c.Span / 20
-	}
 	if c.MaxGap == 0 {
+		if c.MinGap == 0 {
+			c.MinGap = c.Span / 20
+		}
 		c.MaxGap = max(c.Span/5, c.MinGap)
 	}
 	if c.MinDuration == 0 {
@@ -217,6 +218,9 @@ func Generate(seed uint64, faults []Fault, cfg ScheduleConfig) (Schedule, error)
 		d := min(between(rng, cfg.MinDuration, s.MaxDuration), cfg.Span-t)
 		s.Steps = append(s.Steps, Step{At: t, Fault: name, Kind: kind, Duration: d})
 		active = append(active, window{t + d, name})
+		if cfg.MaxConcurrent == 1 {
+			t += d // the next gap is quiet time after this heal
+		}
 	}
 	return s, nil
 }
