@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,16 @@ func (n *Nemesis) Hits() map[string]int64 {
 		out[f.Name()] = f.Hits()
 	}
 	return out
+}
+
+// Summary renders one line per registered fault: name, class, kind and
+// hits, for a run's report.
+func (n *Nemesis) Summary() string {
+	var b strings.Builder
+	for _, f := range n.Faults() {
+		fmt.Fprintf(&b, "%-40s %-9s %-11s hits=%d\n", f.Name(), f.Class(), f.Kind(), f.Hits())
+	}
+	return b.String()
 }
 
 // ErrNotFired is returned by RequireFired for faults that never fired.

@@ -117,6 +117,9 @@ ok fault-stop b down
 	if h := n.Hits(); h["a down"] != 1 || h["b down"] != 0 {
 		t.Fatalf("Hits() = %v", h)
 	}
+	if got := n.Summary(); !strings.Contains(got, "a down") || !strings.Contains(got, "hits=1\n") || !strings.Contains(got, "hits=0\n") {
+		t.Fatalf("Summary():\n%s", got)
+	}
 }
 
 func TestNemesisRejectsDuplicatesAndUnknown(t *testing.T) {
