@@ -1,0 +1,273 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// Fault is a kind of fault the simulation injects.
+type Fault string
+
+// Faults of the simulation. Their names in the history follow
+// checker.ClassOf: "kill relay-a" is a process fault, "cut relay-a->db" a
+// database fault, "broker-down" a broker fault, "clock-skew relay-a" a
+// clock fault.
+const (
+	// FaultKill crashes a process at its pending call (before or after the
+	// call takes effect); it restarts with empty memory when the fault
+	// stops.
+	FaultKill Fault = "kill"
+	// FaultPause stops giving a process steps while time goes on; a pause
+	// may jump the database clock past the lease, so the paused relay's
+	// claims expire.
+	FaultPause Fault = "pause"
+	// FaultDBCut cuts a process's link to the database: its calls fail,
+	// and a share of them fail after taking effect (lost reply).
+	FaultDBCut Fault = "db-cut"
+	// FaultBrokerCut cuts a process's link to the broker: publishes fail,
+	// pending confirms never come, a consumer's deliveries go back to the
+	// queue.
+	FaultBrokerCut Fault = "broker-cut"
+	// FaultDBDown takes the database away from every process.
+	FaultDBDown Fault = "db-down"
+	// FaultBrokerDown takes the broker away from every process.
+	FaultBrokerDown Fault = "broker-down"
+	// FaultBrokerRestart restarts the broker: transient messages are lost,
+	// unacked deliveries are requeued as redelivered, every channel closes;
+	// the broker is down until the fault stops.
+	FaultBrokerRestart Fault = "broker-restart"
+	// FaultConfirmLoss makes half the confirms never arrive: Wait fails
+	// with a timeout after the message may or may not have been enqueued.
+	FaultConfirmLoss Fault = "confirm-loss"
+	// FaultNack makes the broker nack half the publishes. A nack is a
+	// row-level failure that consumes an attempt, so a long or repeated
+	// nack storm parks healthy rows by design: the swarm never draws it;
+	// Options.Tune may enable it. Its name, "nack-storm", is not a broker
+	// outage in checker.ClassOf's sense.
+	FaultNack Fault = "nack"
+	// FaultUnbind unbinds the queue: mandatory publishes are returned, a
+	// row-level failure like a nack (the swarm never draws it either).
+	FaultUnbind Fault = "unbind"
+	// FaultSkew offsets a relay's clock (used for its sweeps and its
+	// history times, never for leases).
+	FaultSkew Fault = "skew"
+)
+
+// AllFaults lists every fault.
+var AllFaults = []Fault{FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultDBDown, FaultBrokerDown,
+	FaultBrokerRestart, FaultConfirmLoss, FaultNack, FaultUnbind, FaultSkew}
+
+// SwarmFaults lists the faults the swarm draws from, in the order it
+// draws them: every fault whose effect the relay must absorb without
+// consuming attempts.
+var SwarmFaults = []Fault{FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultDBDown, FaultBrokerDown,
+	FaultBrokerRestart, FaultConfirmLoss, FaultSkew}
+
+// targeted reports whether the fault hits one process.
+func (f Fault) targeted() bool {
+	switch f {
+	case FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultSkew:
+		return true
+	}
+	return false
+}
+
+// canHit reports whether f may hit p.
+func (f Fault) canHit(p *proc) bool {
+	switch f {
+	case FaultSkew:
+		return p.kind == kindRelay
+	case FaultBrokerCut:
+		return p.kind == kindRelay || p.kind == kindConsumer
+	}
+	return true
+}
+
+// name is the fault's name in the history.
+func (f Fault) name(target string) string {
+	switch f {
+	case FaultKill:
+		return "kill " + target
+	case FaultPause:
+		return "pause " + target
+	case FaultDBCut:
+		return "cut " + target + "->db"
+	case FaultBrokerCut:
+		return "cut " + target + "->broker"
+	case FaultDBDown:
+		return "db-down"
+	case FaultBrokerDown:
+		return "broker-down"
+	case FaultBrokerRestart:
+		return "broker-restart"
+	case FaultConfirmLoss:
+		return "broker-confirm-loss"
+	case FaultNack:
+		return "nack-storm"
+	case FaultUnbind:
+		return "queue-unbound"
+	case FaultSkew:
+		return "clock-skew " + target
+	}
+	return string(f)
+}
+
+// window is one active fault.
+type window struct {
+	fault  Fault
+	target *proc
+	name   string
+	until  int // step at which the nemesis stops it; -1: stopped by hand
+}
+
+// active returns the index of the active window of f on target, or -1.
+func (w *world) active(f Fault, target *proc) int {
+	for i, win := range w.windows {
+		if win.fault == f && win.target == target {
+			return i
+		}
+	}
+	return -1
+}
+
+// startFault starts f on target (nil for untargeted faults). It does
+// nothing when the same fault already hits the same target, or the
+// target cannot take it.
+func (w *world) startFault(f Fault, target *proc, until int, skew time.Duration) bool {
+	if w.active(f, target) >= 0 || (f.targeted() && (target == nil || !f.canHit(target))) {
+		return false
+	}
+	if f == FaultKill && target.down {
+		return false
+	}
+	name := f.name("")
+	if target != nil {
+		name = f.name(target.name)
+	}
+	w.windows = append(w.windows, window{fault: f, target: target, name: name, until: until})
+	w.nemesisRecord(history.FaultStart, name)
+	w.hits[f]++
+	switch f {
+	case FaultKill:
+		w.crash(target)
+	case FaultPause:
+		target.paused = true
+		if target.kind == kindRelay && w.frng.IntN(2) == 0 {
+			// The pause lasts long enough in database time that a lease
+			// may run out: between half and one and a half leases.
+			w.pendingJump = w.sw.Lease/2 + time.Duration(w.frng.Int64N(int64(w.sw.Lease)))
+			w.jumpFor = target
+		}
+	case FaultDBCut:
+		target.cutDB = true
+	case FaultBrokerCut:
+		target.cutMQ = true
+		target.conn++
+		if target.kind == kindConsumer {
+			w.broker.disconnect(target.name)
+		}
+	case FaultDBDown:
+		w.dbDown = true
+	case FaultBrokerDown:
+		w.broker.up = false
+		w.dropConnections()
+	case FaultBrokerRestart:
+		w.broker.Restart()
+		w.broker.up = false
+		w.dropConnections()
+	case FaultConfirmLoss:
+		w.confirmLoss = true
+	case FaultNack:
+		w.nacking = true
+	case FaultUnbind:
+		w.broker.bound = false
+	case FaultSkew:
+		target.offset = skew
+	}
+	return true
+}
+
+// dropConnections closes every process's broker connection: unacked
+// deliveries go back to the queue, pending confirms never come.
+func (w *world) dropConnections() {
+	for _, p := range w.procs {
+		p.conn++
+		if p.kind == kindConsumer {
+			w.broker.disconnect(p.name)
+		}
+	}
+}
+
+// stopFault stops the i-th active window.
+func (w *world) stopFault(i int) {
+	win := w.windows[i]
+	w.windows = append(w.windows[:i], w.windows[i+1:]...)
+	t := win.target
+	switch win.fault {
+	case FaultKill:
+		w.restart(t)
+	case FaultPause:
+		t.paused = false
+		if w.jumpFor == t {
+			w.pendingJump, w.jumpFor = 0, nil
+		}
+	case FaultDBCut:
+		t.cutDB = false
+	case FaultBrokerCut:
+		t.cutMQ = false
+	case FaultDBDown:
+		w.dbDown = false
+	case FaultBrokerDown, FaultBrokerRestart:
+		if w.active(FaultBrokerDown, nil) < 0 && w.active(FaultBrokerRestart, nil) < 0 {
+			w.broker.up = true
+		}
+	case FaultConfirmLoss:
+		w.confirmLoss = false
+	case FaultNack:
+		w.nacking = false
+	case FaultUnbind:
+		w.broker.bound = true
+	case FaultSkew:
+		t.offset = 0
+	}
+	w.nemesisRecord(history.FaultStop, win.name)
+}
+
+// nemesis stops the windows that are due and starts new ones at the
+// swarm's rates.
+func (w *world) nemesis() {
+	for i := 0; i < len(w.windows); {
+		if win := w.windows[i]; win.until >= 0 && win.until <= w.steps {
+			w.stopFault(i)
+			continue
+		}
+		i++
+	}
+	for _, fr := range w.sw.Faults {
+		if w.frng.Float64() >= fr.Rate {
+			continue
+		}
+		var target *proc
+		if fr.Fault.targeted() {
+			target = w.procs[w.frng.IntN(len(w.procs))]
+		}
+		until := w.steps + 1 + w.frng.IntN(fr.MaxSteps)
+		var skew time.Duration
+		if fr.Fault == FaultSkew {
+			skew = time.Duration(w.frng.Int64N(int64(4*time.Hour))) - 2*time.Hour
+		}
+		w.startFault(fr.Fault, target, until, skew)
+	}
+}
+
+// healAll stops every active fault, oldest first.
+func (w *world) healAll() {
+	for len(w.windows) > 0 {
+		w.stopFault(0)
+	}
+}
+
+func (w *world) nemesisRecord(f history.Func, value string) {
+	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "nemesis", Type: history.Info, F: f, Value: value})
+}

@@ -1,0 +1,576 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// begin opens one fake call of p: it yields to the scheduler, records the
+// invoke and checks the link. When the call must not take effect it
+// returns the error to hand back (and has recorded the failure). lost
+// reports a cut link that loses the reply: the caller applies the effect,
+// then fails with err.
+func (p *proc) begin(c call, f history.Func, events []string, value string, link bool) (h uint64, v verdict, lost bool, err error) {
+	v = p.enter(c)
+	if failed(v) {
+		return 0, v, false, errCrashed
+	}
+	h = p.invoke(f, events, value)
+	if link {
+		if p.w.frng.Float64() >= p.w.sw.LostReply {
+			err = fmt.Errorf("%s: %w", f, errLinkDown)
+			p.complete(h, history.Fail, events, "", err)
+			return h, v, false, err
+		}
+		return h, v, true, fmt.Errorf("%s: reply lost: %w", f, errLinkDown)
+	}
+	return h, v, false, nil
+}
+
+// end closes a call whose effect ran: info when the reply was lost or the
+// process died before reading it, otherwise t with the events and value
+// given. It returns the error the caller gets.
+func (p *proc) end(h uint64, v verdict, lost bool, linkErr error, t history.Type, invoked, events []string, value string, failErr error) error {
+	switch {
+	case lost:
+		p.complete(h, history.Info, invoked, "", linkErr)
+		return linkErr
+	case v == vCrashAfter:
+		p.complete(h, history.Info, invoked, "", errCrashed)
+		return errCrashed
+	}
+	p.complete(h, t, events, value, failErr)
+	return nil
+}
+
+func (p *proc) dbDown() bool { return p.cutDB || p.w.dbDown }
+
+func (p *proc) brokerDown() bool { return p.cutMQ || !p.w.broker.up }
+
+// storePort is a process's connection to the simulated outbox table. It
+// implements relay.Store and RawStore.
+type storePort struct {
+	p   *proc
+	buf []*row
+}
+
+var _ RawStore = (*storePort)(nil)
+
+// RawStore is implemented by the store a Variant's WrapStore receives, on
+// top of relay.Store: statements a correct relay never issues, for
+// mutants to build broken relays from. Each is one atomic statement and
+// one step, recorded like the relay.Store call it resembles.
+type RawStore interface {
+	relay.Store
+	// Now returns the database clock (SELECT now()).
+	Now(ctx context.Context) (time.Time, error)
+	// Scan returns up to limit rows in claim order (occurred_at, id),
+	// pending or not as all says, without locking anything. Not recorded.
+	Scan(ctx context.Context, limit int, all bool) ([]RowState, error)
+	// Lease sets locked_by, locked_at = now() and locked_until = until on
+	// the pending rows of ids, whatever their lease, and returns them.
+	// Recorded as a Claim.
+	Lease(ctx context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error)
+	// MarkUnfenced sets processed_at on the pending rows of ids, whoever
+	// holds them. Recorded as a Mark.
+	MarkUnfenced(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
+	// Delete deletes the rows of ids whatever their state. Recorded as a
+	// Sweep.
+	Delete(ctx context.Context, ids []uuid.UUID) (int, error)
+}
+
+func idsOfRows(rs []*row) []string {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.idStr
+	}
+	return out
+}
+
+func relayRows(rs []*row) []relay.Row {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]relay.Row, len(rs))
+	for i, r := range rs {
+		out[i] = r.relayRow()
+	}
+	return out
+}
+
+func (s *storePort) idStrings(ids []uuid.UUID) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		if r := s.p.w.store.byID[id]; r != nil {
+			out[i] = r.idStr
+		} else {
+			out[i] = id.String()
+		}
+	}
+	return out
+}
+
+func (s *storePort) dbTime() string {
+	return checker.WithDBTime("", s.p.w.clock.Now())
+}
+
+// Claim implements relay.Store.
+func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
+	p := s.p
+	h, v, lost, err := p.begin(callClaim, history.Claim, nil, "", p.dbDown())
+	if err != nil && !lost {
+		return nil, fmt.Errorf("claiming: %w", err)
+	}
+	s.buf = p.w.store.claim(owner, limit, lease, s.buf[:0])
+	if len(s.buf) > 0 {
+		p.w.progress()
+	}
+	ids := idsOfRows(s.buf)
+	if err := p.end(h, v, lost, err, history.OK, nil, ids, "", nil); err != nil {
+		return nil, fmt.Errorf("claiming: %w", err)
+	}
+	return relayRows(s.buf), nil
+}
+
+// Mark implements relay.Store.
+func (s *storePort) Mark(_ context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
+	p := s.p
+	invoked := s.idStrings(ids)
+	h, v, lost, err := p.begin(callMark, history.Mark, invoked, "", p.dbDown())
+	if err != nil && !lost {
+		return nil, fmt.Errorf("marking: %w", err)
+	}
+	s.buf = p.w.store.mark(owner, ids, s.buf[:0])
+	if len(s.buf) > 0 {
+		p.w.progress()
+	}
+	if err := p.end(h, v, lost, err, history.OK, invoked, idsOfRows(s.buf), s.dbTime(), nil); err != nil {
+		return nil, fmt.Errorf("marking: %w", err)
+	}
+	out := make([]uuid.UUID, len(s.buf))
+	for i, r := range s.buf {
+		out[i] = r.ID
+	}
+	return out, nil
+}
+
+// Retry implements relay.Store.
+func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, policy relay.RetryPolicy, cause string) (relay.RetryResult, error) {
+	p := s.p
+	invoked := s.idStrings([]uuid.UUID{id})
+	h, v, lost, err := p.begin(callRetry, history.Retry, invoked, "", p.dbDown())
+	if err != nil && !lost {
+		return relay.RetryResult{}, fmt.Errorf("recording attempt: %w", err)
+	}
+	res, _ := p.w.store.Retry(ctx, owner, id, policy, cause)
+	if res.Applied {
+		p.w.progress()
+	}
+	t, value, ferr := history.OK, checker.RetryValue(res.Attempts, res.Parked, p.w.clock.Now()), error(nil)
+	if !res.Applied {
+		t, value, ferr = history.Fail, "", relay.ErrLeaseLost
+	}
+	if err := p.end(h, v, lost, err, t, invoked, invoked, value, ferr); err != nil {
+		return relay.RetryResult{}, fmt.Errorf("recording attempt: %w", err)
+	}
+	return res, nil
+}
+
+// Park implements relay.Store.
+func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause string) (bool, error) {
+	p := s.p
+	invoked := s.idStrings([]uuid.UUID{id})
+	h, v, lost, err := p.begin(callPark, history.Park, invoked, "", p.dbDown())
+	if err != nil && !lost {
+		return false, fmt.Errorf("parking: %w", err)
+	}
+	ok, _ := p.w.store.Park(ctx, owner, id, cause)
+	if ok {
+		p.w.progress()
+	}
+	t, value, ferr := history.OK, s.dbTime(), error(nil)
+	if !ok {
+		t, value, ferr = history.Fail, "", relay.ErrLeaseLost
+	}
+	if err := p.end(h, v, lost, err, t, invoked, invoked, value, ferr); err != nil {
+		return false, fmt.Errorf("parking: %w", err)
+	}
+	return ok, nil
+}
+
+// Sweep implements relay.Store.
+func (s *storePort) Sweep(_ context.Context, retention time.Duration, limit int) (int, error) {
+	p := s.p
+	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, "", p.dbDown())
+	if err != nil && !lost {
+		return 0, fmt.Errorf("sweeping: %w", err)
+	}
+	s.buf = p.w.store.sweep(retention, limit, s.buf[:0])
+	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), s.dbTime(), nil); err != nil {
+		return 0, fmt.Errorf("sweeping: %w", err)
+	}
+	return len(s.buf), nil
+}
+
+// Stats implements relay.Store. It is a read and is not recorded.
+func (s *storePort) Stats(ctx context.Context) (relay.Stats, error) {
+	p := s.p
+	if v := p.enter(callStats); failed(v) {
+		return relay.Stats{}, errCrashed
+	}
+	if p.dbDown() {
+		return relay.Stats{}, fmt.Errorf("reading stats: %w", errLinkDown)
+	}
+	return p.w.store.Stats(ctx)
+}
+
+// Now implements RawStore.
+func (s *storePort) Now(context.Context) (time.Time, error) {
+	p := s.p
+	if v := p.enter(callRaw); failed(v) {
+		return time.Time{}, errCrashed
+	}
+	if p.dbDown() {
+		return time.Time{}, fmt.Errorf("reading the database clock: %w", errLinkDown)
+	}
+	return p.w.clock.Now(), nil
+}
+
+// Scan implements RawStore.
+func (s *storePort) Scan(_ context.Context, limit int, all bool) ([]RowState, error) {
+	p := s.p
+	if v := p.enter(callRaw); failed(v) {
+		return nil, errCrashed
+	}
+	if p.dbDown() {
+		return nil, fmt.Errorf("scanning: %w", errLinkDown)
+	}
+	var out []RowState
+	if all {
+		for _, r := range p.w.store.Rows() {
+			if len(out) == limit {
+				break
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	}
+	for _, r := range p.w.store.pending {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, r.RowState)
+	}
+	return out, nil
+}
+
+// Lease implements RawStore.
+func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error) {
+	p := s.p
+	h, v, lost, err := p.begin(callClaim, history.Claim, nil, "", p.dbDown())
+	if err != nil && !lost {
+		return nil, fmt.Errorf("leasing: %w", err)
+	}
+	s.buf = s.buf[:0]
+	now := p.w.clock.Now()
+	for _, id := range ids {
+		if r := p.w.store.byID[id]; r != nil && r.Pending() {
+			r.LockedBy, r.LockedAt, r.LockedUntil = owner, now, until.Truncate(time.Microsecond)
+			s.buf = append(s.buf, r)
+		}
+	}
+	if len(s.buf) > 0 {
+		p.w.progress()
+	}
+	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), "", nil); err != nil {
+		return nil, fmt.Errorf("leasing: %w", err)
+	}
+	return relayRows(s.buf), nil
+}
+
+// MarkUnfenced implements RawStore.
+func (s *storePort) MarkUnfenced(_ context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	p := s.p
+	invoked := s.idStrings(ids)
+	h, v, lost, err := p.begin(callMark, history.Mark, invoked, "", p.dbDown())
+	if err != nil && !lost {
+		return nil, fmt.Errorf("marking: %w", err)
+	}
+	s.buf = p.w.store.markAny(ids, s.buf[:0])
+	if len(s.buf) > 0 {
+		p.w.progress()
+	}
+	if err := p.end(h, v, lost, err, history.OK, invoked, idsOfRows(s.buf), s.dbTime(), nil); err != nil {
+		return nil, fmt.Errorf("marking: %w", err)
+	}
+	out := make([]uuid.UUID, len(s.buf))
+	for i, r := range s.buf {
+		out[i] = r.ID
+	}
+	return out, nil
+}
+
+// Delete implements RawStore.
+func (s *storePort) Delete(_ context.Context, ids []uuid.UUID) (int, error) {
+	p := s.p
+	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, "", p.dbDown())
+	if err != nil && !lost {
+		return 0, fmt.Errorf("deleting: %w", err)
+	}
+	s.buf = p.w.store.deleteAny(ids, s.buf[:0])
+	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), s.dbTime(), nil); err != nil {
+		return 0, fmt.Errorf("deleting: %w", err)
+	}
+	return len(s.buf), nil
+}
+
+// pubPort is a process's publisher channel on the simulated broker. It
+// implements relay.Publisher.
+type pubPort struct {
+	p *proc
+}
+
+// confirmation is the pending confirm of one publish.
+type confirmation struct {
+	pp      *pubPort
+	h       uint64
+	events  []string
+	id      string
+	outcome PublishOutcome
+	lost    bool
+	epoch   int
+	conn    int
+	waited  bool
+}
+
+// Publish implements relay.Publisher: the message is routed at once; its
+// outcome reaches the publisher at Wait.
+func (pp *pubPort) Publish(_ context.Context, m relay.Message) (relay.Confirmation, error) {
+	c, err := pp.publish(m, true)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (pp *pubPort) publish(m relay.Message, persistent bool) (*confirmation, error) {
+	p := pp.p
+	w := p.w
+	v := p.enter(callPublish)
+	if failed(v) {
+		return nil, errCrashed
+	}
+	events := []string{m.ID}
+	h := p.invoke(history.Publish, events, "")
+	if p.brokerDown() {
+		err := fmt.Errorf("publishing %s: %w", m.ID, relay.ErrBrokerUnavailable)
+		p.complete(h, history.Fail, events, "", err)
+		return nil, err
+	}
+	c := &confirmation{pp: pp, h: h, events: events, id: m.ID, epoch: w.broker.epoch, conn: p.conn}
+	switch {
+	case w.nacking && w.frng.IntN(2) == 0:
+		c.outcome = Nacked
+	case w.confirmLoss && w.frng.IntN(2) == 0:
+		c.lost = true
+		if w.frng.IntN(2) == 0 {
+			c.outcome = w.broker.publish(m, persistent)
+		} else {
+			c.outcome = Nacked
+		}
+	default:
+		c.outcome = w.broker.publish(m, persistent)
+	}
+	w.progress()
+	if v == vCrashAfter {
+		// Sent, and the process died: the open publish closes as info
+		// with the crash.
+		return nil, errCrashed
+	}
+	return c, nil
+}
+
+// Wait implements relay.Confirmation.
+func (c *confirmation) Wait(context.Context) error {
+	p := c.pp.p
+	w := p.w
+	if c.waited {
+		return errors.New("confirmation awaited twice")
+	}
+	c.waited = true
+	v := p.enter(callWait)
+	if failed(v) {
+		return errCrashed
+	}
+	var (
+		t   = history.OK
+		err error
+	)
+	switch {
+	case c.epoch != w.broker.epoch || c.conn != p.conn || p.brokerDown():
+		t, err = history.Info, fmt.Errorf("waiting for confirm of %s: channel closed: %w", c.id, relay.ErrBrokerUnavailable)
+	case c.lost:
+		t, err = history.Info, fmt.Errorf("waiting for confirm of %s: %w", c.id,
+			errors.Join(context.DeadlineExceeded, relay.ErrBrokerUnavailable))
+	case c.outcome == Nacked:
+		t, err = history.Fail, fmt.Errorf("publishing %s: %w", c.id, relay.ErrNacked)
+	case c.outcome == Returned:
+		t, err = history.Fail, fmt.Errorf("publishing %s: %w", c.id, relay.ErrReturned)
+	}
+	if v == vCrashAfter {
+		p.complete(c.h, history.Info, c.events, "", errCrashed)
+		return errCrashed
+	}
+	p.complete(c.h, t, c.events, "", err)
+	return err
+}
+
+// abandon closes a publish nobody will wait for: its outcome stays
+// unknown to the publisher.
+func (c *confirmation) abandon() {
+	c.waited = true
+	c.pp.p.complete(c.h, history.Info, c.events, "", errors.New("confirm not awaited"))
+}
+
+// consumerPort is a consumer process's channel on the simulated broker.
+type consumerPort struct {
+	p *proc
+}
+
+// delivery implements consumer.Delivery for one message.
+type delivery struct {
+	cp    *consumerPort
+	m     *Message
+	msg   consumer.Message
+	epoch int
+	conn  int
+	done  bool
+}
+
+// next takes the head of the queue, or returns nil when it is empty.
+func (cp *consumerPort) next() (*delivery, error) {
+	p := cp.p
+	w := p.w
+	v := p.enter(callNext)
+	if failed(v) {
+		return nil, errCrashed
+	}
+	if p.brokerDown() {
+		return nil, fmt.Errorf("consuming: %w", errLinkDown)
+	}
+	m := w.broker.next(p.name)
+	if m == nil {
+		return nil, nil
+	}
+	w.progress()
+	value := ""
+	if m.Redelivered {
+		value = checker.FlagRedelivered
+	}
+	p.record(history.OK, history.Deliver, []string{m.ID}, value, "")
+	if v == vCrashAfter {
+		return nil, errCrashed
+	}
+	return &delivery{cp: cp, m: m, msg: consumerMessage(m), epoch: w.broker.epoch, conn: p.conn}, nil
+}
+
+// Message implements consumer.Delivery.
+func (d *delivery) Message() consumer.Message { return d.msg }
+
+// Ack implements consumer.Delivery.
+func (d *delivery) Ack(context.Context) error { return d.settle(callAck, false, false) }
+
+// Nack implements consumer.Delivery.
+func (d *delivery) Nack(_ context.Context, requeue bool) error {
+	return d.settle(callNack, requeue, !requeue)
+}
+
+func (d *delivery) settle(c call, requeue, dead bool) error {
+	p := d.cp.p
+	w := p.w
+	v := p.enter(c)
+	if failed(v) {
+		return errCrashed
+	}
+	if d.done {
+		return errors.New("delivery settled twice")
+	}
+	if d.epoch != w.broker.epoch || d.conn != p.conn || p.brokerDown() {
+		return fmt.Errorf("settling %s: channel closed: %w", d.msg.ID, errLinkDown)
+	}
+	d.done = true
+	w.broker.settle(d.m, requeue, dead)
+	w.progress()
+	if v == vCrashAfter {
+		return errCrashed
+	}
+	return nil
+}
+
+// inboxPort is a consumer process's connection to its database: the inbox
+// and effects tables. It implements consumer.Inbox and RawInbox.
+type inboxPort struct {
+	p *proc
+}
+
+// RawInbox is implemented by the inbox a Variant's WrapInbox receives, on
+// top of consumer.Inbox, for mutants.
+type RawInbox interface {
+	consumer.Inbox
+	// Effect applies the effect of m without recording or checking its id
+	// in the inbox. Recorded as an Apply.
+	Effect(ctx context.Context, m consumer.Message) error
+}
+
+var _ RawInbox = (*inboxPort)(nil)
+
+// Apply implements consumer.Inbox.
+func (ip *inboxPort) Apply(_ context.Context, m consumer.Message) (bool, error) {
+	p := ip.p
+	events := []string{m.ID}
+	h, v, lost, err := p.begin(callApply, history.Apply, events, "", p.dbDown())
+	if err != nil && !lost {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	dup := p.w.inbox.apply(m.ID)
+	p.w.progress()
+	value := ""
+	if dup {
+		value = checker.FlagDuplicate
+	}
+	if err := p.end(h, v, lost, err, history.OK, events, events, value, nil); err != nil {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	return dup, nil
+}
+
+// Effect implements RawInbox.
+func (ip *inboxPort) Effect(_ context.Context, m consumer.Message) error {
+	p := ip.p
+	events := []string{m.ID}
+	h, v, lost, err := p.begin(callApply, history.Apply, events, "", p.dbDown())
+	if err != nil && !lost {
+		return fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	p.w.inbox.effect(m.ID)
+	p.w.progress()
+	if err := p.end(h, v, lost, err, history.OK, events, events, "", nil); err != nil {
+		return fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	return nil
+}

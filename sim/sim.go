@@ -1,0 +1,452 @@
+// Package sim is the deterministic simulation tier. The production relay
+// (relay.New, driven through its Store and Publisher seams) and the
+// production consumer (consumer.Consumer.Handle, through its Inbox and
+// Delivery seams) run against in-memory fakes of PostgreSQL and RabbitMQ
+// under a seeded scheduler: every fake call is a point where the scheduler
+// takes the baton back and decides who runs next, and where it can crash,
+// pause, cut off or skew the caller. One uint64 seed decides everything: the
+// swarm parameters (replicas, batch size, which faults are enabled and how
+// often), the workload, the schedule and the faults, so the same seed gives
+// the same history byte for byte.
+//
+// A run has a safety phase (workload and faults), a liveness phase (heal
+// everything, restart what crashed, let time pass leases and backoffs,
+// drain) and a check: the history and the final state of the fakes go to
+// checker.Check.
+//
+// Processes are coroutines (iter.Pull): exactly one runs at a time, and it
+// runs until its next fake call, so no goroutine race decides anything.
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// ProducerMode is how producers hand their events on.
+type ProducerMode int
+
+// Producer modes. Only Outbox is safe; the others are the dual-write
+// variants the outbox exists to replace, kept to be seen failing.
+const (
+	// Outbox stages each event in the business transaction; relays
+	// publish it after COMMIT.
+	Outbox ProducerMode = iota
+	// PublishThenCommit publishes each event (waiting for its confirm)
+	// before COMMIT: a rollback or a crash before COMMIT leaves a phantom.
+	PublishThenCommit
+	// CommitThenPublish commits, then publishes inline and waits for the
+	// confirm, giving up on failure: a crash or an outage after COMMIT
+	// loses the event.
+	CommitThenPublish
+	// OptimisticPublish commits, then publishes without waiting for any
+	// confirm and without a relay.
+	OptimisticPublish
+)
+
+func (m ProducerMode) String() string {
+	switch m {
+	case Outbox:
+		return "outbox"
+	case PublishThenCommit:
+		return "publish-then-commit"
+	case CommitThenPublish:
+		return "commit-then-publish"
+	case OptimisticPublish:
+		return "optimistic-publish"
+	}
+	return fmt.Sprintf("ProducerMode(%d)", int(m))
+}
+
+// Variant changes what runs in the simulation without touching production
+// code: decorators on the seams the production relay and consumer are
+// built on, a relay configuration hook and the producers' mode. The zero
+// Variant runs the production relay and consumer over the outbox. Mutants
+// are Variants.
+type Variant struct {
+	// Name names the variant in results; empty for production.
+	Name string
+	// WrapStore decorates a relay process's store. The store it receives
+	// also implements RawStore, for statements a correct relay never
+	// issues.
+	WrapStore func(p Process, s relay.Store) relay.Store
+	// WrapPublisher decorates a relay process's publisher.
+	WrapPublisher func(p Process, pub relay.Publisher) relay.Publisher
+	// WrapInbox decorates a consumer process's inbox; the inbox it
+	// receives also implements RawInbox.
+	WrapInbox func(p Process, in consumer.Inbox) consumer.Inbox
+	// WrapDecoder decorates the relays' decoder (an *outbox.Registry that
+	// knows TypePlaced, TypePaid and TypeRejected).
+	WrapDecoder func(relay.Decoder) relay.Decoder
+	// RelayConfig adjusts each relay's configuration before relay.New.
+	RelayConfig func(*relay.Config)
+	// Producer is the producers' mode; Outbox by default.
+	Producer ProducerMode
+}
+
+// Options tunes a run. The zero value runs the production system with the
+// defaults documented on each field.
+type Options struct {
+	// Steps is the length of the safety phase in scheduler steps. Default
+	// 200.
+	Steps int
+	// LivenessSteps bounds the liveness phase. Default 20000.
+	LivenessSteps int
+	// Variant is what runs; the zero Variant is production.
+	Variant Variant
+	// Tune adjusts the swarm parameters drawn from the seed, e.g. to
+	// force a fault on or all faults off.
+	Tune func(*Swarm)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Steps == 0 {
+		o.Steps = 200
+	}
+	if o.LivenessSteps == 0 {
+		o.LivenessSteps = 20000
+	}
+	return o
+}
+
+// FaultRate is how often the nemesis starts one fault.
+type FaultRate struct {
+	Fault Fault
+	// Rate is the probability per step that the fault starts (on a random
+	// target when it hits one process).
+	Rate float64
+	// MaxSteps bounds how many steps the fault lasts.
+	MaxSteps int
+}
+
+// Swarm is a run's configuration, drawn from its seed ("swarm testing":
+// which faults are on and how often is itself random).
+type Swarm struct {
+	Producers, Replicas, Consumers int
+	// Weights make some kinds of process step more often than others.
+	ProducerWeight, RelayWeight, ConsumerWeight int
+
+	BatchSize, Window, MaxAttempts, SweepBatch int
+	Lease, BackoffBase, BackoffMax        time.Duration
+	Retention, SweepInterval              time.Duration
+
+	// StepTime bounds how much database time one step takes.
+	StepTime time.Duration
+	// TxMax bounds the events of one transaction.
+	TxMax int
+	// Rollback, Poison and LongTx are the shares of transactions rolled
+	// back, of poison events, and of transactions held open for a while
+	// (their rows commit with an old occurred_at).
+	Rollback, Poison, LongTx float64
+	// LostReply is the share of calls over a cut database link that take
+	// effect before the link fails.
+	LostReply float64
+	// Faults are the enabled faults.
+	Faults []FaultRate
+}
+
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+// DrawSwarm draws the swarm parameters of seed.
+func DrawSwarm(seed uint64) Swarm {
+	r := rand.New(rand.NewPCG(seed, 0x5357_4152_4d00_0001))
+	sw := Swarm{
+		Producers:      1 + r.IntN(3),
+		Replicas:       2 + r.IntN(2),
+		Consumers:      1 + r.IntN(2),
+		ProducerWeight: 1 + r.IntN(4),
+		RelayWeight:    1 + r.IntN(4),
+		ConsumerWeight: 1 + r.IntN(4),
+		BatchSize:      pick(r, 1, 2, 3, 5, 10, 100),
+		Window:         pick(r, 1, 2, 5, 100),
+		MaxAttempts:    pick(r, 3, 5),
+		SweepBatch:     pick(r, 2, 500),
+		// A lease must outlast twice RealTimeout (relay.Config.Validate).
+		Lease:         2*RealTimeout + time.Minute + time.Duration(r.IntN(120))*time.Minute,
+		BackoffBase:   pick(r, 10*time.Second, time.Minute, 5*time.Minute),
+		BackoffMax:    pick(r, 10*time.Minute, time.Hour),
+		Retention:     pick(r, 30*time.Minute, 2*time.Hour, 24*time.Hour),
+		SweepInterval: pick(r, time.Minute, 10*time.Minute),
+		StepTime:      pick(r, 10*time.Millisecond, time.Second, 5*time.Second),
+		TxMax:         1 + r.IntN(4),
+		Rollback:      pick(r, 0, 0.1, 0.3),
+		Poison:        pick(r, 0, 0.05, 0.2),
+		LongTx:        pick(r, 0, 0.1, 0.3),
+		LostReply:     pick(r, 0, 0.3, 0.7),
+	}
+	for _, f := range SwarmFaults {
+		if r.IntN(2) == 0 {
+			continue
+		}
+		sw.Faults = append(sw.Faults, FaultRate{Fault: f, Rate: pick(r, 0.003, 0.01, 0.03), MaxSteps: pick(r, 5, 20, 60)})
+	}
+	return sw
+}
+
+// sane bounds the step time so that no batch outlives its lease without a
+// fault: a batch takes about three calls per row, and every other process
+// may step between two of them.
+func (sw Swarm) sane() Swarm {
+	procs := sw.Producers + sw.Replicas + sw.Consumers
+	bound := sw.Lease / time.Duration(4*procs*(3*sw.BatchSize+8))
+	if sw.StepTime > bound {
+		sw.StepTime = bound.Truncate(time.Millisecond)
+	}
+	if sw.BackoffMax < sw.BackoffBase {
+		sw.BackoffMax = sw.BackoffBase
+	}
+	return sw
+}
+
+// String renders the parameters on one line.
+func (sw Swarm) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "producers=%d replicas=%d consumers=%d weights=%d/%d/%d batch=%d window=%d max_attempts=%d sweep_batch=%d",
+		sw.Producers, sw.Replicas, sw.Consumers, sw.ProducerWeight, sw.RelayWeight, sw.ConsumerWeight,
+		sw.BatchSize, sw.Window, sw.MaxAttempts, sw.SweepBatch)
+	fmt.Fprintf(&b, " lease=%s backoff=%s..%s retention=%s sweep_every=%s step_time=%s",
+		sw.Lease, sw.BackoffBase, sw.BackoffMax, sw.Retention, sw.SweepInterval, sw.StepTime)
+	fmt.Fprintf(&b, " tx_max=%d rollback=%g poison=%g long_tx=%g lost_reply=%g faults=",
+		sw.TxMax, sw.Rollback, sw.Poison, sw.LongTx, sw.LostReply)
+	if len(sw.Faults) == 0 {
+		b.WriteString("none")
+	}
+	for i, f := range sw.Faults {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%g/%d", f.Fault, f.Rate, f.MaxSteps)
+	}
+	return b.String()
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed uint64
+	// Swarm is the run's swarm parameters on one line.
+	Swarm string
+	// Variant names what ran ("" for production).
+	Variant string
+	// Steps counts scheduler steps over all phases.
+	Steps int
+	// Events counts the events committed.
+	Events int
+	// Hits counts the faults started, by fault.
+	Hits    map[Fault]int
+	History []history.Op
+	State   checker.State
+	Config  checker.Config
+	Report  checker.Report
+	// Valid is the checkers' verdict; false too when Err is set.
+	Valid bool
+	// Err reports a simulation that could not run (an invalid relay
+	// configuration from a Variant).
+	Err error
+}
+
+// Header is the line a run prints first: its seed and swarm parameters.
+func (r Result) Header() string {
+	h := fmt.Sprintf("SEED=%d", r.Seed)
+	if r.Variant != "" {
+		h += " variant=" + r.Variant
+	}
+	return h + " " + r.Swarm
+}
+
+// Run runs the simulation of seed.
+func Run(seed uint64, opts Options) Result {
+	w := newWorld(seed, opts)
+	for w.steps < w.opts.Steps && w.err == nil {
+		w.nemesis()
+		w.step()
+	}
+	return w.finish()
+}
+
+// finish heals, drains, checks and tears down.
+func (w *world) finish() Result {
+	w.healAll()
+	w.producing = false
+	// Producers close the transaction they have open, then stop.
+	for _, p := range w.procs {
+		for i := 0; p.kind == kindProducer && p.alive && i < 10000; i++ {
+			w.steps++
+			w.resume(p)
+		}
+	}
+	w.phase = checker.PhaseLiveness
+	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseLiveness})
+	w.drain()
+	// Time passes beyond retention; every relay ticks once more and
+	// sweeps.
+	w.clock.Advance(w.sw.Retention + w.sw.SweepInterval + time.Second)
+	for _, p := range w.procs {
+		if p.kind != kindRelay {
+			continue
+		}
+		for i := 0; p.alive && i < 1000; i++ {
+			w.steps++
+			w.resume(p)
+			if p.at == callIdle {
+				break
+			}
+		}
+	}
+	w.phase = checker.PhaseCheck
+	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseCheck})
+	res := Result{
+		Seed:    w.seed,
+		Swarm:   w.sw.String(),
+		Variant: w.v.Name,
+		Steps:   w.steps,
+		Events:  w.events,
+		Hits:    maps.Clone(w.hits),
+		History: w.rec.Ops(),
+		State:   w.state(),
+		Config:  w.checkerConfig(),
+		Err:     w.err,
+	}
+	w.teardown()
+	res.Report = checker.Check(res.History, res.State, res.Config)
+	res.Valid = res.Report.Valid && res.Err == nil
+	return res
+}
+
+// drain runs steps until the backlog is gone or the bound is reached,
+// jumping the clock to the next lease or backoff expiry whenever nothing
+// moves.
+func (w *world) drain() {
+	for start := w.steps; w.steps-start < w.opts.LivenessSteps; {
+		if w.drained() {
+			return
+		}
+		// Only rows no running batch holds wait on their leases: jump
+		// when every relay is between ticks.
+		if w.quiet > 4*len(w.procs)+8 && w.othersIdle(nil) {
+			if t, ok := w.store.NextEligible(); ok && t.After(w.clock.Now()) {
+				w.clock.AdvanceTo(t)
+			}
+			w.quiet = 0
+		}
+		w.step()
+	}
+}
+
+// drained reports that nothing is left to publish or deliver.
+func (w *world) drained() bool {
+	for _, p := range w.procs {
+		if p.kind == kindProducer && p.alive {
+			return false
+		}
+	}
+	return len(w.store.pending) == 0 && len(w.broker.ready) == 0 && len(w.broker.unacked) == 0
+}
+
+// teardown ends every coroutine without recording anything.
+func (w *world) teardown() {
+	for _, p := range w.procs {
+		if p.alive {
+			p.silent = true
+			p.stop()
+			p.alive = false
+		}
+	}
+}
+
+// state reads the final state of the fakes.
+func (w *world) state() checker.State {
+	st := checker.State{Effects: w.inbox.Effects(), DBStart: w.dbStart, DBNow: w.clock.Now()}
+	if w.v.Producer == Outbox {
+		st.Outbox = make(map[string]checker.RowState, len(w.store.byID))
+		for _, r := range w.store.Rows() {
+			cr := checker.RowState{ID: r.ID.String(), Type: r.Type, Attempts: r.Attempts, OccurredAt: r.OccurredAt}
+			if !r.ProcessedAt.IsZero() {
+				t := r.ProcessedAt
+				cr.ProcessedAt = &t
+			}
+			if !r.FaultedAt.IsZero() {
+				t := r.FaultedAt
+				cr.FaultedAt = &t
+			}
+			st.Outbox[cr.ID] = cr
+		}
+	}
+	for _, q := range [][]*Message{w.broker.ready, w.broker.unacked, w.broker.dead} {
+		for _, m := range q {
+			st.Queued = append(st.Queued, m.ID)
+		}
+	}
+	return st
+}
+
+// relayConfig is the configuration every relay of the run gets.
+func (w *world) relayConfig(p *proc) relay.Config {
+	cfg := relay.Config{
+		RelayID:        p.id,
+		PollInterval:   time.Second,
+		BatchSize:      w.sw.BatchSize,
+		Lease:          w.sw.Lease,
+		MaxAttempts:    w.sw.MaxAttempts,
+		BackoffBase:    w.sw.BackoffBase,
+		BackoffMax:     w.sw.BackoffMax,
+		Retention:      w.sw.Retention,
+		SweepBatch:     w.sw.SweepBatch,
+		SweepInterval:  w.sw.SweepInterval,
+		PublishTimeout: RealTimeout,
+		StoreTimeout:   RealTimeout,
+		PublishWindow:  w.sw.Window,
+		Now:            p.Now,
+	}
+	if w.v.RelayConfig != nil {
+		w.v.RelayConfig(&cfg)
+	}
+	return cfg.WithDefaults()
+}
+
+// checkerConfig states what the run promises.
+func (w *world) checkerConfig() checker.Config {
+	var relayProc *proc
+	for _, p := range w.procs {
+		if p.kind == kindRelay {
+			relayProc = p
+			break
+		}
+	}
+	cfg := w.relayConfig(relayProc)
+	stages := w.v.Producer == Outbox
+	return checker.Config{
+		Retention:   cfg.Retention,
+		MaxAttempts: cfg.MaxAttempts,
+		// The store backs a row off by Backoff(attempts before the
+		// failure), as relay.PGStore does; the checker asks for the delay
+		// after a retry that left n attempts, which is Backoff(n-1).
+		Backoff: func(n int) time.Duration { return cfg.Policy().Backoff(max(n-1, 0)) },
+		Poison:      maps.Clone(w.poison),
+		// Every committed event is delivered within the lease (claims of
+		// crashed or paused relays), the longest backoff, and the steps
+		// of the liveness phase.
+		LivenessBound: cfg.Lease + cfg.BackoffMax + time.Duration(w.opts.LivenessSteps+1)*w.sw.StepTime + time.Minute,
+		Features:      checker.Features{Stages: stages, Parks: stages, Fenced: true, Sweeps: true},
+	}
+}
+
+// Faults returns the names of the faults a result's history shows
+// starting, sorted.
+func (r Result) Faults() []string {
+	seen := map[string]bool{}
+	for _, op := range r.History {
+		if op.F == history.FaultStart {
+			seen[op.Value] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}

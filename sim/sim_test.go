@@ -1,0 +1,87 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func jsonl(t testing.TB, ops []history.Op) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := history.WriteJSONL(&b, ops); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestDeterminism runs seeds twice and compares their histories byte for
+// byte.
+func TestDeterminism(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		a, b := Run(seed, Options{}), Run(seed, Options{})
+		ja, jb := jsonl(t, a.History), jsonl(t, b.History)
+		if !bytes.Equal(ja, jb) {
+			t.Fatalf("seed %d: two runs differ (%d vs %d bytes of history)", seed, len(ja), len(jb))
+		}
+		if a.Header() != b.Header() || a.Steps != b.Steps || a.Valid != b.Valid {
+			t.Fatalf("seed %d: results differ: %q/%d/%v vs %q/%d/%v", seed, a.Header(), a.Steps, a.Valid, b.Header(), b.Steps, b.Valid)
+		}
+	}
+}
+
+// TestSeedsDiffer guards the determinism test against a simulation that
+// ignores its seed.
+func TestSeedsDiffer(t *testing.T) {
+	a, b := Run(1, Options{}), Run(2, Options{})
+	if bytes.Equal(jsonl(t, a.History), jsonl(t, b.History)) {
+		t.Fatal("seeds 1 and 2 produced the same history")
+	}
+}
+
+func TestRunManyDeterministic(t *testing.T) {
+	ctx := context.Background()
+	a := RunMany(ctx, 1, 30, Options{})
+	b := RunMany(ctx, 1, 30, Options{})
+	if a.HistorySHA256 != b.HistorySHA256 || a.Failed != b.Failed || a.Events != b.Events || a.StepsPerSeed != b.StepsPerSeed {
+		t.Fatalf("RunMany differs between runs: %+v vs %+v", a, b)
+	}
+	if a.Seeds != 30 {
+		t.Fatalf("Seeds = %d, want 30", a.Seeds)
+	}
+	// The summary hash is the hash of the histories in seed order.
+	var all bytes.Buffer
+	for s := uint64(1); s <= 30; s++ {
+		all.Write(jsonl(t, Run(s, Options{}).History))
+	}
+	c := RunMany(ctx, 1, 30, Options{})
+	if got := c.HistorySHA256; got != sha256Hex(all.Bytes()) {
+		t.Fatalf("history_sha256 %s is not the hash of the histories in seed order", got)
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"seeds":`, `"failed":`, `"seeds_per_sec":`, `"steps_per_seed":`, `"events":`, `"first_failure_seed":`, `"history_sha256":`} {
+		if !strings.Contains(string(raw), k) {
+			t.Errorf("summary JSON %s lacks %s", raw, k)
+		}
+	}
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,381 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// Event types of the simulated workload.
+const (
+	TypePlaced = "order.placed"
+	TypePaid   = "order.paid"
+	// TypeUnknown is registered nowhere: the relay parks it at once.
+	TypeUnknown = "order.unknown"
+	// TypeRejected is known but the broker always nacks it.
+	TypeRejected = "order.oversized"
+)
+
+// orderEvent is the payload of every known type.
+type orderEvent struct {
+	N int `json:"n"`
+}
+
+// Registry returns the decoder the simulated relays use: it knows
+// TypePlaced, TypePaid and TypeRejected, not TypeUnknown.
+func Registry() *outbox.Registry {
+	reg := outbox.NewRegistry()
+	reg.Register(TypePlaced, orderEvent{})
+	reg.Register(TypePaid, orderEvent{})
+	reg.Register(TypeRejected, orderEvent{})
+	return reg
+}
+
+var registry = Registry()
+
+var discard = slog.New(slog.DiscardHandler)
+
+// world is one simulation: the fakes, the processes and the scheduler.
+type world struct {
+	seed uint64
+	sw   Swarm
+	opts Options
+	v    Variant
+
+	sched *rand.Rand // which process steps, how much time passes
+	frng  *rand.Rand // faults and fault outcomes
+	wrng  *rand.Rand // the workload
+
+	clock  *Clock
+	store  *Store
+	broker *Broker
+	inbox  *Inbox
+	rec    *history.Recorder
+	dec    relay.Decoder
+
+	procs []*proc
+
+	steps int
+	quiet int
+	// phase is "safety", "liveness" or "check".
+	phase string
+	// producing is false once the workload stopped.
+	producing bool
+	// driven: producers take jobs from their queues only.
+	driven bool
+
+	windows     []window
+	hits        map[Fault]int
+	dbDown      bool
+	confirmLoss bool
+	nacking     bool
+	pendingJump time.Duration
+	jumpFor     *proc
+
+	nextEvent uint64
+	poison    map[string]bool
+	dbStart   time.Time
+	events    int
+	err       error
+}
+
+func newWorld(seed uint64, opts Options) *world {
+	opts = opts.withDefaults()
+	w := &world{
+		seed:      seed,
+		opts:      opts,
+		v:         opts.Variant,
+		sched:     rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		frng:      rand.New(rand.NewPCG(seed, 0xbf58476d1ce4e5b9)),
+		wrng:      rand.New(rand.NewPCG(seed, 0x94d049bb133111eb)),
+		clock:     NewClock(),
+		broker:    NewBroker(),
+		inbox:     NewInbox(),
+		rec:       &history.Recorder{},
+		hits:      make(map[Fault]int),
+		poison:    make(map[string]bool),
+		producing: true,
+	}
+	w.sw = DrawSwarm(seed)
+	if opts.Tune != nil {
+		opts.Tune(&w.sw)
+	}
+	w.sw = w.sw.sane()
+	if w.v.Producer != Outbox {
+		w.sw.Poison = 0
+	}
+	w.store = NewStore(w.clock)
+	w.dbStart = w.clock.Now()
+	w.broker.Reject = map[string]bool{TypeRejected: true}
+	w.dec = registry
+	if w.v.WrapDecoder != nil {
+		w.dec = w.v.WrapDecoder(w.dec)
+	}
+	add := func(k kind, name, id string, index int) {
+		p := &proc{w: w, name: name, id: id, kind: k, index: index, weight: 1}
+		p.store = &storePort{p: p}
+		p.pub = &pubPort{p: p}
+		p.inbox = &inboxPort{p: p}
+		p.cons = &consumerPort{p: p}
+		w.procs = append(w.procs, p)
+	}
+	for i := range w.sw.Producers {
+		add(kindProducer, "producer-"+strconv.Itoa(i+1), "", i)
+	}
+	for i := range w.sw.Replicas {
+		id := string(rune('a' + i))
+		add(kindRelay, "relay-"+id, id, i)
+	}
+	for i := range w.sw.Consumers {
+		add(kindConsumer, "consumer-"+strconv.Itoa(i+1), "", i)
+	}
+	for _, p := range w.procs {
+		switch p.kind {
+		case kindProducer:
+			p.weight = w.sw.ProducerWeight
+		case kindRelay:
+			p.weight = w.sw.RelayWeight
+		case kindConsumer:
+			p.weight = w.sw.ConsumerWeight
+		}
+		w.boot(p)
+	}
+	w.phase = checker.PhaseSafety
+	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseSafety})
+	return w
+}
+
+// progress notes that a call changed something.
+func (w *world) progress() { w.quiet = 0 }
+
+// boot starts p's coroutine with a fresh memory.
+func (w *world) boot(p *proc) {
+	switch p.kind {
+	case kindProducer:
+		p.boot(w.producerBody)
+	case kindRelay:
+		p.boot(w.relayBody)
+	case kindConsumer:
+		p.boot(w.consumerBody)
+	}
+}
+
+// resume gives p one step: it runs until its next fake call or returns.
+func (w *world) resume(p *proc) {
+	if !p.alive {
+		return
+	}
+	if _, ok := p.next(); !ok {
+		p.alive = false
+		if p.dying {
+			w.crashed(p)
+		} else {
+			p.finished = true
+		}
+	}
+}
+
+// crash kills p at its pending call: the call fails before or after its
+// effect, every later call fails at once, the coroutine unwinds and its
+// memory is dropped.
+func (w *world) crash(p *proc) {
+	if !p.alive {
+		p.down = true
+		w.procRecord(p, history.Crash)
+		return
+	}
+	p.dying = true
+	p.verdict = vCrashBefore
+	if w.frng.IntN(2) == 0 {
+		p.verdict = vCrashAfter
+	}
+	w.resume(p)
+	if p.alive {
+		panic(fmt.Sprintf("sim: %s did not unwind after its crash", p.name))
+	}
+}
+
+// crashed finishes a crash once p's coroutine returned.
+func (w *world) crashed(p *proc) {
+	p.closeOpen()
+	p.down = true
+	p.rel, p.cns = nil, nil
+	p.conn++
+	if p.kind == kindConsumer {
+		w.broker.disconnect(p.name)
+	}
+	w.procRecord(p, history.Crash)
+}
+
+// restart brings a crashed p back with an empty memory and the same name.
+func (w *world) restart(p *proc) {
+	if !p.down {
+		return
+	}
+	w.procRecord(p, history.Restart)
+	w.boot(p)
+}
+
+func (w *world) procRecord(p *proc, f history.Func) {
+	w.rec.Record(history.Op{Time: w.clock.Now(), Process: p.name, Type: history.Info, F: f})
+}
+
+// pick draws the next process to step, weighted, among the runnable
+// ones; nil when none can run.
+func (w *world) pick() *proc {
+	total := 0
+	for _, p := range w.procs {
+		if p.runnable() {
+			total += p.weight
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	n := w.sched.IntN(total)
+	for _, p := range w.procs {
+		if !p.runnable() {
+			continue
+		}
+		if n < p.weight {
+			return p
+		}
+		n -= p.weight
+	}
+	return nil
+}
+
+// step advances time a little and gives one process a step.
+func (w *world) step() {
+	w.steps++
+	w.quiet++
+	w.clock.Advance(time.Duration(w.sched.Int64N(int64(w.sw.StepTime) + 1)))
+	if w.pendingJump > 0 && w.othersIdle(w.jumpFor) {
+		w.clock.Advance(w.pendingJump)
+		w.pendingJump, w.jumpFor = 0, nil
+	}
+	if p := w.pick(); p != nil {
+		w.resume(p)
+	}
+}
+
+// othersIdle reports whether every relay but skip is between ticks, so a
+// clock jump expires only the leases of the paused one.
+func (w *world) othersIdle(skip *proc) bool {
+	for _, p := range w.procs {
+		if p == skip || p.kind != kindRelay || p.down || !p.alive {
+			continue
+		}
+		if p.at != callIdle {
+			return false
+		}
+	}
+	return true
+}
+
+// relayBody runs the production relay: tick, rest, tick.
+func (w *world) relayBody(p *proc) {
+	cfg := w.relayConfig(p)
+	var store relay.Store = p.store
+	if w.v.WrapStore != nil {
+		store = w.v.WrapStore(p, store)
+	}
+	var pub relay.Publisher = p.pub
+	if w.v.WrapPublisher != nil {
+		pub = w.v.WrapPublisher(p, pub)
+	}
+	r, err := relay.New(cfg, store, pub, relay.Options{Logger: discard, Decoder: w.dec})
+	if err != nil {
+		w.err = fmt.Errorf("building %s: %w", p.name, err)
+		p.dying = true
+		return
+	}
+	p.rel = r
+	ctx := context.Background()
+	for !p.dying {
+		_, _ = r.Tick(ctx)
+		p.idle()
+	}
+}
+
+// consumerBody runs the production consumer over the broker and inbox
+// fakes.
+func (w *world) consumerBody(p *proc) {
+	var in consumer.Inbox = p.inbox
+	if w.v.WrapInbox != nil {
+		in = w.v.WrapInbox(p, in)
+	}
+	c, err := consumer.New(consumer.Config{Name: "sim", MaxDeliveries: ConsumerMaxDeliveries}, in, discard)
+	if err != nil {
+		w.err = fmt.Errorf("building %s: %w", p.name, err)
+		p.dying = true
+		return
+	}
+	p.cns = c
+	ctx := context.Background()
+	for !p.dying {
+		d, err := p.cons.next()
+		if err != nil || d == nil {
+			continue
+		}
+		_, _ = c.Handle(ctx, d)
+	}
+}
+
+// RealTimeout is the relay's PublishTimeout and StoreTimeout in the
+// simulation: long enough in real time that no timer ever fires during a
+// run; the fakes decide timeouts themselves.
+const RealTimeout = time.Hour
+
+// ConsumerMaxDeliveries is the simulated consumer's MaxDeliveries: high,
+// so that a long database cut on the consumer requeues rather than
+// dead-letters (dead-lettering is the consumer's promise under test
+// elsewhere).
+const ConsumerMaxDeliveries = 1 << 20
+
+// newEvent makes the next workload event; poison events are recorded in
+// w.poison.
+func (w *world) newEvent() outbox.Event {
+	w.nextEvent++
+	var id uuid.UUID
+	id[6] = 0x40
+	id[8] = 0x80
+	n := w.nextEvent
+	for i := 15; i >= 10; i-- {
+		id[i] = byte(n)
+		n >>= 8
+	}
+	k := int(w.wrng.Int64N(1000))
+	e := outbox.Event{ID: id, Type: TypePlaced, Payload: []byte(`{"n":` + strconv.Itoa(k) + `}`)}
+	if k%2 == 1 {
+		e.Type = TypePaid
+	}
+	if w.wrng.IntN(4) == 0 {
+		c := id
+		c[0] = 0xc0
+		e.CorrelationID = &c
+	}
+	if w.wrng.Float64() < w.sw.Poison {
+		switch w.wrng.IntN(3) {
+		case 0:
+			e.Type = TypeUnknown
+		case 1:
+			e.Payload = []byte(`{"n":"not a number"}`)
+		case 2:
+			e.Type = TypeRejected
+		}
+		w.poison[id.String()] = true
+	}
+	return e
+}
