@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func TestParseEnvEveryField(t *testing.T) {
 		SweepBatch: 9, SweepInterval: 100 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
 		StoreTimeout: 3 * time.Second, PublishWindow: 4}
 	c.Now = nil
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("relay config\n got %+v\nwant %+v", c, want)
 	}
 	if s.ClockOffset != -5*time.Minute {

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildDir  string
+)
+
+// TestMain removes the built binary after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// relayBinary builds the command once for all tests of the package.
+func relayBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "outbox-relay-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(buildDir, "relay")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// process is a running relay binary with its stderr captured.
+type process struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+func (p *process) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.Write(b)
+}
+
+func (p *process) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// start runs the binary with exactly env (plus PATH and HOME).
+func start(t *testing.T, env map[string]string) *process {
+	t.Helper()
+	cmd := exec.Command(relayBinary(t))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = io.Discard
+	cmd.Stderr = p
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("relay stderr:\n%s", p.output())
+		}
+	})
+	return p
+}
+
+// wait returns the exit code, failing the test after within.
+func (p *process) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("relay still running after %s", within)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		t.Fatalf("waiting for relay: %v", p.err)
+	}
+	return 0
+}
+
+// waitLog waits until a JSON log line has msg.
+func (p *process) waitLog(t *testing.T, within time.Duration, msg string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, l := range p.logLines(t) {
+			if l["msg"] == msg {
+				return l
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("relay exited before logging %q", msg)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no log line %q within %s", msg, within)
+	return nil
+}
+
+// logLines parses stderr as JSON lines; a line that is not JSON fails.
+func (p *process) logLines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.output()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			// The last line may be half written.
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func goodEnv() map[string]string {
+	return map[string]string{
+		"OUTBOX_DATABASE_URL": "postgres://relay:s3cret@127.0.0.1:1/app?connect_timeout=1",
+		"OUTBOX_AMQP_URL":     "amqp://relay:s3cret@127.0.0.1:1/",
+		"OUTBOX_TABLE":        "outbox",
+		"OUTBOX_EXCHANGE":     "events",
+		"OUTBOX_RELAY_ID":     "relay-test",
+	}
+}
+
+func TestBadConfigurationExitsTwo(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, value, want string
+	}{
+		{"malformed database URL", "OUTBOX_DATABASE_URL", "postgres://relay:s3cret@db:port/app", "OUTBOX_DATABASE_URL"},
+		{"malformed broker URL", "OUTBOX_AMQP_URL", "amqp://relay:s3cret@broker:port/", "OUTBOX_AMQP_URL"},
+		{"non-AMQP broker URL", "OUTBOX_AMQP_URL", "http://relay:s3cret@broker/", "OUTBOX_AMQP_URL"},
+		{"bad table name", "OUTBOX_TABLE", "outbox;drop", "OUTBOX_TABLE"},
+		{"missing table", "OUTBOX_TABLE", "", "OUTBOX_TABLE: is required"},
+		{"bad duration", "OUTBOX_LEASE", "forever", "OUTBOX_LEASE"},
+		{"bad clock offset", "OUTBOX_CLOCK_OFFSET", "-5 minutes", "OUTBOX_CLOCK_OFFSET"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := goodEnv()
+			env[tc.key] = tc.value
+			p := start(t, env)
+			if code := p.wait(t, 30*time.Second); code != exitConfig {
+				t.Fatalf("exit code %d, want %d", code, exitConfig)
+			}
+			out := p.output()
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("stderr does not name %q:\n%s", tc.want, out)
+			}
+			if strings.Contains(out, "s3cret") {
+				t.Errorf("stderr leaks the password:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestUnreachableDatabaseIsRetried starts the relay against a database
+// nothing listens for: it must keep retrying, not exit, and stop cleanly on
+// SIGTERM.
+func TestUnreachableDatabaseIsRetried(t *testing.T) {
+	env := goodEnv()
+	env["OUTBOX_MIGRATE"] = "true"
+	p := start(t, env)
+	first := p.waitLog(t, 30*time.Second, "migrating outbox table failed, retrying")
+	if strings.Contains(p.output(), "s3cret") {
+		t.Errorf("logs leak the password:\n%s", p.output())
+	}
+	if first["level"] != "WARN" {
+		t.Errorf("retry logged at %v, want WARN", first["level"])
+	}
+	// A second retry proves the loop goes on.
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; n < 2; {
+		n = 0
+		for _, l := range p.logLines(t) {
+			if l["msg"] == "migrating outbox table failed, retrying" {
+				n++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no second retry within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != exitOK {
+		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// freePort returns a loopback address nothing listens on yet.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+func httpGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
