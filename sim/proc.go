@@ -127,7 +127,7 @@ type proc struct {
 
 	jobs []job
 	rel  *relay.Relay
-	cns   *consumer.Consumer
+	cns  *consumer.Consumer
 }
 
 // Name returns the process's name.

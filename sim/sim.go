@@ -136,8 +136,8 @@ type Swarm struct {
 	ProducerWeight, RelayWeight, ConsumerWeight int
 
 	BatchSize, Window, MaxAttempts, SweepBatch int
-	Lease, BackoffBase, BackoffMax        time.Duration
-	Retention, SweepInterval              time.Duration
+	Lease, BackoffBase, BackoffMax             time.Duration
+	Retention, SweepInterval                   time.Duration
 
 	// StepTime bounds how much database time one step takes.
 	StepTime time.Duration
@@ -430,7 +430,7 @@ func (w *world) checkerConfig() checker.Config {
 		// failure), as relay.PGStore does; the checker asks for the delay
 		// after a retry that left n attempts, which is Backoff(n-1).
 		Backoff: func(n int) time.Duration { return cfg.Policy().Backoff(max(n-1, 0)) },
-		Poison:      maps.Clone(w.poison),
+		Poison:  maps.Clone(w.poison),
 		// Every committed event is delivered within the lease (claims of
 		// crashed or paused relays), the longest backoff, and the steps
 		// of the liveness phase.
