@@ -131,6 +131,7 @@ type analysis struct {
 	crashes   []history.Op // Crash and Restart records
 	livePhase *history.Op  // first Phase "liveness"
 	hasMarks  bool         // some relay recorded a Mark
+	processes []string     // every process of the history, by first record
 }
 
 func analyze(h []history.Op, s State, cfg Config) *analysis {
@@ -166,7 +167,14 @@ func analyze(h []history.Op, s State, cfg Config) *analysis {
 			}
 		}
 	}
-	a.windows = faultWindows(a.ops)
+	a.windows = faultWindows(a.pairs)
+	seen := map[string]bool{}
+	for _, op := range a.ops {
+		if !seen[op.Process] {
+			seen[op.Process] = true
+			a.processes = append(a.processes, op.Process)
+		}
+	}
 
 	for _, p := range a.pairs {
 		a.indexPair(p)
@@ -379,39 +387,117 @@ func statusOf(commits []history.Pair) commitStatus {
 	return rolledBack
 }
 
-// faultWindows finds every fault's active spans. A window opens at the
-// first FaultStart record naming the fault (its invoke, or the record
-// itself when it stands alone) and closes at the next FaultStop record for
-// that name that is neither an invoke nor a fail (a heal that failed leaves
-// the fault on). A FaultStart that fails closes the window it opened.
-// Windows never closed last to the end of the history.
-func faultWindows(ops []history.Op) []window {
-	var out []window
-	open := map[string]int{} // name -> position in out
-	for _, op := range ops {
-		switch op.F {
+// faultWindows finds every fault's active spans from the paired history. A
+// window opens at a FaultStart: its invoke, or the record itself when it
+// stands alone (unless that record is a fail). It closes at a FaultStop
+// that healed the fault: the ok completing a FaultStop invoke (an info
+// there means the heal failed and the fault may still be on), or a FaultStop
+// record standing alone that is not a fail. A FaultStart invoke that
+// completes with fail closes the window it opened; one that completes with
+// info (a half-applied injection) leaves it open. Windows never closed last
+// to the end of the history.
+func faultWindows(pairs []history.Pair) []window {
+	type edge struct {
+		at   int64
+		name string
+		open bool
+	}
+	var edges []edge
+	for _, p := range pairs {
+		start := p.Start()
+		switch start.F {
 		case history.FaultStart:
-			pos, isOpen := open[op.Value]
-			switch {
-			case op.Type == history.Fail && isOpen:
-				out[pos].end = op.Index
-				delete(open, op.Value)
-			case op.Type == history.Fail:
-			case !isOpen:
-				open[op.Value] = len(out)
-				out = append(out, window{name: op.Value, start: op.Index, end: math.MaxInt64})
-			}
-		case history.FaultStop:
-			if op.Type == history.Invoke || op.Type == history.Fail {
+			if p.Invoke == nil && p.Done.Type == history.Fail {
 				continue
 			}
-			if pos, isOpen := open[op.Value]; isOpen {
-				out[pos].end = op.Index
-				delete(open, op.Value)
+			edges = append(edges, edge{start.Index, start.Value, true})
+			if p.Invoke != nil && p.Done != nil && p.Done.Type == history.Fail {
+				edges = append(edges, edge{p.Done.Index, start.Value, false})
+			}
+		case history.FaultStop:
+			switch {
+			case p.Invoke != nil && p.Done != nil && p.Done.Type == history.OK:
+				edges = append(edges, edge{p.Done.Index, start.Value, false})
+			case p.Invoke == nil && p.Done.Type != history.Fail:
+				edges = append(edges, edge{p.Done.Index, start.Value, false})
 			}
 		}
 	}
+	slices.SortStableFunc(edges, func(x, y edge) int {
+		switch {
+		case x.at < y.at:
+			return -1
+		case x.at > y.at:
+			return 1
+		}
+		return 0
+	})
+	var out []window
+	open := map[string]int{} // name -> position in out
+	for _, e := range edges {
+		pos, isOpen := open[e.name]
+		switch {
+		case e.open && !isOpen:
+			open[e.name] = len(out)
+			out = append(out, window{name: e.name, start: e.at, end: math.MaxInt64})
+		case !e.open && isOpen:
+			out[pos].end = e.at
+			delete(open, e.name)
+		}
+	}
 	return out
+}
+
+// classOf classifies a fault by Config.FaultClass, or ClassOf.
+func (a *analysis) classOf(name string) FaultClass {
+	if a.cfg.FaultClass != nil {
+		if c := a.cfg.FaultClass(name); c != "" {
+			return c
+		}
+	}
+	return ClassOf(name)
+}
+
+// names reports whether a fault's name names process: the process name
+// occurs in it, not as part of a longer word ("cut relay-a->broker" names
+// relay-a, not relay-ab).
+func names(fault, process string) bool {
+	if process == "" {
+		return false
+	}
+	alnum := func(b byte) bool {
+		return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
+	}
+	for i := 0; ; {
+		j := strings.Index(fault[i:], process)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(process)
+		if (j == 0 || !alnum(fault[j-1])) && (end == len(fault) || !alnum(fault[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// targets returns the processes of the history that a fault's name names;
+// none means the fault hits everyone.
+func (a *analysis) targets(fault string) []string {
+	var out []string
+	for _, p := range a.processes {
+		if names(fault, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// hits reports whether window w affects a record by process.
+func (a *analysis) hits(w window, process string) bool {
+	t := a.targets(w.name)
+	return len(t) == 0 || slices.Contains(t, process)
 }
 
 // counts sums up what the analysis knows; the checkers' own counts are

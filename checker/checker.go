@@ -131,6 +131,9 @@ type Config struct {
 	// committed event must be delivered. Zero: delivered by the end of the
 	// run, with no bound.
 	LivenessBound time.Duration
+	// FaultClass classifies fault names, e.g. from the nemesis's own
+	// classes; nil, or an empty answer, falls back to ClassOf.
+	FaultClass func(name string) FaultClass
 	// BrokerOnly says the run has no consumers: an event counts as
 	// delivered once the broker confirmed it (Publish ok), delivered it
 	// (Deliver ok) or still holds it (State.Queued).
@@ -373,8 +376,8 @@ func (v *verdict) offend(id, format string, args ...any) {
 	v.reasons[id] = fmt.Sprintf(format, args...)
 }
 
-// result builds the Result; detail summarises a valid run, and a failed
-// run's detail is prefixed with the number of offending events.
+// result builds the Result; detail says what was checked, and a failed
+// result's detail is prefixed with the number of offending events.
 func (v *verdict) result(detail string) Result {
 	r := Result{Checker: v.name, Valid: len(v.reasons) == 0, Counts: v.counts, By: v.by}
 	if !r.Valid {
@@ -383,7 +386,7 @@ func (v *verdict) result(detail string) Result {
 		slices.SortFunc(r.Offending, func(x, y string) int {
 			return cmp.Or(cmp.Compare(v.a.firstIndex(x), v.a.firstIndex(y)), cmp.Compare(x, y))
 		})
-		detail = fmt.Sprintf("%d event(s): %s", len(r.Offending), detail)
+		detail = fmt.Sprintf("%d offending; %s", len(r.Offending), detail)
 	}
 	r.Detail = detail
 	return r

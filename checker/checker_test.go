@@ -2,6 +2,7 @@ package checker
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -98,6 +99,11 @@ func TestCheckFailsWhenAnyCheckerFails(t *testing.T) {
 		{"parking", func(b *hb, s *State) { s.Outbox["e1"] = faultedRow("e1", 5) }, NameParking, "e1"},
 		{"retention", func(b *hb, s *State) { delete(s.Outbox, "e1") }, NameRetention, "e1"},
 		{"fencing", func(b *hb, s *State) { b.claim("relay-b", "e1").mark("relay-a", "e1") }, NameFencing, "e1"},
+		{"liveness", func(b *hb, s *State) {
+			b.commit("producer-3", "z1").wait(2*time.Minute).relay("relay-b", "z1").consume("consumer-1", "z1")
+			s.Outbox["z1"] = processedRow("z1", t0)
+			s.Effects["z1"] = 1
+		}, NameLiveness, "z1"},
 		{"causal order", func(b *hb, s *State) { b.causedCommit("hop-1", "nope", "c1") }, NameCausalOrder, "c1"},
 		{"malformed", func(b *hb, s *State) { b.ok("producer-1", history.Commit, "e1") }, NameWellFormed, "e1"},
 	}
@@ -202,5 +208,31 @@ func TestCheckReadsRecordedJSONL(t *testing.T) {
 	}
 	if rep := Check(h, fullState(), fullConfig()); !rep.Valid {
 		t.Errorf("recorded and re-read clean run failed:\n%s", rep.Summary())
+	}
+}
+
+// BenchmarkCheck measures a run of 10,000 events through two relays with
+// faults and crashes along the way.
+func BenchmarkCheck(b *testing.B) {
+	hist := build()
+	st := State{Outbox: map[string]RowState{}, Effects: map[string]int{}, DBStart: t0}
+	for i := range 10_000 {
+		id := fmt.Sprintf("e%05d", i)
+		relay := []string{"relay-a", "relay-b"}[i%2]
+		hist.commit("producer-1", id).relay(relay, id).consume("consumer-1", id)
+		if i%500 == 0 {
+			hist.fault("broker-down").crash(relay).restart(relay).heal("broker-down").relay(relay, id)
+		}
+		st.Outbox[id] = processedRow(id, t0)
+		st.Effects[id] = 1
+	}
+	h := hist.phase(PhaseLiveness).h()
+	st.DBNow = hist.now
+	cfg := Config{Features: Features{Stages: true, Parks: true, Fenced: true, Sweeps: true}}
+	b.ResetTimer()
+	for b.Loop() {
+		if rep := Check(h, st, cfg); !rep.Valid {
+			b.Fatalf("benchmark run failed:\n%s", rep.Summary())
+		}
 	}
 }

@@ -10,9 +10,16 @@ import (
 // Parking checks how the relay deals with failing rows:
 //
 //   - a healthy (non-poison) event is never faulted: its row does not end
-//     faulted and no Park ok or parking Retry ok names it;
+//     faulted and no Park ok or parking Retry ok names it; unless every
+//     attempt it consumed was recorded while a fault of class FaultOther
+//     was open (a nack storm, an unbound queue: the broker refused the
+//     message, a row-level failure by the relay's rules), counted as
+//     "parked_by_refusals";
 //   - a broker outage consumes no attempt: no Retry ok of a healthy event is
-//     recorded while a broker fault (ClassOf) is open;
+//     recorded while a broker fault (Config.FaultClass, else ClassOf) that
+//     affects the retrying relay is open. A fault whose name names processes
+//     of the history ("cut relay-a->broker") affects those only; any other
+//     affects every process;
 //   - no Retry ok reports more attempts than MaxAttempts, and no row ends
 //     faulted with more;
 //   - with Features.Parks, every poison event that committed ends parked:
@@ -23,7 +30,7 @@ import (
 //     at least Backoff(attempts of the first). The spacing is measured on
 //     the database clock when both records carry "db_time=..."; else on the
 //     recording process's clock when one process recorded both and no clock
-//     fault was open between them; else it is not checked (counted as
+//     fault affecting it was open between them; else it is not checked (counted as
 //     "backoff_unchecked").
 func Parking(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).parking() }
 
@@ -41,14 +48,19 @@ func (a *analysis) parking() Result {
 		v.counts["retries"] += len(e.retries)
 
 		if !e.poison {
+			refused := a.refusedEachTime(e)
+			if refused && e.parked() {
+				v.counts["parked_by_refusals"]++
+			}
 			switch {
+			case refused:
 			case e.row != nil && e.row.FaultedAt != nil:
 				v.offend(id, "healthy event parked: row faulted after %d attempts", e.row.Attempts)
 			case len(e.parks) > 0:
 				v.offend(id, "healthy event parked by %s at #%d", e.parks[0].Process, e.parks[0].Index)
 			}
 			for _, r := range e.retries {
-				if w, in := a.brokerOutageAt(r.Index); in {
+				if w, in := a.brokerOutageAt(r.Index, r.Process); in {
 					v.counts["retries_in_broker_outage"]++
 					v.offend(id, "attempt consumed during broker outage %q: retry by %s at #%d (%s)", w.name, r.Process, r.Index, r.Value)
 				}
@@ -85,21 +97,51 @@ func (a *analysis) parking() Result {
 	return v.result(fmt.Sprintf("%d poison, %d parked, %d retries", v.counts["poison"], v.counts["parked"], v.counts["retries"]))
 }
 
-// brokerOutageAt returns a broker fault window open at index i.
-func (a *analysis) brokerOutageAt(i int64) (window, bool) {
+// refusedEachTime reports that every attempt a healthy event consumed was
+// consumed while a fault of class FaultOther affecting the retrying relay
+// was open: a nack storm, an unbound queue, a broker refusing messages. By
+// the relay's rules those are row-level failures, so such an event may be
+// parked without the relay being at fault.
+func (a *analysis) refusedEachTime(e *event) bool {
+	if len(e.retries) == 0 {
+		return false
+	}
+	for _, p := range e.parks {
+		if p.F == history.Park {
+			return false // parked at once, as only poison is
+		}
+	}
+	for _, r := range e.retries {
+		in := false
+		for _, w := range a.windows {
+			if w.start <= r.Index && r.Index <= w.end && a.classOf(w.name) == FaultOther && a.hits(w, r.Process) {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	return true
+}
+
+// brokerOutageAt returns a broker fault window that affects process at
+// index i.
+func (a *analysis) brokerOutageAt(i int64, process string) (window, bool) {
 	for _, w := range a.windows {
-		if w.start <= i && i <= w.end && ClassOf(w.name) == FaultBroker {
+		if w.start <= i && i <= w.end && a.classOf(w.name) == FaultBroker && a.hits(w, process) {
 			return w, true
 		}
 	}
 	return window{}, false
 }
 
-// clockFaultBetween reports a clock fault open at some point between two
-// indexes.
-func (a *analysis) clockFaultBetween(from, to int64) bool {
+// clockFaultBetween reports a clock fault affecting process open at some
+// point between two indexes.
+func (a *analysis) clockFaultBetween(from, to int64, process string) bool {
 	for _, w := range a.windows {
-		if w.start <= to && w.end >= from && ClassOf(w.name) == FaultClock {
+		if w.start <= to && w.end >= from && a.classOf(w.name) == FaultClock && a.hits(w, process) {
 			return true
 		}
 	}
@@ -124,7 +166,7 @@ func (a *analysis) checkBackoff(v *verdict, e *event) {
 		switch {
 		case ok1 && ok2:
 			gap = t2.Sub(t1)
-		case r1.Process == r2.Process && !a.clockFaultBetween(r1.Index, r2.Index):
+		case r1.Process == r2.Process && !a.clockFaultBetween(r1.Index, r2.Index, r1.Process):
 			gap = r2.Time.Sub(r1.Time)
 		default:
 			v.counts["backoff_unchecked"]++

@@ -1,8 +1,12 @@
 package checker
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 func TestParking(t *testing.T) {
@@ -191,5 +195,89 @@ func TestParkingBackoffCounts(t *testing.T) {
 	}
 	if r.Counts["retries"] != 4 {
 		t.Errorf("retries = %d, want 4", r.Counts["retries"])
+	}
+}
+
+func TestParkingFaultScope(t *testing.T) {
+	healthy := func(b *hb) *hb { return b.commit("producer-1", "e1").claim("relay-a", "e1").claim("relay-b", "e1") }
+	runCases(t, Parking, []checkCase{
+		{
+			name:  "a cut of another relay's broker link does not excuse nor blame this relay",
+			h:     healthy(build()).fault("cut relay-a->broker").retry("relay-b", "e1", "attempts=1").h(),
+			valid: true,
+		},
+		{
+			name:      "a cut of this relay's broker link consumed an attempt",
+			h:         healthy(build()).fault("cut relay-a->broker").retry("relay-a", "e1", "attempts=1").h(),
+			offending: []string{"e1"},
+		},
+		{
+			name: "a healthy event parked by nacks, every attempt inside a nack storm",
+			h: healthy(build()).fault("nack-storm").retry("relay-a", "e1", "attempts=1").
+				retry("relay-a", "e1", "attempts=2 parked").heal("nack-storm").h(),
+			s:     State{Outbox: rows(faultedRow("e1", 2))},
+			cfg:   Config{MaxAttempts: 2},
+			valid: true,
+		},
+		{
+			name: "a healthy event parked with one attempt outside any refusal",
+			h: healthy(build()).fault("nack-storm").retry("relay-a", "e1", "attempts=1").heal("nack-storm").
+				retry("relay-a", "e1", "attempts=2 parked").h(),
+			s:         State{Outbox: rows(faultedRow("e1", 2))},
+			cfg:       Config{MaxAttempts: 2},
+			offending: []string{"e1"},
+		},
+		{
+			name: "the run's own fault classes come first",
+			h:    healthy(build()).fault("toxic-7").retry("relay-a", "e1", "attempts=1").h(),
+			cfg: Config{FaultClass: func(name string) FaultClass {
+				if name == "toxic-7" {
+					return FaultBroker
+				}
+				return ""
+			}},
+			offending: []string{"e1"},
+		},
+	})
+}
+
+func TestFaultWindows(t *testing.T) {
+	b := build()
+	start := func(name string, done history.Type) {
+		b.rec("nemesis", history.Invoke, history.FaultStart, name).rec("nemesis", done, history.FaultStart, name)
+	}
+	stop := func(name string, done history.Type) {
+		b.rec("nemesis", history.Invoke, history.FaultStop, name).rec("nemesis", done, history.FaultStop, name)
+	}
+	start("a", history.OK)                                  // #0 opens a
+	stop("a", history.Info)                                 // #2-3 heal failed: a stays open
+	stop("a", history.OK)                                   // #4-5 closes a at #5
+	start("b", history.Fail)                                // #6-7 opens b at #6, closes at #7
+	start("c", history.Info)                                // #8-9 half applied: c opens at #8
+	b.fault("d").heal("d")                                  // #10-11 standalone records
+	b.rec("nemesis", history.Fail, history.FaultStart, "e") // #12 a failed standalone start opens nothing
+	got := faultWindows(history.Pairs(b.h()))
+	want := []window{{"a", 0, 5}, {"b", 6, 7}, {"c", 8, math.MaxInt64}, {"d", 10, 11}}
+	if !slices.Equal(got, want) {
+		t.Errorf("faultWindows = %+v, want %+v", got, want)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct {
+		fault, process string
+		want           bool
+	}{
+		{"cut relay-a->broker", "relay-a", true},
+		{"cut relay-ab->broker", "relay-a", false},
+		{"pause relay-a", "relay-a", true},
+		{"kill consumer-1", "consumer-10", false},
+		{"kill consumer-10", "consumer-1", false},
+		{"broker-down", "relay-a", false},
+		{"relay-a relay-a2", "relay-a", true},
+	} {
+		if got := names(c.fault, c.process); got != c.want {
+			t.Errorf("names(%q, %q) = %v, want %v", c.fault, c.process, got, c.want)
+		}
 	}
 }

@@ -86,7 +86,7 @@ func (a *analysis) judgeSweep(v *verdict, e *event, sw history.Op) {
 	switch {
 	case mok && sok:
 		age = st.Sub(mt)
-	case mark.Process == sw.Process && !a.clockFaultBetween(mark.Index, sw.Index):
+	case mark.Process == sw.Process && !a.clockFaultBetween(mark.Index, sw.Index, sw.Process):
 		age = sw.Time.Sub(mark.Time)
 	case sok && !a.state.DBStart.IsZero():
 		age = st.Sub(a.state.DBStart) // the mark came after the start

@@ -57,13 +57,17 @@ func Phantom(h []history.Op, s State, cfg Config) Result { return analyze(h, s, 
 
 func (a *analysis) phantom() Result {
 	v := a.verdict(NamePhantom)
+	n := 0
 	for _, id := range a.ids {
 		e := a.events[id]
+		if e.status == rolledBack {
+			n++
+		}
 		if e.status == rolledBack && e.observed() {
 			v.offend(id, "every commit failed (%d), yet it showed up: %s", len(e.commits), e.fate())
 		}
 	}
-	return v.result("no rolled-back event showed up")
+	return v.result(fmt.Sprintf("%d rolled-back events must never show up", n))
 }
 
 // Unexpected finds events that showed up without ever being staged: no
@@ -74,13 +78,17 @@ func Unexpected(h []history.Op, s State, cfg Config) Result { return analyze(h, 
 
 func (a *analysis) unexpected() Result {
 	v := a.verdict(NameUnexpected)
+	n := 0
 	for _, id := range a.ids {
 		e := a.events[id]
+		if e.observed() {
+			n++
+		}
 		if e.status == notStaged && e.observed() {
 			v.offend(id, "never staged by any commit, yet it showed up: %s", e.fate())
 		}
 	}
-	return v.result("every event seen was staged")
+	return v.result(fmt.Sprintf("%d events seen must have been staged", n))
 }
 
 // DuplicateEffects finds events whose effect was applied more than once:
@@ -92,8 +100,12 @@ func DuplicateEffects(h []history.Op, s State, cfg Config) Result {
 
 func (a *analysis) duplicateEffects() Result {
 	v := a.verdict(NameDuplicateEffects)
+	n := 0
 	for _, id := range a.ids {
 		e := a.events[id]
+		if e.applied() {
+			n++
+		}
 		var fresh []history.Op
 		for _, op := range e.applyOK {
 			if !HasFlag(op.Value, FlagDuplicate) {
@@ -108,5 +120,5 @@ func (a *analysis) duplicateEffects() Result {
 				len(fresh), fresh[0].Index, fresh[0].Process, fresh[1].Index, fresh[1].Process)
 		}
 	}
-	return v.result("every effect applied at most once")
+	return v.result(fmt.Sprintf("%d applied events must have one effect each", n))
 }
