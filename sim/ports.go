@@ -24,7 +24,9 @@ func (p *proc) begin(c call, f history.Func, events []string, value string, link
 	if failed(v) {
 		return 0, v, false, errCrashed
 	}
-	h = p.invoke(f, events, value)
+	// A claim or a sweep that finds nothing changes nothing: it is
+	// recorded only when it took rows or failed.
+	h = p.invokeMaybe(f, events, value, c == callClaim || c == callSweep)
 	if link {
 		if p.w.frng.Float64() >= p.w.sw.LostReply {
 			err = fmt.Errorf("%s: %w", f, errLinkDown)

@@ -81,7 +81,11 @@ type Process interface {
 type openOp struct {
 	f      history.Func
 	events []string
+	value  string
 	id     uint64
+	// lazy: the invoke is recorded only with a completion that matters
+	// (a claim or sweep that found nothing is not recorded at all).
+	lazy bool
 }
 
 // proc is one simulated process: a coroutine that runs production code
@@ -185,9 +189,16 @@ func (p *proc) record(t history.Type, f history.Func, events []string, value, er
 // invoke records an invoke and remembers it as open; it returns a handle
 // for complete.
 func (p *proc) invoke(f history.Func, events []string, value string) uint64 {
+	return p.invokeMaybe(f, events, value, false)
+}
+
+// invokeMaybe is invoke, deferring the record when lazy.
+func (p *proc) invokeMaybe(f history.Func, events []string, value string, lazy bool) uint64 {
 	p.nextOp++
-	p.open = append(p.open, openOp{f: f, events: events, id: p.nextOp})
-	p.record(history.Invoke, f, events, value, "")
+	p.open = append(p.open, openOp{f: f, events: events, value: value, id: p.nextOp, lazy: lazy})
+	if !lazy {
+		p.record(history.Invoke, f, events, value, "")
+	}
 	return p.nextOp
 }
 
@@ -200,6 +211,12 @@ func (p *proc) complete(h uint64, t history.Type, events []string, value string,
 		op := p.open[i]
 		copy(p.open[i:], p.open[i+1:])
 		p.open = p.open[:len(p.open)-1]
+		if op.lazy {
+			if t == history.OK && len(events) == 0 {
+				return
+			}
+			p.record(history.Invoke, op.f, op.events, op.value, "")
+		}
 		var text string
 		if err != nil {
 			text = err.Error()

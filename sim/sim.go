@@ -331,7 +331,7 @@ func (w *world) drain() {
 		}
 		// Only rows no running batch holds wait on their leases: jump
 		// when every relay is between ticks.
-		if w.quiet > 4*len(w.procs)+8 && w.othersIdle(nil) {
+		if w.quiet > 2*len(w.procs)+4 && w.othersIdle(nil) {
 			if t, ok := w.store.NextEligible(); ok && t.After(w.clock.Now()) {
 				w.clock.AdvanceTo(t)
 			}
