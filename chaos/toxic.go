@@ -31,12 +31,33 @@ type Link struct {
 }
 
 // NewLink returns the link through proxy p, named name (p.Name when name
-// is empty). Faults on it have class ClassNetwork.
+// is empty). The class of its faults is that of the link's far end: for a
+// link to the broker ("relay->broker", "relay-a->rabbitmq") ClassBroker,
+// to the database ("app->db", "relay->postgres") ClassDB, otherwise
+// ClassNetwork; WithClass overrides it.
 func NewLink(name string, p *toxiproxy.Proxy) *Link {
 	if name == "" {
 		name = p.Name
 	}
-	return &Link{name: name, class: ClassNetwork, proxy: p}
+	return &Link{name: name, class: linkClass(name), proxy: p}
+}
+
+// linkClass classifies a link by the words of its far end.
+func linkClass(name string) string {
+	if i := strings.LastIndex(name, "->"); i >= 0 {
+		name = name[i+2:]
+	}
+	for _, w := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9')
+	}) {
+		switch w {
+		case "broker", "rabbit", "rabbitmq", "amqp":
+			return ClassBroker
+		case "db", "database", "postgres", "postgresql", "pg":
+			return ClassDB
+		}
+	}
+	return ClassNetwork
 }
 
 // LinkByName looks up the proxy named proxyName through c and returns its
@@ -56,8 +77,7 @@ func LinkByName(ctx context.Context, c *toxiproxy.Client, proxyName, name string
 	return l, nil
 }
 
-// WithClass sets the class of the link's faults (ClassNetwork by default),
-// for a link whose faults stand for one side's outage, and returns l.
+// WithClass sets the class of the link's faults and returns l.
 func (l *Link) WithClass(class string) *Link {
 	l.class = class
 	return l
