@@ -59,6 +59,9 @@ func newInboxDB(t testing.TB) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +97,7 @@ func newTopology(t testing.TB) (url, exchange, queue string) {
 	_, url = infraURLs(t)
 	name := testName(t)
 	exchange, queue = name+".events", name+".q"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := relay.DeclareTopology(ctx, url, exchange, queue, "#"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
+	remove := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
@@ -108,7 +106,16 @@ func newTopology(t testing.TB) (url, exchange, queue string) {
 			_ = ch.ExchangeDelete(queue+".dlx", false, false)
 			return ch.ExchangeDelete(exchange, false, false)
 		})
-	})
+	}
+	// Names repeat from one run to the next: an interrupted run may have
+	// left messages behind.
+	remove()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := relay.DeclareTopology(ctx, url, exchange, queue, "#"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
 	return url, exchange, queue
 }
 

@@ -96,16 +96,7 @@ func TestAMQPPublisherTellsReturnedFromRouted(t *testing.T) {
 	ids := newIDSource(t, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	queue := b.Exchange + ".routed"
-	err := relay.WithChannel(ctx, b.URL, func(ch *amqp.Channel) error {
-		if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
-			return err
-		}
-		return ch.QueueBind(queue, "routed", b.Exchange, false, nil)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	extraQueue(t, b, "routed", "routed", nil)
 	p := newPublisher(t, b.URL, b.Exchange)
 	const n = 400
 	type sent struct {
@@ -152,22 +143,12 @@ func TestAMQPPublisherNack(t *testing.T) {
 	b := newBroker(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	queue := b.Exchange + ".full"
-	err := relay.WithChannel(ctx, b.URL, func(ch *amqp.Channel) error {
-		args := amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"}
-		if _, err := ch.QueueDeclare(queue, false, true, false, false, args); err != nil {
-			return err
-		}
-		return ch.QueueBind(queue, "#", b.Exchange, false, nil)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	extraQueue(t, b, "full", "#", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
 	p := newPublisher(t, b.URL, b.Exchange)
 	if err := publishAndWait(ctx, p, relay.Message{ID: "first", Type: "t", Payload: []byte(`{}`)}); err != nil {
 		t.Fatalf("first publish: %v", err)
 	}
-	err = publishAndWait(ctx, p, relay.Message{ID: "second", Type: "t", Payload: []byte(`{}`)})
+	err := publishAndWait(ctx, p, relay.Message{ID: "second", Type: "t", Payload: []byte(`{}`)})
 	if !errors.Is(err, relay.ErrNacked) || errors.Is(err, relay.ErrBrokerUnavailable) {
 		t.Fatalf("publish to a full queue: %v, want ErrNacked", err)
 	}

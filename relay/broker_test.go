@@ -37,32 +37,75 @@ func newBroker(t testing.TB, bind bool) *brokerEnv {
 		queue = strings.TrimSuffix(b.Exchange, ".events") + ".q"
 		b.Queue = queue
 	}
+	// Names repeat from one run to the next: remove what an interrupted
+	// run may have left, messages included.
+	deleteTopology(t, url, b.Exchange, queue)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := relay.DeclareTopology(ctx, url, b.Exchange, queue, "#"); err != nil {
 		t.Fatalf("declaring topology: %v", err)
 	}
+	t.Cleanup(func() { deleteTopology(t, url, b.Exchange, queue) })
+	return b
+}
+
+// deleteTopology deletes exchange and, when queue is set, the queue and its
+// dead-letter exchange and queue, and every queue named extra. Deleting
+// what does not exist is not an error.
+func deleteTopology(t testing.TB, url, exchange, queue string, extra ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
+		queues := extra
+		if queue != "" {
+			queues = append(queues, queue, queue+".dead")
+		}
+		for _, q := range queues {
+			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+				return err
+			}
+		}
+		if queue != "" {
+			if err := ch.ExchangeDelete(queue+".dlx", false, false); err != nil {
+				return err
+			}
+		}
+		return ch.ExchangeDelete(exchange, false, false)
+	})
+	if err != nil {
+		t.Logf("deleting broker topology: %v", err)
+	}
+}
+
+// extraQueue declares a non-durable queue bound to b's exchange with key
+// and args, and deletes it (with its messages) before and after the test.
+func extraQueue(t testing.TB, b *brokerEnv, name, key string, args amqp.Table) string {
+	t.Helper()
+	queue := b.Exchange + "." + name
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := relay.WithChannel(ctx, b.URL, func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDelete(queue, false, false, false); err != nil {
+			return err
+		}
+		if _, err := ch.QueueDeclare(queue, false, false, false, false, args); err != nil {
+			return err
+		}
+		return ch.QueueBind(queue, key, b.Exchange, false, nil)
+	})
+	if err != nil {
+		t.Fatalf("declaring queue %s: %v", queue, err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		err := relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
-			if queue != "" {
-				for _, q := range []string{queue, queue + ".dead"} {
-					if _, err := ch.QueueDelete(q, false, false, false); err != nil {
-						return err
-					}
-				}
-				if err := ch.ExchangeDelete(queue+".dlx", false, false); err != nil {
-					return err
-				}
-			}
-			return ch.ExchangeDelete(b.Exchange, false, false)
+		_ = relay.WithChannel(ctx, b.URL, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(queue, false, false, false)
+			return err
 		})
-		if err != nil {
-			t.Logf("cleanup of broker topology: %v", err)
-		}
 	})
-	return b
+	return queue
 }
 
 // collector consumes a queue with auto-ack and keeps every delivery.
