@@ -1,0 +1,160 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/relay/storetest"
+)
+
+// TestPGStore runs the suite against relay.PGStore on PostgreSQL: each case
+// gets a schema of its own with a migrated outbox table. Time passes for
+// real: Advance waits, polling now() of the database, until the database
+// clock has moved far enough, so Unit is small (200 ms; the longest case
+// waits a little over two seconds).
+func TestPGStore(t *testing.T) {
+	base := databaseURL(t)
+	storetest.Run(t, func(t *testing.T) storetest.Backend {
+		pool, table := newSchema(t, base)
+		s := relay.NewPGStore(pool, table)
+		now := func(t testing.TB) time.Time {
+			t.Helper()
+			n, err := s.DBNow(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		return storetest.Backend{
+			Store: s,
+			Stage: func(t testing.TB, events ...outbox.Event) {
+				t.Helper()
+				ctx := context.Background()
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					for _, e := range events {
+						if err := outbox.Stage(ctx, tx, table, e, outbox.StageOptions{}); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("staging: %v", err)
+				}
+			},
+			Now: now,
+			Advance: func(t testing.TB, d time.Duration) {
+				t.Helper()
+				until := now(t).Add(d)
+				deadline := time.Now().Add(d + 10*time.Second)
+				for now(t).Before(until) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the database clock did not advance by %s", d)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			},
+			Row: func(t testing.TB, id uuid.UUID) (storetest.Row, bool) {
+				t.Helper()
+				var (
+					r                               storetest.Row
+					processed, faulted, lockedUntil *time.Time
+					lockedBy                        *string
+				)
+				err := pool.QueryRow(context.Background(),
+					`SELECT processed_at, faulted_at, attempts, locked_by, locked_until, occurred_at FROM `+table.Ident()+` WHERE id = $1`, id).
+					Scan(&processed, &faulted, &r.Attempts, &lockedBy, &lockedUntil, &r.OccurredAt)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return r, false
+				}
+				if err != nil {
+					t.Fatalf("reading row %s: %v", id, err)
+				}
+				if processed != nil {
+					r.ProcessedAt = *processed
+				}
+				if faulted != nil {
+					r.FaultedAt = *faulted
+				}
+				if lockedUntil != nil {
+					r.LockedUntil = *lockedUntil
+				}
+				if lockedBy != nil {
+					r.LockedBy = *lockedBy
+				}
+				return r, true
+			},
+			Unit:       200 * time.Millisecond,
+			Concurrent: true,
+		}
+	})
+}
+
+// databaseURL returns the PostgreSQL the test uses: OUTBOX_TEST_DATABASE_URL
+// when set, else the shared test environment; it skips under -short.
+func databaseURL(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs PostgreSQL (skipped with -short)")
+	}
+	if u := os.Getenv("OUTBOX_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return sharedDatabaseURL(t)
+}
+
+var schemaSeq atomic.Int64
+
+// newSchema creates a schema of its own for one case, migrates an outbox
+// table in it, and drops it when the case ends.
+func newSchema(t *testing.T, base string) (*pgxpool.Pool, outbox.Table) {
+	t.Helper()
+	schema := fmt.Sprintf("storetest_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connecting to PostgreSQL: %v", err)
+	}
+	defer admin.Close(ctx)
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+ident+` CASCADE; CREATE SCHEMA `+ident); err != nil {
+		t.Fatalf("creating schema %s: %v", schema, err)
+	}
+	pool, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	table := outbox.MustParseTable(schema + ".outbox")
+	if err := outbox.Migrate(ctx, pool, table); err != nil {
+		t.Fatalf("migrating %s: %v", table, err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Logf("dropping %s: %v", schema, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `DROP SCHEMA IF EXISTS `+ident+` CASCADE`); err != nil && !strings.Contains(err.Error(), "does not exist") {
+			t.Logf("dropping %s: %v", schema, err)
+		}
+		_, _ = c.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1`, table.String())
+	})
+	return pool, table
+}
