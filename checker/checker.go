@@ -121,9 +121,11 @@ type Config struct {
 	// MaxAttempts is the attempt limit after which a row is parked.
 	// Default 5, the relay's default.
 	MaxAttempts int
-	// Backoff returns the delay before a row may be retried after the given
-	// number of attempts (relay.RetryPolicy.Backoff). Nil: the spacing of
-	// retries is not checked.
+	// Backoff(n) is the least delay between a Retry ok that left a row at
+	// n attempts and that row's next Retry ok. A relay that backs a row off
+	// by relay.RetryPolicy.Backoff(attempts before the failure), as the
+	// PostgreSQL store does, passes func(n) { return policy.Backoff(n-1) }.
+	// Nil: the spacing of retries is not checked.
 	Backoff func(attempts int) time.Duration
 	// Poison lists the event ids the workload made poison.
 	Poison map[string]bool

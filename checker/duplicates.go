@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -35,9 +36,12 @@ const (
 //     requeued);
 //   - a Publish of the event went unconfirmed (the broker may hold it).
 //
-// The journey starts at the event's first Publish invoke, or, when no relay
-// records publishes (a black-box relay), at its first Commit invoke, or
-// else at its first record. Each explained duplicate is attributed to the
+// The journey starts when a relay first took the event: its first Claim ok
+// or its first Publish invoke, whichever came first (a relay paused after
+// its claim publishes late, after another relay claimed and published the
+// event, so the pause precedes the first publish). When no relay records
+// claims or publishes (a black-box relay), it starts at the event's first
+// Commit invoke, or else at its first record. Each explained duplicate is attributed to the
 // cause that began last before it (a fault's name, "crash <process>",
 // "restart <process>", "requeue", "unconfirmed-publish") and counted in
 // Result.By. Unexplained duplicates fail the run: a relay that duplicates
@@ -52,8 +56,14 @@ func (a *analysis) duplicateDeliveries() Result {
 	judge := func(e *event, kind string, dups []history.Op, delivery bool) {
 		from := e.first
 		switch {
-		case e.publishInvoke >= 0:
-			from = e.publishInvoke
+		case e.publishInvoke >= 0 || len(e.claims) > 0:
+			from = math.MaxInt64
+			if e.publishInvoke >= 0 {
+				from = e.publishInvoke
+			}
+			if len(e.claims) > 0 {
+				from = min(from, e.claims[0].Index)
+			}
 		case e.commitInvoke >= 0:
 			from = e.commitInvoke
 		}

@@ -36,6 +36,13 @@ func TestDuplicateDeliveries(t *testing.T) {
 			valid: true,
 		}, by: map[string]int{"relay-broker-timeout": 1}},
 		{checkCase: checkCase{
+			name: "a relay paused after its claim publishes after the relay that took over",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("pause relay-a").heal("pause relay-a").
+				claim("relay-b", "e1").publish("relay-b", "e1").publish("relay-a", "e1").
+				markLost("relay-a", []string{"e1"}).mark("relay-b", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"pause relay-a": 1}},
+		{checkCase: checkCase{
 			name: "a fault healed before the first publish explains nothing",
 			h: build().commit("producer-1", "e1").fault("broker-down").heal("broker-down").
 				relay("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
