@@ -29,10 +29,12 @@
 // FaultStart, FaultStop, Crash, Restart and Phase may be recorded as single
 // records without an invoke.
 //
-//   - Producers ("producer-N") record Commit with the staged Events; Value
-//     "caused-by=<id>[,<id>]" when the commit was caused by consuming those
-//     events (multi-hop pipelines). Unsafe producers record their inline
-//     Publish.
+//   - Producers ("producer-N") record the Commit invoke with the staged
+//     Events when the transaction begins, before staging or publishing
+//     anything, then ok, fail (definitely not committed, rolled back
+//     included) or info (unknown). Value "caused-by=<id>[,<id>]" when the
+//     commit was caused by consuming those events (multi-hop pipelines).
+//     Unsafe producers record their inline Publish.
 //   - Relays ("relay-<id>") record Claim (ok: claimed ids), Publish (one
 //     event; ok once confirmed, fail when nacked or refused, info when the
 //     confirm never came), Mark (invoke: confirmed ids; ok: ids marked;
@@ -47,9 +49,13 @@
 //     when the inbox absorbed it; fail when the transaction failed and the
 //     delivery was requeued).
 //   - The fault injector ("nemesis") brackets each fault with FaultStart and
-//     FaultStop records whose Value is the fault's name (see ClassOf), and
-//     records Crash and Restart with Process set to the process that died
-//     and came back.
+//     FaultStop records whose Value is the fault's name (see ClassOf; a
+//     name that names processes, "cut relay-a->broker", scopes the fault to
+//     them where a check cares). Either single records, or an invoke then
+//     ok; an info completing a FaultStart (half applied) or a FaultStop
+//     (heal failed) leaves the fault on. Crash and Restart carry Process =
+//     the process that died and came back; a Crash closes every operation
+//     that process had open, with an unknown outcome.
 //   - The runner records Phase with Value "safety", "liveness" (heal done,
 //     workload stopped: the backlog must drain from here) and "check".
 package checker
