@@ -153,7 +153,7 @@ func (w *world) startFault(f Fault, target *proc, until int, skew time.Duration)
 		w.crash(target)
 	case FaultPause:
 		target.paused = true
-		if target.kind == kindRelay && w.frng.IntN(2) == 0 {
+		if !w.driven && target.kind == kindRelay && w.frng.IntN(2) == 0 {
 			// The pause lasts long enough in database time that a lease
 			// may run out: between half and one and a half leases.
 			w.pendingJump = w.sw.Lease/2 + time.Duration(w.frng.Int64N(int64(w.sw.Lease)))

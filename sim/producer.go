@@ -62,40 +62,61 @@ func messageOf(e outbox.Event) relay.Message {
 	return relay.MessageOf(relay.Row{ID: e.ID, Type: e.Type, Payload: e.Payload, CorrelationID: e.CorrelationID})
 }
 
-// runJob runs one business transaction in the run's producer mode.
+// runJob runs one business transaction in the run's producer mode. The
+// Commit invoke is recorded when the transaction begins, naming every
+// event it will stage; a transaction that ends before COMMIT (its
+// producer crashed, its link was cut) completes as failed: the database
+// rolls it back when the connection drops.
 func (w *world) runJob(p *proc, j job) {
 	mode := w.v.Producer
-	if failed(p.enter(callBegin)) || p.dbDown() {
+	v := p.enter(callBegin)
+	if failed(v) {
+		return
+	}
+	evs := make([]outbox.Event, j.Events)
+	events := make([]string, j.Events)
+	for i := range evs {
+		evs[i] = w.newEvent()
+		events[i] = evs[i].ID.String()
+	}
+	h := p.invoke(history.Commit, events, "")
+	abort := func(err error) {
+		p.complete(h, history.Fail, events, "", err)
+	}
+	if p.dbDown() {
+		abort(errLinkDown)
 		return
 	}
 	tx := w.store.Begin()
-	events := make([]string, 0, j.Events)
-	msgs := make([]relay.Message, 0, j.Events)
-	for range j.Events {
-		if failed(p.enter(callStage)) || p.dbDown() {
+	for _, e := range evs {
+		if v := p.enter(callStage); failed(v) {
 			tx.Rollback()
+			abort(errCrashed)
 			return
 		}
-		e := w.newEvent()
+		if p.dbDown() {
+			tx.Rollback()
+			abort(errLinkDown)
+			return
+		}
 		if mode == Outbox {
 			if err := tx.Stage(e); err != nil {
 				w.err = err
 				tx.Rollback()
+				abort(err)
 				return
 			}
 		}
-		events = append(events, e.ID.String())
-		msgs = append(msgs, messageOf(e))
 	}
 	if mode == PublishThenCommit {
-		for _, m := range msgs {
-			c, err := p.pub.publish(m, true)
+		for _, e := range evs {
+			c, err := p.pub.publish(messageOf(e), true)
+			if err == nil {
+				err = c.Wait(context.Background())
+			}
 			if err != nil {
 				tx.Rollback()
-				return
-			}
-			if err := c.Wait(context.Background()); err != nil {
-				tx.Rollback()
+				abort(err)
 				return
 			}
 		}
@@ -103,13 +124,13 @@ func (w *world) runJob(p *proc, j job) {
 	for i := 0; i < j.Hold && w.producing && !p.dying; i++ {
 		p.idle()
 	}
-	if !w.commit(p, tx, events, j.Rollback) {
+	if !w.commit(p, h, tx, events, j.Rollback) {
 		return
 	}
 	switch mode {
 	case CommitThenPublish:
-		for _, m := range msgs {
-			c, err := p.pub.publish(m, true)
+		for _, e := range evs {
+			c, err := p.pub.publish(messageOf(e), true)
 			if err != nil {
 				return
 			}
@@ -118,8 +139,8 @@ func (w *world) runJob(p *proc, j job) {
 			}
 		}
 	case OptimisticPublish:
-		for _, m := range msgs {
-			c, err := p.pub.publish(m, false)
+		for _, e := range evs {
+			c, err := p.pub.publish(messageOf(e), false)
 			if err != nil {
 				return
 			}
@@ -128,23 +149,18 @@ func (w *world) runJob(p *proc, j job) {
 	}
 }
 
-// commit ends a transaction and records it; it reports whether the
-// transaction definitely committed and the producer knows it.
-func (w *world) commit(p *proc, tx *Tx, events []string, rollback bool) bool {
+// commit ends the transaction opened by the Commit invoke h and records
+// its outcome; it reports whether the transaction definitely committed
+// and the producer knows it.
+func (w *world) commit(p *proc, h uint64, tx *Tx, events []string, rollback bool) bool {
 	v := p.enter(callCommit)
-	switch v {
-	case vDead:
-		tx.Rollback()
-		return false
-	case vCrashBefore:
+	if failed(v) {
 		// The process died before sending COMMIT: the database rolls the
 		// transaction back when the connection drops.
-		h := p.invoke(history.Commit, events, "")
 		tx.Rollback()
 		p.complete(h, history.Fail, events, "", errCrashed)
 		return false
 	}
-	h := p.invoke(history.Commit, events, "")
 	if rollback {
 		tx.Rollback()
 		p.complete(h, history.Fail, events, "", errRolledBack)
@@ -155,6 +171,7 @@ func (w *world) commit(p *proc, tx *Tx, events []string, rollback bool) bool {
 		// the database, and the producer cannot tell.
 		if w.frng.Float64() < w.sw.LostReply {
 			w.commitRows(tx)
+			w.events += len(events)
 		} else {
 			tx.Rollback()
 		}
