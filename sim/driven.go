@@ -96,8 +96,32 @@ func (d *World) Step(name string) bool {
 // Tick lets a relay run until it is between ticks again.
 func (d *World) Tick(relay string) { d.untilIdle(d.proc(relay), 10000) }
 
-// Advance moves the database clock forward.
-func (d *World) Advance(by time.Duration) { d.w.clock.Advance(by) }
+// Advance moves the database clock forward. A relay caught in the middle
+// of a batch whose leases this expires was, in effect, frozen while that
+// time passed: the advance is recorded as a pause of that relay, as a
+// real run would have to cause it.
+func (d *World) Advance(by time.Duration) {
+	until := d.w.clock.Now().Add(by)
+	var stalled []string
+	for _, p := range d.w.procs {
+		if p.kind != kindRelay || !p.alive || p.down || p.at == callIdle || p.paused {
+			continue
+		}
+		for _, r := range d.w.store.pending {
+			if r.LockedBy == p.id && !r.LockedUntil.After(until) {
+				stalled = append(stalled, p.name)
+				break
+			}
+		}
+	}
+	for _, name := range stalled {
+		d.Pause(name)
+	}
+	d.w.clock.Advance(by)
+	for _, name := range stalled {
+		d.Resume(name)
+	}
+}
 
 func (d *World) start(f Fault, name string, skew time.Duration) {
 	var p *proc

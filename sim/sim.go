@@ -341,14 +341,30 @@ func (w *world) drain() {
 	}
 }
 
-// drained reports that nothing is left to publish or deliver.
+// drained reports that nothing is left to publish or deliver, and no
+// relay or consumer is in the middle of its work.
 func (w *world) drained() bool {
+	if len(w.store.pending) > 0 || len(w.broker.ready) > 0 || len(w.broker.unacked) > 0 {
+		return false
+	}
 	for _, p := range w.procs {
-		if p.kind == kindProducer && p.alive {
+		if !p.alive || p.down {
+			continue
+		}
+		switch p.kind {
+		case kindProducer:
 			return false
+		case kindRelay:
+			if p.at != callIdle {
+				return false
+			}
+		case kindConsumer:
+			if p.at != callNext {
+				return false
+			}
 		}
 	}
-	return len(w.store.pending) == 0 && len(w.broker.ready) == 0 && len(w.broker.unacked) == 0
+	return true
 }
 
 // teardown ends every coroutine without recording anything.
