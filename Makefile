@@ -1,0 +1,160 @@
+# Makefile for outboxlab. `make help` lists the targets.
+#
+# Images are built locally from docker/ and never pulled: the base image is
+# made with debootstrap when no debian:bookworm-slim image is present. Each
+# image has a stamp file under .build/stamps that depends on the image's
+# inputs, so a second `make images` builds nothing; a stamp whose image is no
+# longer in the engine (docker rmi) is dropped, so the image is built again.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+GO     ?= go
+DOCKER ?= docker
+# GOTESTFLAGS is added to every `go test` run, e.g. GOTESTFLAGS=-v.
+GOTESTFLAGS ?=
+# TEST_TIMEOUT bounds `make test` as a whole.
+TEST_TIMEOUT ?= 60m
+
+# The harness removes its own containers; Ryuk would need an image pull.
+export TESTCONTAINERS_RYUK_DISABLED := true
+
+BUILD  := .build
+STAMPS := $(BUILD)/stamps
+CTX    := $(BUILD)/context
+
+# Image tags: internal/testenv uses the same ones (a test checks they agree).
+IMAGE_debian    := outboxlab/debian:bookworm
+IMAGE_postgres  := outboxlab/postgres:15
+IMAGE_rabbitmq  := outboxlab/rabbitmq:3.10
+IMAGE_toxiproxy := outboxlab/toxiproxy:2.5.0
+IMAGE_relay     := outboxlab/relay:dev
+
+# The relay image is built once ./cmd/relay exists.
+HAVE_RELAY := $(if $(wildcard cmd/relay/*.go),yes)
+IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay)
+ALL_IMAGES := debian postgres rabbitmq toxiproxy relay
+
+# docker-build TAG ARGS... builds an image with no pull; its log is shown
+# only when the build fails.
+DOCKER_BUILD := docker/build-image.sh
+GO_STATIC    := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s -w'
+
+# Forget the stamp of every image that is missing from the engine or was
+# replaced behind make's back, so that it is built again. Only goals that
+# talk to Docker pay for the look-up.
+DOCKERLESS_GOALS := help test-short demo clean build
+ifneq ($(filter-out $(DOCKERLESS_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
+_present := $(shell $(DOCKER) image ls --no-trunc --filter reference='outboxlab/*' --format '{{.Repository}}:{{.Tag}}={{.ID}}' 2>/dev/null)
+$(foreach i,$(ALL_IMAGES),$(if $(and $(wildcard $(STAMPS)/$(i)),$(filter $(IMAGE_$(i))=$(file <$(STAMPS)/$(i)),$(_present))),,$(shell rm -f $(STAMPS)/$(i))))
+endif
+
+## help: list the targets with one line each
+.PHONY: help
+help:
+	@echo "outboxlab make targets:"
+	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-18s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
+
+## images: build the Docker images that are missing or out of date (no registry needed)
+.PHONY: images
+images:
+	@$(MAKE) --no-print-directory -j3 image-stamps
+	@$(if $(HAVE_RELAY),,echo "relay: ./cmd/relay does not exist yet; image $(IMAGE_relay) not built")
+
+## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay) and what it needs
+.PHONY: $(addprefix image-,$(ALL_IMAGES))
+$(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
+	@:
+
+.PHONY: image-stamps
+image-stamps: $(addprefix $(STAMPS)/,$(IMAGES))
+	@:
+
+$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay:
+	@mkdir -p $@
+
+# write-stamp records the ID of image $(IMAGE_$1) in its stamp file.
+write-stamp = $(DOCKER) image inspect --format '{{.Id}}' $(IMAGE_$1) >$(STAMPS)/$1
+
+$(STAMPS)/debian: docker/debian/build.sh | $(STAMPS)
+	@echo "image: building $(IMAGE_debian)"
+	@docker/debian/build.sh $(IMAGE_debian)
+	@$(call write-stamp,debian)
+
+$(STAMPS)/postgres: docker/build-image.sh $(STAMPS)/debian $(wildcard docker/postgres/*)
+	@echo "image: building $(IMAGE_postgres)"
+	@$(DOCKER_BUILD) $(IMAGE_postgres) docker/postgres
+	@$(call write-stamp,postgres)
+
+$(STAMPS)/rabbitmq: docker/build-image.sh $(STAMPS)/debian $(wildcard docker/rabbitmq/*)
+	@echo "image: building $(IMAGE_rabbitmq)"
+	@$(DOCKER_BUILD) $(IMAGE_rabbitmq) docker/rabbitmq
+	@$(call write-stamp,rabbitmq)
+
+$(STAMPS)/toxiproxy: docker/build-image.sh $(STAMPS)/debian docker/toxiproxy/Dockerfile $(CTX)/toxiproxy/toxiproxy-server
+	@echo "image: building $(IMAGE_toxiproxy)"
+	@$(DOCKER_BUILD) $(IMAGE_toxiproxy) -f docker/toxiproxy/Dockerfile $(CTX)/toxiproxy
+	@$(call write-stamp,toxiproxy)
+
+$(STAMPS)/relay: docker/build-image.sh $(STAMPS)/debian docker/relay/Dockerfile $(CTX)/relay/relay
+	@echo "image: building $(IMAGE_relay)"
+	@$(DOCKER_BUILD) $(IMAGE_relay) -f docker/relay/Dockerfile $(CTX)/relay
+	@$(call write-stamp,relay)
+
+# The Go binaries are built every time (Go's own cache makes that quick) but
+# replace the file in the build context only when their bytes changed, so an
+# image is rebuilt only for a real change.
+$(CTX)/toxiproxy/toxiproxy-server: FORCE | $(CTX)/toxiproxy
+	@$(GO_STATIC) -o $@.new github.com/Shopify/toxiproxy/v2/cmd/server
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; echo "built $@"; fi
+
+$(CTX)/relay/relay: FORCE | $(CTX)/relay
+	@test -d cmd/relay || { echo "relay: ./cmd/relay does not exist yet" >&2; exit 1; }
+	@$(GO_STATIC) -o $@.new ./cmd/relay
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; echo "built $@"; fi
+
+.PHONY: FORCE
+FORCE:
+
+## build: compile every package and command (go build ./...)
+.PHONY: build
+build:
+	$(GO) build ./...
+
+## test: what CI runs: build what is missing (images, Go), then every test with Docker
+.PHONY: test
+test: images build
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+## test-short: the tests that need no Docker (go test -short ./...)
+.PHONY: test-short
+test-short:
+	$(GO) test -short $(GOTESTFLAGS) ./...
+
+## demo: run the main demonstration job
+.PHONY: demo
+demo:
+	@echo "demo: not yet implemented"
+
+## clean-containers: remove every container and network the harness left behind (label org.outboxlab.harness)
+.PHONY: clean-containers
+clean-containers:
+	@ids=$$($(DOCKER) ps -aq --filter label=org.outboxlab.harness=true); \
+	if [ -n "$$ids" ]; then $(DOCKER) rm -f -v $$ids >/dev/null; echo "removed $$(echo $$ids | wc -w) container(s)"; fi
+	@ids=$$($(DOCKER) network ls -q --filter label=org.outboxlab.harness=true); \
+	if [ -n "$$ids" ]; then $(DOCKER) network rm $$ids >/dev/null; echo "removed $$(echo $$ids | wc -w) network(s)"; fi
+
+## clean-images: remove the outboxlab images and their stamps (the next `make images` builds all)
+.PHONY: clean-images
+clean-images: clean-containers
+	@rm -f $(addprefix $(STAMPS)/,$(ALL_IMAGES))
+	@for i in $(foreach i,$(ALL_IMAGES),$(IMAGE_$(i))); do \
+		if $(DOCKER) image inspect $$i >/dev/null 2>&1; then $(DOCKER) rmi $$i >/dev/null && echo "removed $$i"; fi; \
+	done
+
+## clean: remove build outputs (.build)
+.PHONY: clean
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,3 @@
+-- init.sql runs once, at image build time.
+CREATE ROLE outbox WITH LOGIN SUPERUSER PASSWORD 'outbox';
+CREATE DATABASE outbox OWNER outbox;
