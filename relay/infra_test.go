@@ -14,3 +14,11 @@ func sharedEnv(t testing.TB) infra {
 	t.Skip("integration test: no test environment")
 	return infra{}
 }
+
+// sharedBrokerLink returns the shared environment's proxied link from the
+// relay to the broker, or skips.
+func sharedBrokerLink(t testing.TB) *brokerLink {
+	t.Helper()
+	t.Skip("integration test: no toxiproxy in the test environment")
+	return nil
+}
