@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/relay"
@@ -49,6 +50,8 @@ type Message struct {
 type Broker struct {
 	up    bool
 	bound bool
+	// key is the binding key of the queue (a topic pattern).
+	key string
 	// epoch counts restarts; channels and deliveries of an older epoch are
 	// closed.
 	epoch   int
@@ -63,7 +66,14 @@ type Broker struct {
 
 // NewBroker returns a running broker with its queue bound.
 func NewBroker() *Broker {
-	return &Broker{up: true, bound: true}
+	return &Broker{up: true, bound: true, key: "#"}
+}
+
+// Bind binds the queue to the exchange with a topic binding key ("#" by
+// default: every type).
+func (b *Broker) Bind(key string) {
+	b.key = key
+	b.bound = true
 }
 
 // Up reports whether the broker accepts connections.
@@ -128,16 +138,64 @@ func (b *Broker) requeue(ms []*Message) {
 	b.ready = slices.Insert(b.ready, 0, ms...)
 }
 
-// publish routes m. The caller has checked that the broker is up.
-func (b *Broker) publish(m relay.Message, persistent bool) PublishOutcome {
+// Publish routes m by its type as the routing key and reports the
+// confirm it earns: nacked when the broker refuses its type, returned
+// when no queue takes it and it is mandatory (a message no queue takes
+// that is not mandatory is confirmed and dropped), otherwise confirmed
+// and enqueued. The broker must be up; the simulation checks that before.
+func (b *Broker) Publish(m relay.Message, opts relay.PublishOptions) PublishOutcome {
 	if b.Reject[m.Type] {
 		return Nacked
 	}
-	if !b.bound {
-		return Returned
+	if !b.bound || !topicMatch(b.key, m.Type) {
+		if opts.Mandatory {
+			return Returned
+		}
+		return Confirmed
 	}
-	b.ready = append(b.ready, &Message{Message: m, Persistent: persistent})
+	b.ready = append(b.ready, &Message{Message: m, Persistent: opts.Persistent})
 	return Confirmed
+}
+
+// Get takes the head of the queue and acknowledges it at once (basic.get
+// with auto-ack); false when the queue is empty.
+func (b *Broker) Get() (Message, bool) {
+	m := b.next("")
+	if m == nil {
+		return Message{}, false
+	}
+	b.settle(m, false, false)
+	return *m, true
+}
+
+// topicMatch matches an AMQP topic routing key against a binding pattern:
+// words separated by dots, "*" matches one word, "#" zero or more.
+func topicMatch(pattern, key string) bool {
+	return matchWords(strings.Split(pattern, "."), strings.Split(key, "."))
+}
+
+func matchWords(p, k []string) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case "#":
+			for i := 0; i <= len(k); i++ {
+				if matchWords(p[1:], k[i:]) {
+					return true
+				}
+			}
+			return false
+		case "*":
+			if len(k) == 0 {
+				return false
+			}
+		default:
+			if len(k) == 0 || k[0] != p[0] {
+				return false
+			}
+		}
+		p, k = p[1:], k[1:]
+	}
+	return len(k) == 0
 }
 
 // next hands the head of the queue to holder, or nil when it is empty.

@@ -363,14 +363,18 @@ type confirmation struct {
 // Publish implements relay.Publisher: the message is routed at once; its
 // outcome reaches the publisher at Wait.
 func (pp *pubPort) Publish(_ context.Context, m relay.Message) (relay.Confirmation, error) {
-	c, err := pp.publish(m, true)
+	opts := relay.DefaultPublishOptions()
+	if o := pp.p.w.v.PublishOptions; o != nil {
+		opts = *o
+	}
+	c, err := pp.publish(m, opts)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (pp *pubPort) publish(m relay.Message, persistent bool) (*confirmation, error) {
+func (pp *pubPort) publish(m relay.Message, opts relay.PublishOptions) (*confirmation, error) {
 	p := pp.p
 	w := p.w
 	v := p.enter(callPublish)
@@ -391,12 +395,12 @@ func (pp *pubPort) publish(m relay.Message, persistent bool) (*confirmation, err
 	case w.confirmLoss && w.frng.IntN(2) == 0:
 		c.lost = true
 		if w.frng.IntN(2) == 0 {
-			c.outcome = w.broker.publish(m, persistent)
+			c.outcome = w.broker.Publish(m, opts)
 		} else {
 			c.outcome = Nacked
 		}
 	default:
-		c.outcome = w.broker.publish(m, persistent)
+		c.outcome = w.broker.Publish(m, opts)
 	}
 	w.progress()
 	if v == vCrashAfter {

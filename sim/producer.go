@@ -110,7 +110,7 @@ func (w *world) runJob(p *proc, j job) {
 	}
 	if mode == PublishThenCommit {
 		for _, e := range evs {
-			c, err := p.pub.publish(messageOf(e), true)
+			c, err := p.pub.publish(messageOf(e), relay.DefaultPublishOptions())
 			if err == nil {
 				err = c.Wait(context.Background())
 			}
@@ -130,7 +130,7 @@ func (w *world) runJob(p *proc, j job) {
 	switch mode {
 	case CommitThenPublish:
 		for _, e := range evs {
-			c, err := p.pub.publish(messageOf(e), true)
+			c, err := p.pub.publish(messageOf(e), relay.DefaultPublishOptions())
 			if err != nil {
 				return
 			}
@@ -140,7 +140,7 @@ func (w *world) runJob(p *proc, j job) {
 		}
 	case OptimisticPublish:
 		for _, e := range evs {
-			c, err := p.pub.publish(messageOf(e), false)
+			c, err := p.pub.publish(messageOf(e), relay.PublishOptions{Mandatory: true})
 			if err != nil {
 				return
 			}

@@ -89,6 +89,10 @@ type Variant struct {
 	WrapDecoder func(relay.Decoder) relay.Decoder
 	// RelayConfig adjusts each relay's configuration before relay.New.
 	RelayConfig func(*relay.Config)
+	// PublishOptions are the delivery properties of the relays'
+	// publishes, as relay.AMQPConfig.Options; nil means
+	// relay.DefaultPublishOptions (persistent, mandatory).
+	PublishOptions *relay.PublishOptions
 	// Producer is the producers' mode; Outbox by default.
 	Producer ProducerMode
 }
@@ -190,6 +194,25 @@ func DrawSwarm(seed uint64) Swarm {
 		sw.Faults = append(sw.Faults, FaultRate{Fault: f, Rate: pick(r, 0.003, 0.01, 0.03), MaxSteps: pick(r, 5, 20, 60)})
 	}
 	return sw
+}
+
+// swarmOf returns the swarm a run of seed uses: drawn, tuned, bounded.
+func swarmOf(seed uint64, opts Options) Swarm {
+	sw := DrawSwarm(seed)
+	if opts.Tune != nil {
+		opts.Tune(&sw)
+	}
+	sw = sw.sane()
+	if opts.Variant.Producer != Outbox {
+		sw.Poison = 0 // inline producers have no relay to park anything
+	}
+	return sw
+}
+
+// Describe returns the line a run of seed prints first (see
+// Result.Header) without running it.
+func Describe(seed uint64, opts Options) string {
+	return Result{Seed: seed, Swarm: swarmOf(seed, opts).String(), Variant: opts.Variant.Name}.Header()
 }
 
 // sane bounds the step time so that no batch outlives its lease without a

@@ -85,3 +85,14 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+func TestDescribeIsTheHeader(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		if d, h := Describe(seed, Options{}), Run(seed, Options{}).Header(); d != h {
+			t.Fatalf("Describe(%d) = %q, Run's header %q", seed, d, h)
+		}
+	}
+	if !strings.HasPrefix(Describe(7, Options{}), "SEED=7 ") {
+		t.Fatalf("header %q does not start with SEED=7", Describe(7, Options{}))
+	}
+}

@@ -107,14 +107,7 @@ func newWorld(seed uint64, opts Options) *world {
 		poison:    make(map[string]bool),
 		producing: true,
 	}
-	w.sw = DrawSwarm(seed)
-	if opts.Tune != nil {
-		opts.Tune(&w.sw)
-	}
-	w.sw = w.sw.sane()
-	if w.v.Producer != Outbox {
-		w.sw.Poison = 0
-	}
+	w.sw = swarmOf(seed, opts)
 	w.store = NewStore(w.clock)
 	w.dbStart = w.clock.Now()
 	w.broker.Reject = map[string]bool{TypeRejected: true}
