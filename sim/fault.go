@@ -269,5 +269,5 @@ func (w *world) healAll() {
 }
 
 func (w *world) nemesisRecord(f history.Func, value string) {
-	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "nemesis", Type: history.Info, F: f, Value: value})
+	w.record(history.Op{Time: w.clock.Now(), Process: "nemesis", Type: history.Info, F: f, Value: value})
 }

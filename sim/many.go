@@ -1,15 +1,12 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"runtime"
 	"sync"
 	"time"
-
-	"github.com/outboxlab/outboxlab/history"
 )
 
 // Summary sums up RunMany. Its JSON form is what the CLI prints with
@@ -58,15 +55,13 @@ func RunMany(ctx context.Context, first uint64, n int, opts Options) Summary {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf bytes.Buffer
 			for i := range jobs {
 				res := Run(first+uint64(i), opts)
-				buf.Reset()
-				_ = history.WriteJSONL(&buf, res.History)
+				h := appendJSONL(nil, res.History)
 				if res.Valid {
 					res.History = nil // keep only what a failure needs
 				}
-				out <- done{i: i, res: res, h: bytes.Clone(buf.Bytes())}
+				out <- done{i: i, res: res, h: h}
 			}
 		}()
 	}

@@ -183,7 +183,7 @@ func (p *proc) record(t history.Type, f history.Func, events []string, value, er
 	if p.silent {
 		return
 	}
-	p.w.rec.Record(history.Op{Time: p.Now(), Process: p.name, Type: t, F: f, Events: events, Value: value, Error: errText})
+	p.w.record(history.Op{Time: p.Now(), Process: p.name, Type: t, F: f, Events: events, Value: value, Error: errText})
 }
 
 // invoke records an invoke and remembers it as open; it returns a handle

@@ -307,7 +307,7 @@ func (w *world) finish() Result {
 		}
 	}
 	w.phase = checker.PhaseLiveness
-	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseLiveness})
+	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseLiveness})
 	w.drain()
 	// Time passes beyond retention; every relay ticks once more and
 	// sweeps.
@@ -325,7 +325,7 @@ func (w *world) finish() Result {
 		}
 	}
 	w.phase = checker.PhaseCheck
-	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseCheck})
+	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseCheck})
 	res := Result{
 		Seed:    w.seed,
 		Swarm:   w.sw.String(),
@@ -333,7 +333,7 @@ func (w *world) finish() Result {
 		Steps:   w.steps,
 		Events:  w.events,
 		Hits:    maps.Clone(w.hits),
-		History: w.rec.Ops(),
+		History: w.ops,
 		State:   w.state(),
 		Config:  w.checkerConfig(),
 		Err:     w.err,

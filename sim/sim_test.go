@@ -96,3 +96,17 @@ func TestDescribeIsTheHeader(t *testing.T) {
 		t.Fatalf("header %q does not start with SEED=7", Describe(7, Options{}))
 	}
 }
+
+func TestAppendJSONLMatchesWriteJSONL(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		ops := Run(seed, Options{}).History
+		if got, want := appendJSONL(nil, ops), jsonl(t, ops); !bytes.Equal(got, want) {
+			t.Fatalf("seed %d: appendJSONL differs from history.WriteJSONL", seed)
+		}
+	}
+	odd := []history.Op{{Index: 1, Process: "p<1>&\"x\"\n", Type: history.Info, F: history.Phase,
+		Events: []string{"é", "\u2028"}, Value: "a\\b", Error: "\x01"}}
+	if got, want := appendJSONL(nil, odd), jsonl(t, odd); !bytes.Equal(got, want) {
+		t.Fatalf("escaping differs:\n%s\n%s", got, want)
+	}
+}

@@ -61,7 +61,8 @@ type world struct {
 	store  *Store
 	broker *Broker
 	inbox  *Inbox
-	rec    *history.Recorder
+	// ops is the history: one writer at a time, so no lock.
+	ops    []history.Op
 	dec    relay.Decoder
 
 	procs []*proc
@@ -102,7 +103,6 @@ func newWorld(seed uint64, opts Options) *world {
 		clock:     NewClock(),
 		broker:    NewBroker(),
 		inbox:     NewInbox(),
-		rec:       &history.Recorder{},
 		hits:      make(map[Fault]int),
 		poison:    make(map[string]bool),
 		producing: true,
@@ -145,8 +145,17 @@ func newWorld(seed uint64, opts Options) *world {
 		w.boot(p)
 	}
 	w.phase = checker.PhaseSafety
-	w.rec.Record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseSafety})
+	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseSafety})
 	return w
+}
+
+// record appends op to the history, numbering it.
+func (w *world) record(op history.Op) {
+	if w.ops == nil {
+		w.ops = make([]history.Op, 0, 4*w.opts.Steps)
+	}
+	op.Index = int64(len(w.ops))
+	w.ops = append(w.ops, op)
 }
 
 // progress notes that a call changed something.
@@ -221,7 +230,7 @@ func (w *world) restart(p *proc) {
 }
 
 func (w *world) procRecord(p *proc, f history.Func) {
-	w.rec.Record(history.Op{Time: w.clock.Now(), Process: p.name, Type: history.Info, F: f})
+	w.record(history.Op{Time: w.clock.Now(), Process: p.name, Type: history.Info, F: f})
 }
 
 // pick draws the next process to step, weighted, among the runnable

@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// appendJSONL appends ops to buf exactly as history.WriteJSONL writes them,
+// without reflection: RunMany hashes every history, and encoding/json was
+// the largest cost of a run. TestAppendJSONLMatchesWriteJSONL holds the two
+// to the same bytes.
+func appendJSONL(buf []byte, ops []history.Op) []byte {
+	for i := range ops {
+		op := &ops[i]
+		buf = append(buf, `{"index":`...)
+		buf = strconv.AppendInt(buf, op.Index, 10)
+		buf = append(buf, `,"time":`...)
+		buf = appendTime(buf, op.Time)
+		buf = append(buf, `,"process":`...)
+		buf = appendString(buf, op.Process)
+		buf = append(buf, `,"type":`...)
+		buf = appendString(buf, string(op.Type))
+		buf = append(buf, `,"f":`...)
+		buf = appendString(buf, string(op.F))
+		if len(op.Events) > 0 {
+			buf = append(buf, `,"events":[`...)
+			for j, e := range op.Events {
+				if j > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendString(buf, e)
+			}
+			buf = append(buf, ']')
+		}
+		if op.Value != "" {
+			buf = append(buf, `,"value":`...)
+			buf = appendString(buf, op.Value)
+		}
+		if op.Error != "" {
+			buf = append(buf, `,"error":`...)
+			buf = appendString(buf, op.Error)
+		}
+		buf = append(buf, "}\n"...)
+	}
+	return buf
+}
+
+// appendTime writes t as time.Time.MarshalJSON does.
+func appendTime(buf []byte, t time.Time) []byte {
+	if y := t.Year(); y < 0 || y > 9999 {
+		b, _ := json.Marshal(t) // out of range: let encoding/json decide
+		return append(buf, b...)
+	}
+	buf = append(buf, '"')
+	buf = t.AppendFormat(buf, time.RFC3339Nano)
+	return append(buf, '"')
+}
+
+// appendString writes s as encoding/json does (with HTML escaping, as
+// json.Encoder's default): plain printable ASCII is copied, anything else
+// goes through encoding/json.
+func appendString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
+}
