@@ -62,8 +62,8 @@ type world struct {
 	broker *Broker
 	inbox  *Inbox
 	// ops is the history: one writer at a time, so no lock.
-	ops    []history.Op
-	dec    relay.Decoder
+	ops []history.Op
+	dec relay.Decoder
 
 	procs []*proc
 
