@@ -1,0 +1,108 @@
+package report
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Machine describes the machine a run ran on.
+type Machine struct {
+	Cores int `json:"cores"`
+	// MemoryBytes is the total memory; 0 when unknown.
+	MemoryBytes uint64 `json:"memory_bytes"`
+	// OS is the distribution and kernel, e.g. "Debian GNU/Linux 12
+	// (bookworm), linux/amd64".
+	OS string `json:"os"`
+	Go string `json:"go"`
+	// Docker is the Docker engine's version; empty when it was not
+	// reachable.
+	Docker string `json:"docker,omitempty"`
+}
+
+// Meta says where, when and from what a result was produced.
+type Meta struct {
+	// Date is when the run started, RFC 3339.
+	Date string `json:"date"`
+	// Commit is the git commit of the tree that ran, with "-dirty" when
+	// the tree had uncommitted changes; empty when unknown.
+	Commit  string  `json:"commit,omitempty"`
+	Machine Machine `json:"machine"`
+}
+
+// CollectMeta describes this machine and the git tree of the working
+// directory, now. Whatever cannot be found out is left empty.
+func CollectMeta(ctx context.Context, now time.Time) Meta {
+	m := Meta{Date: now.UTC().Format(time.RFC3339)}
+	m.Machine = Machine{
+		Cores:       runtime.NumCPU(),
+		MemoryBytes: memTotal(),
+		OS:          osName(),
+		Go:          runtime.Version(),
+		Docker:      output(ctx, "docker", "version", "--format", "{{.Server.Version}}"),
+	}
+	if c := output(ctx, "git", "rev-parse", "--short=12", "HEAD"); c != "" {
+		m.Commit = c
+		if output(ctx, "git", "status", "--porcelain", "--untracked-files=no") != "" {
+			m.Commit += "-dirty"
+		}
+	}
+	return m
+}
+
+// output runs a command briefly and returns its trimmed standard output,
+// or "" when it failed.
+func output(ctx context.Context, name string, args ...string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func memTotal() uint64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(fields[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func osName() string {
+	name := runtime.GOOS
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+				name = strings.Trim(v, `"`)
+			}
+		}
+	}
+	return name + ", " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
+// Memory renders MemoryBytes in GiB.
+func (m Machine) Memory() string {
+	if m.MemoryBytes == 0 {
+		return "unknown"
+	}
+	return strconv.FormatFloat(float64(m.MemoryBytes)/(1<<30), 'f', 1, 64) + " GiB"
+}
