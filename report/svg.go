@@ -468,7 +468,7 @@ func ThroughputSVG(tl Timeline) string {
 	}
 	// seconds is the real time bucket i covers, gaps included.
 	seconds := func(i int) float64 {
-		s := tl.real(time.Duration(i+1)*bucket).Sub(tl.real(time.Duration(i) * bucket)).Seconds()
+		s := tl.real(time.Duration(i+1) * bucket).Sub(tl.real(time.Duration(i) * bucket)).Seconds()
 		return math.Max(s, 1e-9)
 	}
 	perSec := 0.0

@@ -96,7 +96,7 @@ func TestBuildTimelineFaultWindows(t *testing.T) {
 		rec("nemesis", history.Info, history.FaultStop, "kill relay-a")
 	// A start that failed opens nothing.
 	b.at(4*time.Second).rec("nemesis", history.Fail, history.FaultStart, "db-down")
-	b.at(5 * time.Second).rec("runner", history.Info, history.Phase, "check")
+	b.at(5*time.Second).rec("runner", history.Info, history.Phase, "check")
 	tl := BuildTimeline(b.ops, checker.Report{Valid: true}, 0)
 	want := []Window{
 		{Name: "broker-down", Start: t0, Stop: t0.Add(2 * time.Second), Healed: true},
@@ -140,7 +140,9 @@ func TestBuildTimelineKeepsOffendingEventsBeyondTheLimit(t *testing.T) {
 	}
 }
 
-func eventID(i int) string { return "00000000-0000-4000-8000-0000000000" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+func eventID(i int) string {
+	return "00000000-0000-4000-8000-0000000000" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+}
 
 func TestAxisTimesKeepSkewedRecordsBetweenTheirAnchors(t *testing.T) {
 	ops := []history.Op{
