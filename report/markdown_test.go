@@ -1,0 +1,113 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/sim"
+)
+
+func TestBundleRoundTripAndMarkdown(t *testing.T) {
+	dir := t.TempDir()
+	meta := Meta{Date: "2026-01-02T03:04:05Z", Commit: "abc123", Machine: Machine{Cores: 2, MemoryBytes: 24 << 30, OS: "Debian", Go: "go1.26"}}
+	sum := sim.RunMany(context.Background(), 1, 20, sim.Options{})
+	if err := WriteFile(dir, FileSim, SimFile{Meta: meta, First: 1, Summary: sum, Replay: "go run ./cmd/outboxlab sim --seeds 20 --seed 1"}); err != nil {
+		t.Fatal(err)
+	}
+	later := meta
+	later.Date = "2026-01-03T00:00:00Z"
+	mf := MutantFile{Meta: later, Tier: "sim", Checkers: []string{checker.NameLost, checker.NamePhantom},
+		Mutants: []MutantRow{
+			{Name: "publish-before-commit", Seeds: 10, Killed: true, KilledBy: map[string]int{checker.NamePhantom: 7}, FirstKill: 3, Replay: "replay-mutant-1"},
+			{Name: "a|b", Seeds: 10},
+		}}
+	if err := WriteFile(dir, FileMutants, mf); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Sim == nil || b.Mutants == nil || b.Scenarios != nil || b.Demo != nil || b.Bench != nil {
+		t.Fatalf("bundle read back as %+v", b)
+	}
+	if b.Sim.Summary.HistorySHA256 != sum.HistorySHA256 || b.Sim.Summary.Seeds != 20 {
+		t.Errorf("sim summary read back as %+v", b.Sim.Summary)
+	}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"| date | 2026-01-03T00:00:00Z |", // the newest run's meta heads the page
+		"| memory | 24.0 GiB |",
+		"_Run on 2026-01-02T03:04:05Z at commit abc123._", // the older section says when it ran
+		"| 20 | 0 |", sum.HistorySHA256,
+		"Tier `sim`: 1 of 2 mutants killed.",
+		"| publish-before-commit | 10 | yes | · | 7 |",
+		`| a\|b | 10 | **no: survived** | · | · |`,
+		"## Chaos scenarios\n\nNot run", "## Demo: the dual-write story\n\nNot run", "## Benchmark\n\nNot run",
+		"replay-mutant-1\n", "go run ./cmd/outboxlab sim --seeds 20 --seed 1\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestMarkdownOfAnEmptyBundleInventsNothing(t *testing.T) {
+	b, err := ReadBundle(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Empty() {
+		t.Fatal("an empty directory read as a non-empty bundle")
+	}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	if got := strings.Count(md, "Not run"); got != 5 {
+		t.Errorf("%d sections say not run, want 5:\n%s", got, md)
+	}
+	if strings.Contains(md, "| cores |") {
+		t.Errorf("an empty bundle reports a machine:\n%s", md)
+	}
+}
+
+func TestScenarioSectionListsFaultsAndProblems(t *testing.T) {
+	f := ScenarioFile{Meta: Meta{Date: "d"}, Runs: []ScenarioRun{{
+		Scenario: "broker-down", Relay: "ours", Variant: "outbox", Seed: 42,
+		Counts: checker.Counts{Committed: 100, Delivered: 99, Lost: 1, DuplicateDeliveries: 3},
+		Faults: []FaultHits{{Name: "rabbitmq kill", Hits: 2}, {Name: "broker-down", Hits: 1}},
+		DrainTime: 1500 * time.Millisecond, Replay: "go run ./cmd/outboxlab run --scenario broker-down --seed 42",
+		Problems: []string{"lost: 1 committed event never delivered"},
+	}}}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, Bundle{Dir: "results", Scenarios: &f}); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"| broker-down | ours | outbox | 42 | **FAIL** | broker-down ×1, rabbitmq kill ×2 | 100 | 99 | 3 | 1 | 0 | 0 | 1.5s |",
+		"- lost: 1 committed event never delivered",
+		"go run ./cmd/outboxlab run --scenario broker-down --seed 42\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestCollectMetaDescribesThisMachine(t *testing.T) {
+	m := CollectMeta(t.Context(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if m.Date != "2026-01-02T03:04:05Z" || m.Machine.Cores < 1 || m.Machine.Go == "" || m.Machine.OS == "" {
+		t.Errorf("meta = %+v", m)
+	}
+}
