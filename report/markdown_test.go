@@ -84,8 +84,8 @@ func TestMarkdownOfAnEmptyBundleInventsNothing(t *testing.T) {
 func TestScenarioSectionListsFaultsAndProblems(t *testing.T) {
 	f := ScenarioFile{Meta: Meta{Date: "d"}, Runs: []ScenarioRun{{
 		Scenario: "broker-down", Relay: "ours", Variant: "outbox", Seed: 42,
-		Counts: checker.Counts{Committed: 100, Delivered: 99, Lost: 1, DuplicateDeliveries: 3},
-		Faults: []FaultHits{{Name: "rabbitmq kill", Hits: 2}, {Name: "broker-down", Hits: 1}},
+		Counts:    checker.Counts{Committed: 100, Delivered: 99, Lost: 1, DuplicateDeliveries: 3},
+		Faults:    []FaultHits{{Name: "rabbitmq kill", Hits: 2}, {Name: "broker-down", Hits: 1}},
 		DrainTime: 1500 * time.Millisecond, Replay: "go run ./cmd/outboxlab run --scenario broker-down --seed 42",
 		Problems: []string{"lost: 1 committed event never delivered"},
 	}}}
