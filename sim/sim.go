@@ -352,9 +352,10 @@ func (w *world) drain() {
 		if w.drained() {
 			return
 		}
-		// Only rows no running batch holds wait on their leases: jump
-		// when every relay is between ticks.
-		if w.quiet > 2*len(w.procs)+4 && w.othersIdle(nil) {
+		// Jump only when nothing else can move: every relay is between
+		// ticks (so only abandoned claims and backoffs hold rows) and the
+		// queue has nothing left to deliver.
+		if w.quiet > 2*len(w.procs)+4 && w.othersIdle(nil) && len(w.broker.ready) == 0 && len(w.broker.unacked) == 0 {
 			if t, ok := w.store.NextEligible(); ok && t.After(w.clock.Now()) {
 				w.clock.AdvanceTo(t)
 			}
