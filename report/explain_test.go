@@ -1,0 +1,70 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/history"
+)
+
+func explained(t *testing.T, variant string, b *hb) string {
+	t.Helper()
+	rep := checker.Check(b.ops, checker.State{}, checker.Config{})
+	return Explain(Run{Variant: variant, Report: rep, History: b.ops})
+}
+
+func TestExplainNamesWhatLostEachEvent(t *testing.T) {
+	b := &hb{}
+	p := "producer-1"
+	// e1: committed, then the producer died before publishing.
+	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").rec(p, history.OK, history.Commit, "", "e1").
+		rec(p, history.Info, history.Crash, "after-commit")
+	// e2: committed, the publish failed (broker down).
+	b.at(time.Second).rec(p, history.Invoke, history.Commit, "", "e2").rec(p, history.OK, history.Commit, "", "e2").
+		rec(p, history.Invoke, history.Publish, "", "e2").rec(p, history.Fail, history.Publish, "", "e2")
+	// e3: delivered.
+	b.at(2*time.Second).rec(p, history.Invoke, history.Commit, "", "e3").rec(p, history.OK, history.Commit, "", "e3").
+		rec(p, history.Invoke, history.Publish, "", "e3").rec(p, history.OK, history.Publish, "", "e3").
+		rec("consumer-1", history.OK, history.Deliver, "", "e3").rec("consumer-1", history.Invoke, history.Apply, "", "e3").
+		rec("consumer-1", history.OK, history.Apply, "", "e3")
+	got := explained(t, "commit-then-publish", b)
+	want := "2 of 3 committed events were lost: 1 because the producer died between COMMIT and publish, " +
+		"1 because the inline publish failed while the broker was unreachable and nothing retried it."
+	if got != want {
+		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestExplainPhantoms(t *testing.T) {
+	b := &hb{}
+	p := "producer-1"
+	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").
+		rec(p, history.Invoke, history.Publish, "", "e1").rec(p, history.OK, history.Publish, "", "e1").
+		rec(p, history.Fail, history.Commit, "", "e1").
+		rec("consumer-1", history.OK, history.Deliver, "", "e1").rec("consumer-1", history.Invoke, history.Apply, "", "e1").
+		rec("consumer-1", history.OK, history.Apply, "", "e1")
+	got := explained(t, "publish-then-commit", b)
+	if !strings.HasPrefix(got, "1 event was delivered although its transaction rolled back (phantom)") {
+		t.Errorf("Explain = %s", got)
+	}
+}
+
+func TestExplainASafeRunWithDuplicates(t *testing.T) {
+	b := &hb{}
+	b.journey("e1", 0)
+	b.at(time.Second).rec("producer-1", history.Invoke, history.Commit, "", "e2").rec("producer-1", history.Fail, history.Commit, "", "e2")
+	b.at(2*time.Second).rec("nemesis", history.Info, history.FaultStart, "broker-down").
+		rec("consumer-1", history.OK, history.Deliver, checker.FlagRedelivered, "e1").
+		rec("consumer-1", history.Invoke, history.Apply, "", "e1").
+		rec("consumer-1", history.OK, history.Apply, checker.FlagDuplicate, "e1").
+		rec("nemesis", history.Info, history.FaultStop, "broker-down")
+	got := explained(t, "outbox", b)
+	want := "The one committed event was delivered and the rolled-back one was not: each event row committed or rolled back " +
+		"with its business write, and the relay published only committed rows, retrying through the faults; " +
+		"1 duplicate delivery was absorbed by the consumer's inbox with no second effect."
+	if got != want {
+		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
+	}
+}
