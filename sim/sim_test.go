@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -108,5 +109,31 @@ func TestAppendJSONLMatchesWriteJSONL(t *testing.T) {
 		Events: []string{"é", "\u2028"}, Value: "a\\b", Error: "\x01"}}
 	if got, want := appendJSONL(nil, odd), jsonl(t, odd); !bytes.Equal(got, want) {
 		t.Fatalf("escaping differs:\n%s\n%s", got, want)
+	}
+}
+
+// TestWorldDeterministic drives two worlds through the same actions and
+// compares their histories.
+func TestWorldDeterministic(t *testing.T) {
+	play := func() []byte {
+		w := NewWorld(42, Options{Tune: func(sw *Swarm) { sw.Replicas, sw.Consumers, sw.Producers = 2, 1, 1 }})
+		r := w.Relays()
+		w.Commit("producer-1", 3, false)
+		w.Step(r[0])
+		w.Step(r[0])
+		w.Crash(r[0])
+		w.Advance(w.Swarm().Lease + time.Second)
+		w.Tick(r[1])
+		w.BrokerRestart()
+		w.Restart(r[0])
+		res := w.Finish()
+		if !res.Valid {
+			t.Fatalf("driven run failed:\n%s", res.Report.Summary())
+		}
+		return jsonl(t, res.History)
+	}
+	a, b := play(), play()
+	if !bytes.Equal(a, b) {
+		t.Fatal("the same actions gave two histories")
 	}
 }

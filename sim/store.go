@@ -113,7 +113,7 @@ type Store struct {
 	// processed holds the processed rows in the order they were marked,
 	// which is processed_at order.
 	processed []*row
-	// deleted counts rows swept, for the final state.
+	// swept holds the rows deleted, in deletion order.
 	swept []*row
 }
 
