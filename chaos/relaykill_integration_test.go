@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -38,33 +39,21 @@ func buildRelay(t *testing.T) string {
 	return bin
 }
 
-// withSearchPath points url's connections at schema.
-func withSearchPath(url, schema string) string {
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return url + sep + "search_path=" + schema
+// killSetup is an outbox table and a bound queue of the test's own, with
+// one committed event staged by stage.
+type killSetup struct {
+	table    outbox.Table
+	exchange string
+	queue    string
+	pool     *pgxpool.Pool
 }
 
-// TestFailpointKillsRelayBetweenConfirmAndMark runs the relay binary with
-// OUTBOX_FAILPOINTS=after-confirm-before-mark=kill: it must die by SIGKILL
-// with the event confirmed in the queue and its row still unmarked, under
-// the dead relay's lease. A second relay without failpoints then publishes
-// the row again once the lease expires and marks it: the duplicate that
-// at-least-once delivery allows, and no loss.
-func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
-	env := newFixture(t)
-	bin := buildRelay(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
+func newKillSetup(t *testing.T, ctx context.Context, env *fixture) *killSetup {
+	t.Helper()
 	stamp := fmt.Sprintf("%d", time.Now().UnixNano())
 	schema := "chaos_kill_" + stamp
-	table := outbox.MustParseTable(schema + ".outbox")
-	exchange := "chaos.kill." + stamp
-	queue := exchange + ".q"
-
+	k := &killSetup{table: outbox.MustParseTable(schema + ".outbox"), exchange: "chaos.kill." + stamp}
+	k.queue = k.exchange + ".q"
 	admin, err := pgx.Connect(ctx, env.dbDirectURL)
 	if err != nil {
 		t.Fatal(err)
@@ -80,57 +69,114 @@ func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
 		}
 		defer c.Close(context.Background())
 		_, _ = c.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		_, _ = c.Exec(context.Background(), `DELETE FROM public.outbox_migrations WHERE table_name = $1`, table.String())
+		_, _ = c.Exec(context.Background(), `DELETE FROM public.outbox_migrations WHERE table_name = $1`, k.table.String())
 	})
-	pool, err := pgxpool.New(ctx, env.dbDirectURL)
+	k.pool, err = pgxpool.New(ctx, env.dbDirectURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	if err := outbox.Migrate(ctx, pool, table); err != nil {
+	t.Cleanup(k.pool.Close)
+	if err := outbox.Migrate(ctx, k.pool, k.table); err != nil {
 		t.Fatal(err)
 	}
-	if err := relay.DeclareTopology(ctx, env.amqpDirectURL, exchange, queue, "#"); err != nil {
+	if err := relay.DeclareTopology(ctx, env.amqpDirectURL, k.exchange, k.queue, "#"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = relay.WithChannel(context.Background(), env.amqpDirectURL, func(ch *amqp.Channel) error {
-			for _, q := range []string{queue, queue + ".dead"} {
+			for _, q := range []string{k.queue, k.queue + ".dead"} {
 				_, _ = ch.QueueDelete(q, false, false, false)
 			}
-			_ = ch.ExchangeDelete(queue+".dlx", false, false)
-			return ch.ExchangeDelete(exchange, false, false)
+			_ = ch.ExchangeDelete(k.queue+".dlx", false, false)
+			return ch.ExchangeDelete(k.exchange, false, false)
 		})
 	})
+	return k
+}
 
-	ev, err := outbox.NewEvent("chaos.killed", map[string]string{"at": "after-confirm-before-mark"})
+// stage commits one event and returns it.
+func (k *killSetup) stage(t *testing.T, ctx context.Context) outbox.Event {
+	t.Helper()
+	ev, err := outbox.NewEvent("chaos.killed", map[string]string{"at": relay.FailAfterConfirmBeforeMark})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := pool.Begin(ctx)
+	tx, err := k.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.Stage(ctx, tx, table, ev, outbox.StageOptions{}); err != nil {
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := outbox.Stage(ctx, tx, k.table, ev, outbox.StageOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return ev
+}
+
+// relaySettings are the relay's variables besides its URLs and id: a
+// short poll and a short lease, so that another relay takes over soon.
+func (k *killSetup) relaySettings() map[string]string {
+	return map[string]string{
+		"OUTBOX_TABLE":           k.table.String(),
+		"OUTBOX_EXCHANGE":        k.exchange,
+		"OUTBOX_POLL_INTERVAL":   "100ms",
+		"OUTBOX_LEASE":           "3s",
+		"OUTBOX_PUBLISH_TIMEOUT": "1s",
+		"OUTBOX_NOTIFY":          "false",
+		chaos.ClockOffsetEnv:     chaos.FormatClockOffset(0),
+	}
+}
+
+// checkKilledBetweenConfirmAndMark checks the state a relay killed at
+// after-confirm-before-mark leaves: the event confirmed and queued, its
+// row pending under the dead relay's lease with no attempt consumed.
+func (k *killSetup) checkKilledBetweenConfirmAndMark(t *testing.T, ctx context.Context, env *fixture, ev outbox.Event, relayID string) {
+	t.Helper()
+	ids := getAll(t, ctx, env.amqpDirectURL, k.queue)
+	if len(ids) != 1 || ids[0] != ev.ID.String() {
+		t.Fatalf("queue holds %v, want exactly the event %s", ids, ev.ID)
+	}
+	var (
+		processed *time.Time
+		lockedBy  *string
+		attempts  int
+	)
+	if err := k.pool.QueryRow(ctx, `SELECT processed_at, locked_by, attempts FROM `+k.table.Ident()+` WHERE id = $1`, ev.ID).
+		Scan(&processed, &lockedBy, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if processed != nil || lockedBy == nil || *lockedBy != relayID || attempts != 0 {
+		t.Fatalf("row after the kill: processed_at=%v locked_by=%v attempts=%d; want unmarked, leased to %s, 0 attempts",
+			processed, lockedBy, attempts, relayID)
+	}
+}
+
+// TestFailpointKillsRelayBetweenConfirmAndMark runs the relay binary with
+// OUTBOX_FAILPOINTS=after-confirm-before-mark=kill: it must die by SIGKILL
+// with the event confirmed in the queue and its row still unmarked, under
+// the dead relay's lease. A second relay without failpoints then publishes
+// the row again once the lease expires and marks it: the duplicate that
+// at-least-once delivery allows, and no loss.
+func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
+	env := newFixture(t)
+	bin := buildRelay(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k := newKillSetup(t, ctx, env)
+	ev := k.stage(t, ctx)
+	table, pool := k.table, k.pool
 
 	relayEnv := func(id, failpoints string) []string {
 		e := append(os.Environ(),
 			"OUTBOX_DATABASE_URL="+env.dbURL,
 			"OUTBOX_AMQP_URL="+env.amqpURL,
-			"OUTBOX_TABLE="+table.String(),
-			"OUTBOX_EXCHANGE="+exchange,
 			"OUTBOX_RELAY_ID="+id,
-			"OUTBOX_POLL_INTERVAL=100ms",
-			"OUTBOX_LEASE=3s",
-			"OUTBOX_PUBLISH_TIMEOUT=1s",
-			"OUTBOX_NOTIFY=false",
-			chaos.ClockOffsetEnvVar(0),
 		)
+		for k, v := range k.relaySettings() {
+			e = append(e, k+"="+v)
+		}
 		if failpoints != "" {
 			e = append(e, chaos.FailpointsEnv+"="+failpoints)
 		}
@@ -142,7 +188,7 @@ func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
 	doomed := exec.CommandContext(ctx, bin)
 	doomed.Env = relayEnv("relay-doomed", relay.FailAfterConfirmBeforeMark+"=kill")
 	doomed.Stdout, doomed.Stderr = &logs, &logs
-	err = doomed.Run()
+	err := doomed.Run()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
 		t.Fatalf("relay with the kill failpoint ended with %v; logs:\n%s", err, logs.String())
@@ -153,26 +199,10 @@ func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
 	}
 	t.Logf("relay died by %v", ws.Signal())
 
-	// The publish was confirmed before the kill: the message is queued.
-	ids := getAll(t, ctx, env.amqpDirectURL, queue)
-	if len(ids) != 1 || ids[0] != ev.ID.String() {
-		t.Fatalf("queue holds %v, want exactly the event %s", ids, ev.ID)
+	if strings.Contains(logs.String(), "relay stopped") {
+		t.Fatalf("the killed relay shut down cleanly; logs:\n%s", logs.String())
 	}
-	// The mark never ran: the row is pending, leased to the dead relay,
-	// with no attempt consumed.
-	var (
-		processed *time.Time
-		lockedBy  *string
-		attempts  int
-	)
-	if err := pool.QueryRow(ctx, `SELECT processed_at, locked_by, attempts FROM `+table.Ident()+` WHERE id = $1`, ev.ID).
-		Scan(&processed, &lockedBy, &attempts); err != nil {
-		t.Fatal(err)
-	}
-	if processed != nil || lockedBy == nil || *lockedBy != "relay-doomed" || attempts != 0 {
-		t.Fatalf("row after the kill: processed_at=%v locked_by=%v attempts=%d; want unmarked, leased to relay-doomed, 0 attempts",
-			processed, lockedBy, attempts)
-	}
+	k.checkKilledBetweenConfirmAndMark(t, ctx, env, ev, "relay-doomed")
 
 	// A healthy relay takes over once the lease has expired.
 	var logs2 bytes.Buffer
@@ -210,7 +240,7 @@ func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
 	if err := terminate(); err != nil {
 		t.Fatalf("healthy relay exit on SIGTERM: %v; logs:\n%s", err, logs2.String())
 	}
-	ids = getAll(t, ctx, env.amqpDirectURL, queue)
+	ids := getAll(t, ctx, env.amqpDirectURL, k.queue)
 	if len(ids) != 1 || ids[0] != ev.ID.String() {
 		t.Fatalf("queue holds %v after the first get, want the event %s once more (the duplicate)", ids, ev.ID)
 	}
@@ -240,4 +270,62 @@ func getAll(t *testing.T, ctx context.Context, url, queue string) []string {
 		t.Fatalf("reading queue %s: %v", queue, err)
 	}
 	return ids
+}
+
+// TestFailpointKillsRelayContainer does the same with the relay image as a
+// container (the relay is the container's PID 1): the container must exit
+// with status 137 after the publish was confirmed and before the mark.
+// Restarting the same container without failpoints is out of reach (its
+// environment is fixed), so a second replica takes over.
+func TestFailpointKillsRelayContainer(t *testing.T) {
+	env := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k := newKillSetup(t, ctx, env)
+	settings := k.relaySettings()
+	settings[chaos.FailpointsEnv] = relay.FailAfterConfirmBeforeMark + "=kill"
+	doomed, err := env.env.StartRelay(ctx, testenv.RelaySpec{Name: "relay-doomed", Env: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Staged only now, so that the relay cannot die before StartRelay saw
+	// it running.
+	ev := k.stage(t, ctx)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	code, err := doomed.WaitExit(wctx)
+	if err != nil {
+		logs, _ := doomed.Logs(ctx, 50)
+		t.Fatalf("relay container did not exit: %v; logs:\n%s", err, logs)
+	}
+	logs, _ := doomed.Logs(ctx, 50)
+	if code != 137 {
+		t.Fatalf("relay container exited with %d, want 137 (killed); logs:\n%s", code, logs)
+	}
+	if strings.Contains(logs, "relay stopped") {
+		t.Fatalf("the killed relay shut down cleanly; logs:\n%s", logs)
+	}
+	k.checkKilledBetweenConfirmAndMark(t, ctx, env, ev, "relay-doomed")
+
+	healthy, err := env.env.StartRelay(ctx, testenv.RelaySpec{Name: "relay-healthy", Env: k.relaySettings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chaos.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		var done bool
+		err := k.pool.QueryRow(ctx, `SELECT processed_at IS NOT NULL AND locked_by = 'relay-healthy' FROM `+k.table.Ident()+` WHERE id = $1`, ev.ID).Scan(&done)
+		return done, err
+	}); err != nil {
+		logs, _ := healthy.Logs(ctx, 50)
+		t.Fatalf("the second replica did not mark the row: %v; logs:\n%s", err, logs)
+	}
+	if ids := getAll(t, ctx, env.amqpDirectURL, k.queue); len(ids) != 1 || ids[0] != ev.ID.String() {
+		t.Fatalf("queue holds %v, want the event %s once more (the duplicate)", ids, ev.ID)
+	}
+	if err := healthy.Stop(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := healthy.State(ctx); err != nil || st.ExitCode != 0 {
+		t.Fatalf("second replica after SIGTERM: %+v, %v", st, err)
+	}
 }
