@@ -1,0 +1,667 @@
+// Package testenv starts the real infrastructure of outboxlab's slower tiers:
+// PostgreSQL, RabbitMQ and toxiproxy as containers on one private Docker
+// network, with a toxiproxy proxy in front of the database and the broker
+// for every named link (app->db, relay->db, relay->broker, consumer->broker,
+// consumer->db), and relay replicas as their own containers on the same
+// network.
+//
+// Clients in the test process use DatabaseURL and AMQPURL: they reach a
+// link's proxy through a port on the loopback interface. Containers on the
+// network (relays) use ContainerDatabaseURL and ContainerAMQPURL: they reach
+// the same proxy as toxiproxy:<port>. Every port is fixed when the
+// environment starts, so the URLs stay valid while containers are killed,
+// stopped, paused and started again.
+//
+// Images are built by `make images`; nothing is ever pulled. Every container
+// and network carries the label org.outboxlab.harness=true and the run's id,
+// and is removed by Close (StartT registers it with t.Cleanup). What a
+// crashed process left behind is removed by the next Start, or by
+// `make clean-containers`.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/moby/moby/client"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+)
+
+// Image tags, built by `make images` (the Makefile uses the same tags).
+const (
+	ImageBase      = "outboxlab/debian:bookworm"
+	ImagePostgres  = "outboxlab/postgres:15"
+	ImageRabbitMQ  = "outboxlab/rabbitmq:3.10"
+	ImageToxiproxy = "outboxlab/toxiproxy:2.5.0"
+	ImageRelay     = "outboxlab/relay:dev"
+)
+
+// Credentials baked into the images. The PostgreSQL role is a superuser and
+// owns the database; the RabbitMQ user may connect from any host and has
+// every permission on the vhost "/".
+const (
+	DBUser       = "outbox"
+	DBPassword   = "outbox"
+	DBName       = "outbox"
+	AMQPUser     = "outbox"
+	AMQPPassword = "outbox"
+)
+
+// Network aliases of the services: the host names that containers on the
+// environment's network use.
+const (
+	AliasPostgres  = "postgres"
+	AliasRabbitMQ  = "rabbitmq"
+	AliasToxiproxy = "toxiproxy"
+)
+
+// Labels on every container and network the harness makes.
+const (
+	// LabelHarness is "true" on everything the harness made; `make
+	// clean-containers` removes whatever carries it.
+	LabelHarness = "org.outboxlab.harness"
+	// LabelRun is the id of the environment (Env.RunID).
+	LabelRun = "org.outboxlab.run"
+	// LabelRole says what a container is: postgres, rabbitmq, toxiproxy,
+	// relay, or the role given in ContainerSpec.
+	LabelRole = "org.outboxlab.role"
+	// LabelOwner names the process that made it (host:pid:start time), so
+	// that a later run removes only what a dead process left behind.
+	LabelOwner = "org.outboxlab.owner"
+)
+
+// Service is what a link leads to.
+type Service string
+
+// Services behind the links.
+const (
+	ServiceDB     Service = "db"     // PostgreSQL
+	ServiceBroker Service = "broker" // RabbitMQ
+)
+
+// Names of the default links. Each is also the name of its toxiproxy proxy.
+const (
+	LinkAppDB          = "app-db"
+	LinkRelayDB        = "relay-db"
+	LinkRelayBroker    = "relay-broker"
+	LinkConsumerBroker = "consumer-broker"
+	LinkConsumerDB     = "consumer-db"
+)
+
+// Link is a named network path from a client to a service through its own
+// toxiproxy proxy, so that it can be cut or slowed alone.
+type Link struct {
+	// Name names the link and its proxy: lowercase letters, digits and
+	// dashes, e.g. "relay-broker" or "relay-2-db".
+	Name string
+	// Service is what the link leads to.
+	Service Service
+}
+
+// DefaultLinks returns the links every environment has: app->db,
+// relay->db, relay->broker, consumer->broker and consumer->db.
+func DefaultLinks() []Link {
+	return []Link{
+		{Name: LinkAppDB, Service: ServiceDB},
+		{Name: LinkRelayDB, Service: ServiceDB},
+		{Name: LinkRelayBroker, Service: ServiceBroker},
+		{Name: LinkConsumerBroker, Service: ServiceBroker},
+		{Name: LinkConsumerDB, Service: ServiceDB},
+	}
+}
+
+// Sentinel errors that callers branch on.
+var (
+	// ErrDockerUnavailable means no Docker engine answered.
+	ErrDockerUnavailable = errors.New("docker engine unavailable")
+	// ErrImageNotFound means an image is not in the local engine; `make
+	// images` builds it.
+	ErrImageNotFound = errors.New("image not found")
+)
+
+// Options configures an environment. The zero value is the default
+// environment.
+type Options struct {
+	// Links are declared in addition to DefaultLinks, e.g. one pair per
+	// relay replica so that each replica's links can be cut alone.
+	Links []Link
+	// ReadyTimeout bounds the start of the environment, from creating the
+	// network until every service accepts connections. Default 3 minutes.
+	ReadyTimeout time.Duration
+	// Logf receives progress lines. StartT uses t.Logf; Start discards
+	// them when nil.
+	Logf func(format string, args ...any)
+	// PostgresImage, RabbitMQImage and ToxiproxyImage replace the default
+	// image tags (ImagePostgres, ImageRabbitMQ, ImageToxiproxy).
+	PostgresImage, RabbitMQImage, ToxiproxyImage string
+}
+
+const (
+	defaultReadyTimeout = 3 * time.Minute
+	// proxyPortBase is the first port the proxies listen on inside the
+	// toxiproxy container; link i listens on proxyPortBase+i.
+	proxyPortBase = 20000
+	toxiproxyAPIPort = 8474
+	postgresPort     = 5432
+	rabbitMQPort     = 5672
+)
+
+var linkNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
+
+// Validate reports what is wrong with o: bad or repeated link names or
+// services, a negative timeout.
+func (o Options) Validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, l := range append(DefaultLinks(), o.Links...) {
+		if !linkNameRe.MatchString(l.Name) {
+			errs = append(errs, fmt.Errorf("link name %q: want lowercase letters, digits and dashes", l.Name))
+		}
+		if seen[l.Name] {
+			errs = append(errs, fmt.Errorf("link %q declared twice", l.Name))
+		}
+		seen[l.Name] = true
+		if l.Service != ServiceDB && l.Service != ServiceBroker {
+			errs = append(errs, fmt.Errorf("link %q: unknown service %q (want %q or %q)", l.Name, l.Service, ServiceDB, ServiceBroker))
+		}
+	}
+	if o.ReadyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("ReadyTimeout %s is negative", o.ReadyTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (o Options) withDefaults() Options {
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = defaultReadyTimeout
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.PostgresImage == "" {
+		o.PostgresImage = ImagePostgres
+	}
+	if o.RabbitMQImage == "" {
+		o.RabbitMQImage = ImageRabbitMQ
+	}
+	if o.ToxiproxyImage == "" {
+		o.ToxiproxyImage = ImageToxiproxy
+	}
+	return o
+}
+
+// link is a declared link with its ports.
+type link struct {
+	Link
+	listenPort int // inside the toxiproxy container
+	hostPort   int // on the host, mapped to listenPort
+}
+
+// Env is a running environment. Its methods are safe for concurrent use.
+type Env struct {
+	runID     string
+	network   string
+	networkID string
+	host      string // where the mapped ports are reachable from this process
+	ready     time.Duration
+	logf      func(format string, args ...any)
+
+	docker *client.Client
+	toxi   *toxiproxy.Client
+
+	links     []link
+	linkIndex map[string]*link
+
+	pgHostPort, amqpHostPort, toxiHostPort int
+
+	postgres, rabbitmq, toxiproxy *Container
+
+	mu         sync.Mutex
+	containers []*Container
+	names      map[string]bool
+	closed     bool
+}
+
+// Start starts an environment: a private network, PostgreSQL, RabbitMQ and
+// toxiproxy with one proxy per link, and waits until every service accepts
+// connections, directly and through its proxies. The caller must Close it.
+// Start removes what earlier, dead processes left behind first.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("testenv options: %w", err)
+	}
+	opts = opts.withDefaults()
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer cancel()
+
+	// Ryuk, testcontainers' reaper, is an image that would be pulled; the
+	// harness removes its own containers instead.
+	_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	// testcontainers logs through a process-wide logger (its banner names
+	// the engine and the negotiated API version); the harness reports
+	// through opts.Logf instead.
+	tclog.SetDefault(tclog.NewNoopLogger())
+
+	docker, err := dockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = docker.Close()
+		}
+	}()
+	for _, img := range []string{opts.PostgresImage, opts.RabbitMQImage, opts.ToxiproxyImage} {
+		if err := checkImage(ctx, docker, img); err != nil {
+			return nil, err
+		}
+	}
+	if swept, err := sweep(ctx, docker, opts.Logf); err != nil {
+		opts.Logf("testenv: sweeping leftovers of dead runs: %v", err)
+	} else if swept > 0 {
+		opts.Logf("testenv: removed %d container(s) and network(s) left behind by dead runs", swept)
+	}
+
+	e := &Env{
+		runID:     newRunID(),
+		host:      dockerHostAddress(),
+		logf:      opts.Logf,
+		docker:    docker,
+		linkIndex: map[string]*link{},
+		names:     map[string]bool{},
+	}
+	e.network = "outboxlab-" + e.runID
+	for i, l := range append(DefaultLinks(), opts.Links...) {
+		e.links = append(e.links, link{Link: l, listenPort: proxyPortBase + i})
+	}
+	for i := range e.links {
+		e.linkIndex[e.links[i].Name] = &e.links[i]
+	}
+	defer func() {
+		if err != nil {
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = e.Close(closeCtx)
+		}
+	}()
+
+	res, err := docker.NetworkCreate(ctx, e.network, client.NetworkCreateOptions{
+		Driver: "bridge",
+		Labels: e.labels("network"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating network %s: %w", e.network, err)
+	}
+	e.networkID = res.ID
+
+	if err := e.startServices(ctx, opts); err != nil {
+		return nil, err
+	}
+	e.toxi = toxiproxy.NewClient(net.JoinHostPort(e.host, strconv.Itoa(e.toxiHostPort)))
+
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, c := range []*Container{e.postgres, e.rabbitmq, e.toxiproxy} {
+		wg.Go(func() { errs[i] = c.WaitReady(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// Every link must carry traffic before a client is handed its URL.
+	for _, l := range e.links {
+		var err error
+		switch l.Service {
+		case ServiceDB:
+			err = WaitUntil(ctx, 100*time.Millisecond, func(ctx context.Context) error { return pingPostgres(ctx, e.DatabaseURL(l.Name)) })
+		case ServiceBroker:
+			err = WaitUntil(ctx, 100*time.Millisecond, func(ctx context.Context) error { return pingRabbitMQ(ctx, e.AMQPURL(l.Name)) })
+		}
+		if err != nil {
+			return nil, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+	}
+	e.ready = time.Since(began)
+	e.logf("testenv: environment %s ready in %s (network %s; postgres %s, rabbitmq %s, toxiproxy %s)",
+		e.runID, e.ready.Round(time.Millisecond), e.network,
+		e.DirectDatabaseURL(), e.DirectAMQPURL(), e.ToxiproxyURL())
+	return e, nil
+}
+
+// StartT starts an environment for a test or benchmark and removes it when
+// tb ends (t.Cleanup), also when the test fails or panics. It skips tb
+// under -short and when no Docker engine answers, unless the environment
+// variable OUTBOXLAB_REQUIRE_DOCKER is set (`make test` sets it): then a
+// missing engine fails the test. A missing image always fails it.
+func StartT(tb testing.TB, opts Options) *Env {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("testenv: skipping a test that needs Docker under -short")
+	}
+	if opts.Logf == nil {
+		opts.Logf = tb.Logf
+	}
+	ctx := context.Background()
+	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl)
+			defer cancel()
+		}
+	}
+	e, err := Start(ctx, opts)
+	if err != nil {
+		if errors.Is(err, ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
+			tb.Skipf("testenv: skipping: %v (set OUTBOXLAB_REQUIRE_DOCKER=1 to fail instead, or run go test -short)", err)
+		}
+		tb.Fatalf("testenv: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if tb.Failed() {
+			e.logTails(ctx, tb.Logf, 40)
+		}
+		if err := e.Close(ctx); err != nil {
+			tb.Errorf("testenv: %v", err)
+		}
+	})
+	return e
+}
+
+// startServices creates and starts PostgreSQL, RabbitMQ and toxiproxy at
+// once, each with its ports fixed on the host.
+func (e *Env) startServices(ctx context.Context, opts Options) error {
+	proxyPorts := make([]int, len(e.links))
+	for i, l := range e.links {
+		proxyPorts[i] = l.listenPort
+	}
+	specs := []struct {
+		dst  **Container
+		spec ContainerSpec
+		// ports are the container ports published on the host.
+		ports []int
+		set   func(host map[int]int)
+	}{
+		{&e.postgres, ContainerSpec{Name: "postgres", Image: opts.PostgresImage, Role: "postgres", StopTimeout: 10 * time.Second,
+			Ready: func(ctx context.Context) error { return pingPostgres(ctx, e.DirectDatabaseURL()) }},
+			[]int{postgresPort}, func(h map[int]int) { e.pgHostPort = h[postgresPort] }},
+		{&e.rabbitmq, ContainerSpec{Name: "rabbitmq", Image: opts.RabbitMQImage, Role: "rabbitmq", StopTimeout: 15 * time.Second,
+			Ready: func(ctx context.Context) error { return pingRabbitMQ(ctx, e.DirectAMQPURL()) }},
+			[]int{rabbitMQPort}, func(h map[int]int) { e.amqpHostPort = h[rabbitMQPort] }},
+		{&e.toxiproxy, ContainerSpec{Name: "toxiproxy", Image: opts.ToxiproxyImage, Role: "toxiproxy", StopTimeout: 5 * time.Second,
+			Ready: e.declareProxies},
+			append([]int{toxiproxyAPIPort}, proxyPorts...), func(h map[int]int) {
+				e.toxiHostPort = h[toxiproxyAPIPort]
+				for i := range e.links {
+					e.links[i].hostPort = h[e.links[i].listenPort]
+				}
+			}},
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(specs))
+	for i, s := range specs {
+		wg.Go(func() {
+			c, host, err := e.run(ctx, s.spec, s.ports)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			s.set(host)
+			*s.dst = c
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// RunID returns the environment's id, part of every container's name and
+// the value of LabelRun.
+func (e *Env) RunID() string { return e.runID }
+
+// Network returns the name of the environment's Docker network.
+func (e *Env) Network() string { return e.network }
+
+// ReadyAfter returns how long Start took until every service and link
+// accepted connections.
+func (e *Env) ReadyAfter() time.Duration { return e.ready }
+
+// Postgres returns the PostgreSQL container.
+func (e *Env) Postgres() *Container { return e.postgres }
+
+// RabbitMQ returns the RabbitMQ container.
+func (e *Env) RabbitMQ() *Container { return e.rabbitmq }
+
+// Toxiproxy returns the toxiproxy container. Its Start and Restart declare
+// the proxies again, since toxiproxy keeps them only in memory.
+func (e *Env) Toxiproxy() *Container { return e.toxiproxy }
+
+// ToxiproxyClient returns a client of toxiproxy's API, reached from this
+// process.
+func (e *Env) ToxiproxyClient() *toxiproxy.Client { return e.toxi }
+
+// ToxiproxyURL returns the address of toxiproxy's API from this process.
+func (e *Env) ToxiproxyURL() string {
+	return "http://" + net.JoinHostPort(e.host, strconv.Itoa(e.toxiHostPort))
+}
+
+// Proxy reads the proxy of link from toxiproxy.
+func (e *Env) Proxy(link string) (*toxiproxy.Proxy, error) {
+	e.mustLink(link, "")
+	p, err := e.toxi.Proxy(link)
+	if err != nil {
+		return nil, fmt.Errorf("reading toxiproxy proxy %s: %w", link, err)
+	}
+	return p, nil
+}
+
+// Links returns the declared links, defaults first.
+func (e *Env) Links() []Link {
+	out := make([]Link, len(e.links))
+	for i, l := range e.links {
+		out[i] = l.Link
+	}
+	return out
+}
+
+func (e *Env) mustLink(name string, want Service) *link {
+	l, ok := e.linkIndex[name]
+	if !ok {
+		panic(fmt.Sprintf("testenv: unknown link %q (declared: %v)", name, e.Links()))
+	}
+	if want != "" && l.Service != want {
+		panic(fmt.Sprintf("testenv: link %q leads to the %s, not the %s", name, l.Service, want))
+	}
+	return l
+}
+
+// DatabaseURL returns the PostgreSQL URL of link for clients in this
+// process: through the link's proxy, on a port that stays the same for the
+// environment's life. It panics when link is not a declared database link.
+func (e *Env) DatabaseURL(link string) string {
+	return postgresURL(e.host, e.mustLink(link, ServiceDB).hostPort)
+}
+
+// AMQPURL returns the RabbitMQ URL of link for clients in this process,
+// through the link's proxy. It panics when link is not a declared broker
+// link.
+func (e *Env) AMQPURL(link string) string {
+	return amqpURL(e.host, e.mustLink(link, ServiceBroker).hostPort)
+}
+
+// ContainerDatabaseURL returns the PostgreSQL URL of link for containers on
+// the environment's network (relays): toxiproxy:<port>.
+func (e *Env) ContainerDatabaseURL(link string) string {
+	return postgresURL(AliasToxiproxy, e.mustLink(link, ServiceDB).listenPort)
+}
+
+// ContainerAMQPURL returns the RabbitMQ URL of link for containers on the
+// environment's network.
+func (e *Env) ContainerAMQPURL(link string) string {
+	return amqpURL(AliasToxiproxy, e.mustLink(link, ServiceBroker).listenPort)
+}
+
+// DirectDatabaseURL returns the PostgreSQL URL that bypasses toxiproxy, for
+// administration and for the checkers' final reads from this process.
+func (e *Env) DirectDatabaseURL() string { return postgresURL(e.host, e.pgHostPort) }
+
+// DirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy.
+func (e *Env) DirectAMQPURL() string { return amqpURL(e.host, e.amqpHostPort) }
+
+// ContainerDirectDatabaseURL returns the PostgreSQL URL that bypasses
+// toxiproxy, for containers on the network.
+func (e *Env) ContainerDirectDatabaseURL() string { return postgresURL(AliasPostgres, postgresPort) }
+
+// ContainerDirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy,
+// for containers on the network.
+func (e *Env) ContainerDirectAMQPURL() string { return amqpURL(AliasRabbitMQ, rabbitMQPort) }
+
+func postgresURL(host string, port int) string {
+	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", DBUser, DBPassword, net.JoinHostPort(host, strconv.Itoa(port)), DBName)
+}
+
+func amqpURL(host string, port int) string {
+	return fmt.Sprintf("amqp://%s:%s@%s/", AMQPUser, AMQPPassword, net.JoinHostPort(host, strconv.Itoa(port)))
+}
+
+// declareProxies creates or replaces the proxy of every link, enabled and
+// without toxics, once toxiproxy's API answers. It is the toxiproxy
+// container's readiness probe, so a started toxiproxy always has them.
+func (e *Env) declareProxies(ctx context.Context) error {
+	api := e.ToxiproxyURL()
+	want := make([]toxiproxy.Proxy, len(e.links))
+	for i, l := range e.links {
+		upstream := net.JoinHostPort(AliasPostgres, strconv.Itoa(postgresPort))
+		if l.Service == ServiceBroker {
+			upstream = net.JoinHostPort(AliasRabbitMQ, strconv.Itoa(rabbitMQPort))
+		}
+		want[i] = toxiproxy.Proxy{Name: l.Name, Listen: net.JoinHostPort("0.0.0.0", strconv.Itoa(l.listenPort)), Upstream: upstream, Enabled: true}
+	}
+	if err := httpGet(ctx, api+"/version"); err != nil {
+		return fmt.Errorf("toxiproxy API: %w", err)
+	}
+	have, err := withCtx(ctx, e.toxi.Proxies)
+	if err != nil {
+		return fmt.Errorf("listing toxiproxy proxies: %w", err)
+	}
+	if complete(have, want) {
+		return nil
+	}
+	if _, err := withCtx(ctx, func() ([]*toxiproxy.Proxy, error) { return e.toxi.Populate(want) }); err != nil {
+		return fmt.Errorf("declaring toxiproxy proxies: %w", err)
+	}
+	return nil
+}
+
+// complete reports whether have has every proxy of want as declared.
+func complete(have map[string]*toxiproxy.Proxy, want []toxiproxy.Proxy) bool {
+	for _, w := range want {
+		h, ok := have[w.Name]
+		if !ok || h.Listen != w.Listen || h.Upstream != w.Upstream {
+			return false
+		}
+	}
+	return true
+}
+
+// withCtx runs f, which cannot be cancelled (the toxiproxy client takes no
+// context), and gives up waiting for it when ctx ends.
+func withCtx[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func httpGet(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// Containers returns every container of the environment still known to it,
+// the services first, then the ones StartContainer added.
+func (e *Env) Containers() []*Container {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.containers)
+}
+
+// Close removes every container and the network of the environment
+// (SIGKILL, no grace: the environment's state is thrown away). It is safe
+// to call more than once.
+func (e *Env) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	err := removeRun(ctx, e.docker, e.runID)
+	if err != nil {
+		err = fmt.Errorf("removing environment %s: %w (`make clean-containers` removes what is left)", e.runID, err)
+	}
+	_ = e.docker.Close()
+	// The toxiproxy client uses http.DefaultClient; do not leave its
+	// keep-alive connections to a removed container behind.
+	http.DefaultClient.CloseIdleConnections()
+	return err
+}
+
+func (e *Env) labels(role string) map[string]string {
+	return map[string]string{
+		LabelHarness: "true",
+		LabelRun:     e.runID,
+		LabelRole:    role,
+		LabelOwner:   ownerID(),
+	}
+}
+
+// logTails writes the last n lines of every container's log to logf.
+func (e *Env) logTails(ctx context.Context, logf func(string, ...any), n int) {
+	for _, c := range e.Containers() {
+		out, err := c.Logs(ctx, n)
+		if err != nil {
+			logf("testenv: logs of %s: %v", c.Name(), err)
+			continue
+		}
+		logf("testenv: last %d log lines of %s:\n%s", n, c.Name(), out)
+	}
+}
