@@ -151,7 +151,7 @@ const (
 	defaultReadyTimeout = 3 * time.Minute
 	// proxyPortBase is the first port the proxies listen on inside the
 	// toxiproxy container; link i listens on proxyPortBase+i.
-	proxyPortBase = 20000
+	proxyPortBase    = 20000
 	toxiproxyAPIPort = 8474
 	postgresPort     = 5432
 	rabbitMQPort     = 5672
