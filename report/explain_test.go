@@ -68,3 +68,22 @@ func TestExplainASafeRunWithDuplicates(t *testing.T) {
 		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestEventStoryShowsTheCrashAfterCommit(t *testing.T) {
+	b := &hb{}
+	p := "producer-1"
+	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").rec(p, history.OK, history.Commit, "", "e1").
+		rec(p, history.Info, history.Crash, "after-commit").
+		rec(p, history.Invoke, history.Commit, "", "e2").rec(p, history.OK, history.Commit, "", "e2").
+		rec("relay-a", history.Info, history.Crash, "")
+	got := EventStory(b.ops, "e1", 0)
+	if n := strings.Count(got, "\n"); n != 3 || !strings.Contains(got, "crash") {
+		t.Errorf("story of e1:\n%s", got)
+	}
+	if got := EventStory(b.ops, "e2", 0); strings.Contains(got, "crash") {
+		t.Errorf("story of e2 shows a crash that came after no record of e2 by its process:\n%s", got)
+	}
+	if got := EventStory(b.ops, "e9", 0); !strings.Contains(got, "no record names this event") {
+		t.Errorf("story of an unknown event: %s", got)
+	}
+}

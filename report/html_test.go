@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -90,5 +91,29 @@ func TestTimelineSVGDrawsOneRowPerEvent(t *testing.T) {
 	}
 	if got := strings.Count(svg, `class="fault"`); got != len(tl.Windows) || got == 0 {
 		t.Errorf("%d fault bands for %d windows", got, len(tl.Windows))
+	}
+}
+
+func TestWriteFailureShowsInvariantEventsSeedAndReplay(t *testing.T) {
+	res := phantomRun(t)
+	var b bytes.Buffer
+	replay := "go run ./cmd/outboxlab sim --seeds 1 --seed 9"
+	if err := WriteFailure(&b, Failure{What: "simulation", Seed: res.Seed, Report: res.Report, History: res.History,
+		Problems: []string{"fault broker-down never fired"}, Replay: replay}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	phantom, _ := res.Report.Result("phantom")
+	for _, want := range []string{
+		"FAIL simulation\n", "violated invariant phantom: " + phantom.Detail, "  event " + phantom.Offending[0],
+		"problem: fault broker-down never fired\n", fmt.Sprintf("SEED=%d\n", res.Seed), "replay: " + replay + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("failure output lacks %q:\n%s", want, out)
+		}
+	}
+	// The offending event's timeline follows it: its commit that failed.
+	if !regexp.MustCompile(`(?m)^\s+\d+ producer-\d+\s+fail\s+commit`).MatchString(out) {
+		t.Errorf("no failed commit in the timeline:\n%s", out)
 	}
 }

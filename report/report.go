@@ -89,10 +89,24 @@ func FromSim(res sim.Result, replay string) Run {
 }
 
 // EventStory renders the timeline of one event, one record a line, as a
-// person reads it in a terminal: at most max records (all when max <= 0).
+// person reads it in a terminal: the records that name the event, and the
+// crash of a process right after one of them (a producer that died after
+// COMMIT). At most max lines (all when max <= 0).
 func EventStory(h []history.Op, id string, max int) string {
 	var b strings.Builder
-	tl := history.ByEvent(h)[id]
+	var tl []history.Op
+	lastOf := map[string]int{} // process -> position in h of its latest record
+	named := false
+	for i, op := range h {
+		if prev, ok := lastOf[op.Process]; ok && op.F == history.Crash && slices.Contains(h[prev].Events, id) {
+			tl = append(tl, op)
+		}
+		lastOf[op.Process] = i
+		if slices.Contains(op.Events, id) {
+			tl = append(tl, op)
+			named = true
+		}
+	}
 	for i, op := range tl {
 		if max > 0 && i == max {
 			fmt.Fprintf(&b, "    ... %d more records\n", len(tl)-max)
@@ -100,7 +114,7 @@ func EventStory(h []history.Op, id string, max int) string {
 		}
 		fmt.Fprintf(&b, "    %s\n", op.String())
 	}
-	if len(tl) == 0 {
+	if !named {
 		b.WriteString("    (no record names this event)\n")
 	}
 	return b.String()

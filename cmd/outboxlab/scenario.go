@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/scenarios"
+)
+
+// runSpec is one scenario run the command asks for.
+type runSpec struct {
+	Scenario string
+	Seed     uint64
+	Relay    scenarios.RelayUnderTest
+	Variant  scenarios.Variant
+	// Events and Duration override the scenario's workload size; zero
+	// keeps its default.
+	Events   int
+	Duration time.Duration
+}
+
+// scenarioRunner runs scenarios on containers: it starts the environment
+// once, runs every spec in order, reporting progress, and removes the
+// environment. Its zero value is a runner that is not built.
+type scenarioRunner struct {
+	// names lists the catalogue's scenarios.
+	names func() []string
+	// run runs specs; an error means the environment could not run them
+	// (a verdict is never an error).
+	run func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress)) ([]scenarios.Result, error)
+}
+
+// scenarioRuns is the runner the command uses.
+var scenarioRuns scenarioRunner
+
+func (r scenarioRunner) built() bool { return r.names != nil && r.run != nil }
+
+// parseRelay reads --relay: "ours", "image:REF" for a relay image that
+// follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
+// a host process, or the name of a mutant.
+func parseRelay(s string) (scenarios.RelayUnderTest, error) {
+	switch {
+	case s == "" || s == "ours":
+		return scenarios.RelayUnderTest{Name: "ours"}, nil
+	case strings.HasPrefix(s, "image:"):
+		ref := strings.TrimPrefix(s, "image:")
+		if ref == "" || strings.ContainsAny(ref, " \t") {
+			return scenarios.RelayUnderTest{}, fmt.Errorf("--relay image:REF needs an image reference, got %q", ref)
+		}
+		return scenarios.RelayUnderTest{Name: ref, Image: ref}, nil
+	case strings.HasPrefix(s, "cmd:"):
+		args := strings.Fields(strings.TrimPrefix(s, "cmd:"))
+		if len(args) == 0 {
+			return scenarios.RelayUnderTest{}, errors.New("--relay cmd:COMMAND needs a command")
+		}
+		return scenarios.RelayUnderTest{Name: strings.Join(args, " "), Command: args}, nil
+	}
+	if !simMutants.built() {
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, image:REF or cmd:COMMAND, and the mutant catalogue is not built in this version", s)
+	}
+	if _, ok := simMutants.lookup(s); !ok {
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, image:REF, cmd:COMMAND or a known mutant (%s)", s, strings.Join(simMutants.names(), ", "))
+	}
+	return scenarios.RelayUnderTest{Name: s}, nil
+}
+
+// runScenarios runs specs with a live progress line and converts the
+// results for the report. It returns exitOK, or the exit code of an
+// environment that could not run them.
+func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec, quiet bool) ([]scenarios.Result, int) {
+	pr := newProgress(std, quiet)
+	label := func(i int) string {
+		s := specs[i]
+		l := fmt.Sprintf("[%d/%d] %s", i+1, len(specs), s.Scenario)
+		if s.Variant != "" && s.Variant != scenarios.Outbox {
+			l += " " + string(s.Variant)
+		}
+		if s.Relay.Name != "" && s.Relay.Name != "ours" {
+			l += " relay=" + s.Relay.Name
+		}
+		return l
+	}
+	results, err := scenarioRuns.run(ctx, specs, func(i int, p scenarios.Progress) { pr.Update(scenarioLine(label(i), p)) })
+	pr.Clear()
+	if err != nil {
+		if code := environmentErr(std, verb, err); code != 0 {
+			return nil, code
+		}
+		return nil, unavailable(std, verb, "%v", err)
+	}
+	if len(results) != len(specs) {
+		return nil, unavailable(std, verb, "the runner returned %d results for %d runs", len(results), len(specs))
+	}
+	return results, exitOK
+}
+
+// toRun converts a scenario result for the HTML report.
+func toRun(res scenarios.Result, title string) report.Run {
+	run := report.Run{
+		Title: title, Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed,
+		Valid: res.Valid, Problems: res.Problems, Report: res.Report, Replay: res.Replay, History: res.History,
+		ExpectFail: scenarios.Variant(res.Variant).Unsafe(),
+	}
+	for _, f := range res.Faults {
+		run.Faults = append(run.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})
+	}
+	run.Note = report.Explain(run)
+	return run
+}
+
+// toBundle converts a scenario result for the results bundle, writing its
+// history under dir.
+func toBundle(dir string, i int, res scenarios.Result, note string) (report.ScenarioRun, error) {
+	r := report.ScenarioRun{
+		Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed, Valid: res.Valid,
+		Problems: res.Problems, Counts: res.Counts, Checkers: report.Verdicts(res.Report),
+		DrainTime: res.DrainTime, Duration: res.Duration, Replay: res.Replay, Note: note,
+	}
+	for _, f := range res.Faults {
+		r.Faults = append(r.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})
+	}
+	if len(res.History) > 0 {
+		name := fmt.Sprintf("%02d-%s-%s-%d.jsonl", i+1, safeName(res.Scenario), safeName(res.Variant), res.Seed)
+		rel, err := report.WriteHistory(dir, name, res.History)
+		if err != nil {
+			return r, err
+		}
+		r.History = rel
+	}
+	return r, nil
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, s)
+}
+
+// countsTable prints results side by side.
+func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Result) string, head string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tverdict\tcommitted\tdelivered\tlost\tphantom\tdup deliveries\tdup effects\t\n", head)
+	for _, r := range rows {
+		c := r.Counts
+		v := "PASS"
+		if !r.Valid {
+			v = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", first(r), v, c.Committed, c.Delivered, c.Lost, c.Phantom,
+			c.DuplicateDeliveries, c.DuplicateEffects)
+	}
+	tw.Flush()
+}
+
+// writeHTML writes the HTML report of runs to dir/name and returns its
+// path.
+func writeHTML(dir, name string, page report.Page) (string, error) {
+	path := filepath.Join(dir, name)
+	if err := report.WriteHTMLFile(path, page); err != nil {
+		return "", err
+	}
+	return path, nil
+}

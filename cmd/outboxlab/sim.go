@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/sim"
+)
+
+// simReportRuns bounds the failing seeds drawn in the HTML report.
+const simReportRuns = 3
+
+func simVerb() verb {
+	return verb{
+		name:    "sim",
+		summary: "run the deterministic simulation over many seeds (no Docker needed)",
+		args:    "[--seeds N] [--seed S] [--mutant NAME] [--json] [--out DIR]",
+		about: `Runs the production relay and consumer against in-memory PostgreSQL and
+RabbitMQ fakes under a seeded scheduler that crashes, pauses, cuts and skews
+them, for --seeds consecutive seeds from --seed, and checks every history.
+The same seed gives the same history byte for byte. It prints SEED= and the
+swarm parameters first, then the summary; with --json only the summary, as
+one JSON object. A failing seed prints the violated invariant, its first
+offending events with their timelines and the command that replays it alone.
+With --out DIR it writes sim.json, the histories of the failing seeds, and
+sim.html, an HTML report of the failing seeds (or of the one seed run).`,
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+			o := &simOptions{}
+			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds to run (`N`)")
+			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
+			fs.StringVar(&o.mutant, "mutant", "", "simulate the named mutant instead of the production relay")
+			fs.BoolVar(&o.json, "json", false, "print only the summary, as JSON")
+			fs.StringVar(&o.out, "out", "", "write the results bundle (sim.json, histories, sim.html) to `DIR`")
+			return o.run
+		},
+	}
+}
+
+type simOptions struct {
+	seeds  int
+	seed   seedFlag
+	mutant string
+	json   bool
+	out    string
+}
+
+func (o *simOptions) replay(seed uint64, n int) string {
+	s := fmt.Sprintf("%s sim --seeds %d --seed %d", replayPrefix, n, seed)
+	if o.mutant != "" {
+		s += " --mutant " + o.mutant
+	}
+	return s
+}
+
+func (o *simOptions) run(ctx context.Context, std *stdio) int {
+	if o.seeds < 1 {
+		return usageErr(std, "sim", "--seeds must be at least 1, not %d", o.seeds)
+	}
+	opts := sim.Options{}
+	if o.mutant != "" {
+		v, code := lookupSimMutant(std, "sim", o.mutant)
+		if code != exitOK {
+			return code
+		}
+		opts.Variant = v
+	}
+	start := std.now()
+	first := o.seed.orRandom(start)
+	header := fmt.Sprintf("SEED=%d", first)
+	if opts.Variant.Name != "" {
+		header += " variant=" + opts.Variant.Name
+	}
+	header += " " + sim.DrawSwarm(first).String()
+	if !o.json {
+		fmt.Fprintln(std.out, header)
+		if o.seeds > 1 {
+			fmt.Fprintf(std.out, "seeds %d..%d (each draws its own swarm; the first is shown)\n", first, first+uint64(o.seeds)-1)
+		}
+	}
+	var meta report.Meta
+	if o.out != "" {
+		meta = report.CollectMeta(ctx, start)
+	}
+
+	pr := newProgress(std, false)
+	done := make(chan sim.Summary, 1)
+	go func() { done <- sim.RunMany(ctx, first, o.seeds, opts) }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	var sum sim.Summary
+wait:
+	for {
+		select {
+		case sum = <-done:
+			break wait
+		case <-tick.C:
+			pr.Update(fmt.Sprintf("sim: %d seeds from %d, %s elapsed", o.seeds, first, std.now().Sub(start).Round(time.Second)))
+		}
+	}
+	tick.Stop()
+	pr.Clear()
+	if ctx.Err() != nil {
+		fmt.Fprintf(std.err, "outboxlab sim: interrupted after %d of %d seeds\n", sum.Seeds, o.seeds)
+		return exitUsage
+	}
+
+	if o.json {
+		b, err := json.Marshal(sum)
+		if err != nil {
+			fmt.Fprintf(std.err, "outboxlab sim: encoding the summary: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintln(std.out, string(b))
+	} else {
+		first := "none"
+		if sum.Failed > 0 {
+			first = fmt.Sprint(sum.FirstFailureSeed)
+		}
+		fmt.Fprintf(std.out, "seeds=%d failed=%d seeds/s=%.1f steps/seed=%.1f events=%d first_failure_seed=%s history_sha256=%s\n",
+			sum.Seeds, sum.Failed, sum.SeedsPerSec, sum.StepsPerSeed, sum.Events, first, sum.HistorySHA256)
+	}
+
+	if o.out != "" {
+		if err := o.writeBundle(meta, first, sum); err != nil {
+			fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
+			return exitUsage
+		}
+		if !o.json {
+			fmt.Fprintf(std.out, "results: %s, report: %s\n", filepath.Join(o.out, report.FileSim), filepath.Join(o.out, "sim.html"))
+		}
+	}
+
+	if sum.Failed == 0 {
+		if !o.json {
+			fmt.Fprintln(std.out, "PASS")
+		}
+		return exitOK
+	}
+	w := std.out
+	if o.json {
+		w = std.err
+	}
+	var failing []string
+	for _, f := range sum.Failures {
+		failing = append(failing, fmt.Sprint(f.Seed))
+	}
+	more := ""
+	if sum.Failed > len(sum.Failures) {
+		more = ", ..."
+	}
+	fmt.Fprintf(w, "%d of %d seeds failed: %s%s\n", sum.Failed, sum.Seeds, strings.Join(failing, ", "), more)
+	f := sum.Failures[0]
+	var problems []string
+	if f.Err != nil {
+		problems = append(problems, f.Err.Error())
+	}
+	what := fmt.Sprintf("simulation seed %d", f.Seed)
+	if f.Variant != "" {
+		what += " (" + f.Variant + ")"
+	}
+	if err := report.WriteFailure(w, report.Failure{
+		What: what, Seed: f.Seed, Report: f.Report, Problems: problems, History: f.History, Replay: o.replay(f.Seed, 1),
+	}); err != nil {
+		fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
+	}
+	return exitFail
+}
+
+// writeBundle writes sim.json, the failing histories and sim.html.
+func (o *simOptions) writeBundle(meta report.Meta, first uint64, sum sim.Summary) error {
+	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, o.seeds)}
+	var runs []report.Run
+	for _, f := range sum.Failures {
+		rel, err := report.WriteHistory(o.out, fmt.Sprintf("sim-seed-%d.jsonl", f.Seed), f.History)
+		if err != nil {
+			return err
+		}
+		run := report.FromSim(f, o.replay(f.Seed, 1))
+		file.Failures = append(file.Failures, report.SimFailure{Seed: f.Seed, Problems: run.Problems, Replay: run.Replay, History: rel})
+		if len(runs) < simReportRuns {
+			run.ExpectFail = o.mutant != ""
+			runs = append(runs, run)
+		}
+	}
+	if o.seeds == 1 && len(runs) == 0 {
+		opts := sim.Options{}
+		if o.mutant != "" {
+			opts.Variant, _ = simMutants.lookup(o.mutant)
+		}
+		runs = append(runs, report.FromSim(sim.Run(first, opts), o.replay(first, 1)))
+	}
+	if err := report.WriteFile(o.out, report.FileSim, file); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("outboxlab simulation: %d seeds from %d", sum.Seeds, first)
+	intro := fmt.Sprintf("%d of %d seeds failed.", sum.Failed, sum.Seeds)
+	if sum.Failed > len(runs) && len(runs) > 0 {
+		intro += fmt.Sprintf(" The first %d failing seeds are drawn below.", len(runs))
+	}
+	if len(runs) == 0 {
+		intro += " No seed failed, so no run is drawn: run one seed (--seeds 1) to see its timeline."
+	}
+	return report.WriteHTMLFile(filepath.Join(o.out, "sim.html"), report.Page{Title: title, Intro: intro, Meta: meta, Runs: runs})
+}
