@@ -125,6 +125,7 @@ build:
 
 ## test: what CI runs: build what is missing (images, Go), then every test with Docker
 .PHONY: test
+test: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test: images build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
