@@ -1,13 +1,33 @@
 package consumer_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package if a test leaves a goroutine behind: the
-// publisher, the listener and the relay loop all start some.
+// TestMain runs the tests, removes the shared environment, and fails the
+// package if a test left a goroutine behind: the AMQP source starts
+// several.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if err := closeEnv(); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the test environment: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		err := goleak.Find(
+			// HTTP clients (toxiproxy's, Docker's) keep idle keep-alive
+			// connections after the tests that opened them.
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

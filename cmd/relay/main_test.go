@@ -27,11 +27,16 @@ var (
 	buildDir  string
 )
 
-// TestMain removes the built binary after the tests.
+// TestMain removes the built binary and the shared environment after the
+// tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
+	}
+	if err := closeEnv(); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the test environment: %v\n", err)
+		code = 1
 	}
 	os.Exit(code)
 }
