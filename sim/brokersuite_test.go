@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/relay"
 )
 
@@ -112,19 +113,33 @@ func TestBrokerSuiteFake(t *testing.T) {
 
 var queueSeq atomic.Int64
 
-// TestBrokerSuiteRabbitMQ runs the suite on the RabbitMQ at
-// OUTBOX_TEST_AMQP_URL (skipped under -short or without it). The restart
-// case runs when OUTBOX_TEST_RABBITMQ_CONTAINER names the broker's Docker
-// container, which it restarts.
+// TestBrokerSuiteRabbitMQ runs the suite on RabbitMQ: the one at
+// OUTBOX_TEST_AMQP_URL when set (its restart case then runs only when
+// OUTBOX_TEST_RABBITMQ_CONTAINER names its Docker container), else the
+// test environment's, which it restarts through testenv. Skipped under
+// -short.
 func TestBrokerSuiteRabbitMQ(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs RabbitMQ (skipped with -short)")
 	}
 	url := os.Getenv("OUTBOX_TEST_AMQP_URL")
+	var restart func(t *testing.T)
 	if url == "" {
-		t.Skip("needs RabbitMQ: set OUTBOX_TEST_AMQP_URL")
+		env := testenv.StartT(t, testenv.Options{})
+		url = env.DirectAMQPURL()
+		restart = func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			if err := env.RabbitMQ().Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.RabbitMQ().WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else if container := os.Getenv("OUTBOX_TEST_RABBITMQ_CONTAINER"); container != "" {
+		restart = func(t *testing.T) { restartContainer(t, container, url) }
 	}
-	container := os.Getenv("OUTBOX_TEST_RABBITMQ_CONTAINER")
 	runBrokerSuite(t, func(t *testing.T) brokerBackend {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -181,9 +196,7 @@ func TestBrokerSuiteRabbitMQ(t *testing.T) {
 				return got, ok
 			},
 		}
-		if container != "" {
-			be.restart = func(t *testing.T) { restartContainer(t, container, url) }
-		}
+		be.restart = restart
 		return be
 	})
 }

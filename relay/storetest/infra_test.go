@@ -1,12 +1,16 @@
 package storetest_test
 
-import "testing"
+import (
+	"testing"
 
-// sharedDatabaseURL returns the PostgreSQL of the shared test environment.
-// Until the environment is wired in, the PostgreSQL backend runs only when
-// OUTBOX_TEST_DATABASE_URL names a database.
+	"github.com/outboxlab/outboxlab/internal/testenv"
+)
+
+// sharedDatabaseURL starts the test environment for the test (removed
+// when it ends) and returns its PostgreSQL, bypassing toxiproxy. It skips
+// under -short and when no Docker engine answers, unless
+// OUTBOXLAB_REQUIRE_DOCKER is set.
 func sharedDatabaseURL(t *testing.T) string {
 	t.Helper()
-	t.Skip("needs PostgreSQL: set OUTBOX_TEST_DATABASE_URL")
-	return ""
+	return testenv.StartT(t, testenv.Options{}).DirectDatabaseURL()
 }
