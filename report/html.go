@@ -186,6 +186,7 @@ th { font-weight: 600; color: var(--muted); font-size: 12.5px; border-bottom: 1p
 td.num, th.num { text-align: right; padding-right: 14px; font-variant-numeric: tabular-nums; }
 table.summary td, table.summary th { padding: 6px 14px 6px 0; }
 table.summary tr + tr td { border-top: 1px solid var(--line); }
+table.summary td:first-child { white-space: nowrap; }
 .bad { color: var(--fail); font-weight: 700; }
 .good { color: var(--pass); }
 .grid2 { display: grid; grid-template-columns: minmax(300px, 380px) 1fr; gap: 28px; }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/outboxlab/outboxlab/report"
@@ -146,20 +145,32 @@ func safeName(s string) string {
 	}, s)
 }
 
-// countsTable prints results side by side.
+// countsTable prints results side by side: the first column left-aligned,
+// the counts right-aligned under their headings.
 func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Result) string, head string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tverdict\tcommitted\tdelivered\tlost\tphantom\tdup deliveries\tdup effects\t\n", head)
+	cols := []string{"verdict", "committed", "delivered", "lost", "phantom", "dup deliveries", "dup effects"}
+	width := len(head)
+	for _, r := range rows {
+		width = max(width, len(first(r)))
+	}
+	fmt.Fprintf(w, "%-*s", width, head)
+	for _, c := range cols {
+		fmt.Fprintf(w, "  %s", c)
+	}
+	fmt.Fprintln(w)
 	for _, r := range rows {
 		c := r.Counts
 		v := "PASS"
 		if !r.Valid {
 			v = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", first(r), v, c.Committed, c.Delivered, c.Lost, c.Phantom,
-			c.DuplicateDeliveries, c.DuplicateEffects)
+		fmt.Fprintf(w, "%-*s", width, first(r))
+		for i, x := range []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
+			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.DuplicateEffects)} {
+			fmt.Fprintf(w, "  %*s", len(cols[i]), x)
+		}
+		fmt.Fprintln(w)
 	}
-	tw.Flush()
 }
 
 // writeHTML writes the HTML report of runs to dir/name and returns its
