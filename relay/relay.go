@@ -39,7 +39,8 @@ type Relay struct {
 	fp     Failpoints
 	totals Totals
 
-	lastSweep time.Time
+	lastSweep  time.Time
+	lastReport time.Time
 }
 
 // Totals are a relay's running counts since it was built.
@@ -171,10 +172,13 @@ func (r *Relay) tick(ctx context.Context, stop <-chan struct{}) (TickResult, err
 		}
 		r.lastSweep = now
 	}
-	if r.m != nil {
+	// The backlog statistics count the whole table: refresh them once per
+	// poll interval, not on every wake-up.
+	if now := r.cfg.Now(); r.m != nil && (r.lastReport.IsZero() || now.Sub(r.lastReport) >= r.cfg.PollInterval) {
 		if err := r.report(ctx); err != nil {
 			return total, err
 		}
+		r.lastReport = now
 	}
 	return total, nil
 }
