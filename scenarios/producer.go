@@ -76,6 +76,10 @@ type Producer struct {
 	Now func() time.Time
 	// Notify wakes listening relays at COMMIT.
 	Notify bool
+	// StampOccurredAt stamps each staged event's occurred_at with Now, as
+	// an application that trusts its own clock does; otherwise the
+	// database's now() decides.
+	StampOccurredAt bool
 }
 
 // Txn is one business transaction of the workload.
@@ -89,6 +93,12 @@ type Txn struct {
 	// CrashAfterCommit stops the producer right after COMMIT, as a process
 	// that died there would: the unsafe variants never publish.
 	CrashAfterCommit bool
+	// CrashAtCommit kills the producer while its COMMIT is in flight: the
+	// connection is closed CrashDelay after COMMIT was sent, unless the
+	// reply came first. Whether the transaction committed is then unknown
+	// to the producer (and to the history); only the database knows.
+	CrashAtCommit bool
+	CrashDelay    time.Duration
 	// CausedBy names the event whose consumption caused this one
 	// (multi-hop pipelines).
 	CausedBy string
@@ -153,6 +163,9 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 			return abort(fmt.Errorf("business write: %w", err))
 		}
 		if p.Variant == Outbox {
+			if p.StampOccurredAt && p.Now != nil && e.OccurredAt.IsZero() {
+				e.OccurredAt = p.Now()
+			}
 			if err := outbox.Stage(ctx, tx, p.Table, e, outbox.StageOptions{Notify: p.Notify}); err != nil {
 				return abort(err)
 			}
@@ -173,6 +186,9 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 	if t.Rollback {
 		return abort(errors.New("request failed: rolled back"))
 	}
+	if t.CrashAtCommit {
+		return p.crashAtCommit(ctx, tx, evs, t.CrashDelay)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		// A COMMIT that errored may or may not have committed, unless the
 		// server said so before COMMIT was sent.
@@ -183,7 +199,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 	}
 	done(history.OK, nil)
 	if t.CrashAfterCommit {
-		p.record(history.Op{Type: history.Info, F: history.Crash, Value: "after-commit"})
+		p.crashed("after-commit")
 		return ErrProducerCrashed
 	}
 	switch p.Variant {
@@ -193,6 +209,43 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 		return p.publish(ctx, t.Events, false)
 	}
 	return nil
+}
+
+// crashed records the producer's death and its restart with an empty
+// memory: whatever it had open is left with an unknown outcome.
+func (p *Producer) crashed(where string) {
+	p.record(history.Op{Type: history.Info, F: history.Crash, Value: where})
+	p.record(history.Op{Type: history.Info, F: history.Restart})
+}
+
+// crashAtCommit sends COMMIT and kills the producer's connection delay
+// later, as the death of the process would. A reply that arrives first is
+// recorded (the process saw it before it died); otherwise the commit stays
+// open in the history, its outcome unknown.
+func (p *Producer) crashAtCommit(ctx context.Context, tx pgx.Tx, evs []string, delay time.Duration) error {
+	raw := tx.Conn().PgConn().Conn()
+	errc := make(chan error, 1)
+	go func() { errc <- tx.Commit(ctx) }()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case err := <-errc:
+		op := history.Op{Type: history.OK, F: history.Commit, Events: evs}
+		if err != nil {
+			op.Type = history.Info
+			if !ambiguous(err) {
+				op.Type = history.Fail
+			}
+			op.Error = err.Error()
+		}
+		p.record(op)
+		p.crashed("after-commit")
+	case <-timer.C:
+		_ = raw.Close()
+		p.crashed("at-commit")
+		<-errc
+	}
+	return ErrProducerCrashed
 }
 
 // publish sends events inline, recording each as a publish operation.

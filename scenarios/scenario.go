@@ -30,6 +30,10 @@ type RelayUnderTest struct {
 	// Features declares what the harness may assume of the relay beyond the
 	// core guarantee (no lost, no phantom), which is never optional.
 	Features checker.Features
+	// Failpoints declares that the relay honours OUTBOX_FAILPOINTS (see
+	// chaos.ParseFailpoints). Scenarios that kill or slow a relay at a
+	// named point of its tick need it; without it they are not applicable.
+	Failpoints bool
 }
 
 // FaultHits is how often one fault of a run fired.
@@ -67,6 +71,36 @@ type Result struct {
 	DrainTime time.Duration `json:"drain_time_ns"`
 	Duration  time.Duration `json:"duration_ns"`
 	// Replay is the exact command that runs the same schedule again.
-	Replay  string       `json:"replay"`
-	History []history.Op `json:"-"`
+	Replay string `json:"replay"`
+	// ReplayTest is the go test command that runs the same schedule again.
+	ReplayTest string `json:"replay_test,omitempty"`
+	// Unchecked names what the checkers could not judge in this run and
+	// why, one line each: relays in containers or processes record no
+	// claims, publishes or marks in the history, so the checkers that need
+	// those records only see the final rows, the deliveries and the
+	// relay's logs.
+	Unchecked []string `json:"unchecked,omitempty"`
+	// RelayLog sums up what the relays' own logs say, when they log in the
+	// format of ./cmd/relay.
+	RelayLog RelayLog `json:"relay_log"`
+	// Events is the size of the workload that ran.
+	Events int `json:"events"`
+	// Safety is the length of the safety phase.
+	Safety  time.Duration `json:"safety_ns"`
+	History []history.Op  `json:"-"`
+}
+
+// RelayLog counts what the relay replicas logged over the run, every
+// process lifetime of every replica included.
+type RelayLog struct {
+	// Known reports that some replica logged in the JSON format of
+	// ./cmd/relay; the counts are zero otherwise.
+	Known bool `json:"known"`
+	// LostLeases counts confirmed rows a mark found no longer leased to
+	// its relay ("lease lost" lines).
+	LostLeases int `json:"lost_leases"`
+	// Parked counts rows the relays parked.
+	Parked int `json:"parked"`
+	// TickFailures counts failed ticks.
+	TickFailures int `json:"tick_failures"`
 }

@@ -58,9 +58,21 @@ type Workload struct {
 	// CrashAfterCommitRate is the share of committed transactions after
 	// which the producer "dies" before anything else runs.
 	CrashAfterCommitRate float64
+	// CrashAtCommitRate is the share of transactions during whose COMMIT
+	// the producer dies: the connection closes up to MaxCrashDelay after
+	// COMMIT was sent, so the outcome is unknown.
+	CrashAtCommitRate float64
+	MaxCrashDelay     time.Duration
 	// Pace spaces one producer's transactions, so that faults land while
-	// the workload runs.
+	// the workload runs. Zero lets the runner spread the transactions over
+	// most of the safety phase.
 	Pace time.Duration
+}
+
+// Scaled returns w with its events multiplied by k (at least 1 event).
+func (w Workload) Scaled(k float64) Workload {
+	w.Events = max(1, int(float64(w.Events)*k))
+	return w
 }
 
 // Plan is the workload drawn from a seed: one list of transactions per
@@ -85,6 +97,12 @@ func (w Workload) Draw(rng *rand.Rand) Plan {
 		}
 		if rng.Float64() < w.HoldRate {
 			t.Hold = w.Hold
+		}
+		if rng.Float64() < w.CrashAtCommitRate {
+			t.CrashAtCommit = true
+			if w.MaxCrashDelay > 0 {
+				t.CrashDelay = time.Duration(rng.Int64N(int64(w.MaxCrashDelay) + 1))
+			}
 		}
 		for j := 0; j < k; j++ {
 			e := event(rng, n+j)

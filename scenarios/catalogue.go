@@ -1,0 +1,440 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/internal/testenv"
+)
+
+// Scenario is one named chaos run: a workload, relay replicas, a fault
+// plan drawn from the run's seed, and what the run must show besides the
+// checkers' verdict.
+type Scenario struct {
+	// Name is how the catalogue, the command and the tests call it.
+	Name string
+	// Summary says in one sentence what the scenario does.
+	Summary string
+	// Workload is the default workload; Options.Events and the long mode
+	// resize it.
+	Workload Workload
+	// Safety is the default length of the safety phase.
+	Safety time.Duration
+	// Replicas is the number of relay replicas per context (default 2).
+	Replicas int
+	// Contexts names the bounded contexts, each with its own outbox table,
+	// exchange, queue and relay; more than one makes a pipeline whose hops
+	// stage the next context's event as they consume. Default: one,
+	// "orders".
+	Contexts []string
+	// NeedsRelay: the faults act on relay replicas, so the unsafe
+	// variants, which run without one, cannot run it.
+	NeedsRelay bool
+	// NeedsFailpoints: the faults need a relay that honours
+	// OUTBOX_FAILPOINTS.
+	NeedsFailpoints bool
+	// Exposes lists the unsafe variants this scenario catches: running it
+	// with one of them must report lost or phantom events.
+	Exposes []Variant
+	// WorkloadFaults names the workload's own faults (poison events, held
+	// transactions, producer crashes) that must fire.
+	WorkloadFaults []string
+
+	// prepare adjusts a replica's environment before it starts.
+	prepare func(r *run, slot *relaySlot)
+	// faults registers the scenario's faults with the run's nemesis and
+	// draws their schedule from rng.
+	faults func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)
+	// check adds the scenario's own problems to the result.
+	check func(ctx context.Context, r *run, res *Result)
+}
+
+// Workload faults, counted from the history.
+const (
+	WorkloadPoison        = "poison events committed"
+	WorkloadHeld          = "held transactions committed after later ones"
+	WorkloadProducerCrash = "producer crashes"
+)
+
+// Scenario names.
+const (
+	Baseline            = "baseline"
+	BrokerDown          = "broker-down"
+	BrokerKilled        = "broker-killed"
+	DBDown              = "db-down"
+	CrashBeforeMark     = "crash-between-publish-and-mark"
+	LeaseExpiry         = "lease-expiry"
+	ClockSkew           = "clock-skew"
+	Poison              = "poison"
+	ConfirmLost         = "confirm-lost"
+	SlowNetwork         = "slow-network"
+	CommitOrder         = "commit-order-inversion"
+	RollingRestart      = "rolling-restart"
+	ProducerCrash       = "producer-crash"
+	Pipeline            = "pipeline"
+	defaultContext      = "orders"
+	defaultReplicaCount = 2
+)
+
+// defaultWorkload is the workload of most scenarios: a few producers
+// writing small transactions concurrently, a tenth of them rolled back.
+func defaultWorkload() Workload {
+	return Workload{Events: 150, Producers: 3, MaxEventsPerTxn: 3, RollbackRate: 0.1}
+}
+
+// Catalogue returns every scenario, in the order the catalogue runs them.
+func Catalogue() []Scenario {
+	return []Scenario{
+		baseline(), brokerDown(), brokerKilled(), dbDown(), crashBeforeMark(), leaseExpiry(),
+		clockSkew(), poison(), confirmLost(), slowNetwork(), commitOrder(), rollingRestart(),
+		producerCrash(), pipeline(),
+	}
+}
+
+// Lookup returns the scenario named name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range Catalogue() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Names returns the names of the catalogue's scenarios, in order.
+func Names() []string {
+	var out []string
+	for _, s := range Catalogue() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// between draws a duration in [lo, hi] from rng.
+func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)).Truncate(time.Millisecond)
+}
+
+// step is one fault window of a schedule.
+func step(f chaos.Fault, at, d time.Duration) chaos.Step {
+	return chaos.Step{At: at, Fault: f.Name(), Kind: f.Kind(), Duration: d}
+}
+
+func baseline() Scenario {
+	return Scenario{
+		Name:     Baseline,
+		Summary:  "no faults: every committed event is delivered once, with no duplicate at all",
+		Workload: defaultWorkload(),
+		Safety:   6 * time.Second,
+		Exposes:  []Variant{PublishThenCommit},
+		check: func(ctx context.Context, r *run, res *Result) {
+			if r.variant == Outbox && res.Counts.DuplicateDeliveries > 0 {
+				res.Problems = append(res.Problems, fmt.Sprintf("baseline: %d duplicate deliveries with no fault at all", res.Counts.DuplicateDeliveries))
+			}
+		},
+	}
+}
+
+func brokerDown() Scenario {
+	return Scenario{
+		Name:     BrokerDown,
+		Summary:  "the link from the publisher to the broker goes down for many polls, twice, then heals",
+		Workload: defaultWorkload(),
+		Safety:   9 * time.Second,
+		Exposes:  []Variant{CommitThenPublish, Optimistic},
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := chaos.Down(r.link(r.publisherBrokerLink()))
+			if err := r.nemesis.Add(f); err != nil {
+				return nil, err
+			}
+			at1, d1 := between(rng, time.Second, 2*time.Second), between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
+			at2 := at1 + d1 + between(rng, time.Second, 2*time.Second)
+			d2 := between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
+			return []chaos.Step{step(f, at1, d1), step(f, at2, d2)}, nil
+		},
+	}
+}
+
+func brokerKilled() Scenario {
+	return Scenario{
+		Name:     BrokerKilled,
+		Summary:  "the RabbitMQ container is killed under load and started again",
+		Workload: defaultWorkload(),
+		Safety:   8 * time.Second,
+		Exposes:  []Variant{Optimistic},
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := newServiceKill(r.env.RabbitMQ(), chaos.ClassBroker)
+			if err := r.nemesis.Add(f); err != nil {
+				return nil, err
+			}
+			return []chaos.Step{step(f, between(rng, 1500*time.Millisecond, 3*time.Second), between(rng, 500*time.Millisecond, 1500*time.Millisecond))}, nil
+		},
+	}
+}
+
+func dbDown() Scenario {
+	return Scenario{
+		Name:     DBDown,
+		Summary:  "the relays' database link is cut, then the PostgreSQL container is killed and started again",
+		Workload: defaultWorkload(),
+		Safety:   9 * time.Second,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			cut := chaos.Down(r.link(testenv.LinkRelayDB))
+			kill := newServiceKill(r.env.Postgres(), chaos.ClassDB)
+			for _, f := range []chaos.Fault{cut, kill} {
+				if err := r.nemesis.Add(f); err != nil {
+					return nil, err
+				}
+			}
+			at1, d1 := between(rng, time.Second, 2*time.Second), between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
+			at2 := at1 + d1 + between(rng, time.Second, 2*time.Second)
+			return []chaos.Step{step(cut, at1, d1), step(kill, at2, between(rng, 300*time.Millisecond, time.Second))}, nil
+		},
+	}
+}
+
+func crashBeforeMark() Scenario {
+	return Scenario{
+		Name:            CrashBeforeMark,
+		Summary:         "a failpoint kills a relay after the broker confirmed its batch and before the mark; another replica republishes once the lease expires; the consumer dedupes",
+		Workload:        defaultWorkload(),
+		Safety:          9 * time.Second,
+		NeedsRelay:      true,
+		NeedsFailpoints: true,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &failpointKill{r: r, slot: r.slot(0, 0), point: "after-confirm-before-mark", within: 6 * time.Second}
+			if err := r.nemesis.Add(f); err != nil {
+				return nil, err
+			}
+			return []chaos.Step{step(f, between(rng, 500*time.Millisecond, 1500*time.Millisecond), r.lease()+between(rng, time.Second, 2*time.Second))}, nil
+		},
+		check: func(ctx context.Context, r *run, res *Result) {
+			if res.Counts.DuplicateDeliveries == 0 {
+				res.Problems = append(res.Problems, "crash-between-publish-and-mark: no event was delivered twice, so the republish after the kill never reached the consumer")
+			}
+		},
+	}
+}
+
+func leaseExpiry() Scenario {
+	return Scenario{
+		Name:       LeaseExpiry,
+		Summary:    "a relay holding a claimed batch is paused past its lease; another replica claims and publishes the batch; the paused one resumes and its mark is fenced",
+		Workload:   defaultWorkload(),
+		Safety:     10 * time.Second,
+		NeedsRelay: true,
+		prepare: func(r *run, slot *relaySlot) {
+			// The first replica lingers after each claim, so that the pause
+			// catches it holding a batch it has not published yet.
+			if slot == r.slot(0, 0) && r.relay.Failpoints {
+				slot.base[chaos.FailpointsEnv] = "after-claim=sleep(1500ms)"
+			}
+		},
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &pauseHolding{r: r, slot: r.slot(0, 0), within: r.lease() + 6*time.Second}
+			r.pause = f
+			if err := r.nemesis.Add(f); err != nil {
+				return nil, err
+			}
+			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), r.lease()+between(rng, time.Second, 2*time.Second))}, nil
+		},
+		check: func(ctx context.Context, r *run, res *Result) {
+			if r.pause == nil {
+				return
+			}
+			problems, n := r.pause.verdict(ctx)
+			res.Problems = append(res.Problems, problems...)
+			if n > 0 && len(problems) == 0 {
+				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
+					n, r.pause.slot.name))
+			}
+			if r.relay.Features.Fenced && res.RelayLog.Known && r.relay.Failpoints && res.RelayLog.LostLeases == 0 {
+				res.Problems = append(res.Problems, "lease-expiry: the paused relay never logged a lost lease, so its late mark was not exercised")
+			}
+		},
+	}
+}
+
+func clockSkew() Scenario {
+	return Scenario{
+		Name:       ClockSkew,
+		Summary:    "relay replicas and producers run with clock offsets of minutes in both directions; leases follow the database clock, so no duplicate is allowed",
+		Workload:   defaultWorkload(),
+		Safety:     9 * time.Second,
+		NeedsRelay: true,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			minutes := func() time.Duration { return time.Duration(2+rng.IntN(9)) * time.Minute }
+			fa := &relayClock{slot: r.slot(0, 0), offset: minutes()}
+			fb := &relayClock{slot: r.slot(0, 1), offset: -minutes()}
+			p1 := chaos.NewClockSkew(r.producers[0].Name, r.clocks[0], -minutes())
+			p2 := chaos.NewClockSkew(r.producers[1].Name, r.clocks[1], minutes())
+			for _, f := range []chaos.Fault{fa, fb, p1, p2} {
+				if err := r.nemesis.Add(f); err != nil {
+					return nil, err
+				}
+			}
+			end := safety - 500*time.Millisecond
+			a := between(rng, 200*time.Millisecond, time.Second)
+			b := a + between(rng, time.Second, 2*time.Second)
+			c := between(rng, 500*time.Millisecond, 2*time.Second)
+			d := c + between(rng, 500*time.Millisecond, 2*time.Second)
+			return []chaos.Step{step(fa, a, end-a), step(p1, c, end-c), step(fb, b, end-b), step(p2, d, end-d)}, nil
+		},
+	}
+}
+
+func poison() Scenario {
+	w := defaultWorkload()
+	w.PoisonRate = 0.15
+	return Scenario{
+		Name:           Poison,
+		Summary:        "unknown types and undecodable payloads mixed into the workload are parked within the attempt limit while the rest flows",
+		Workload:       w,
+		Safety:         6 * time.Second,
+		NeedsRelay:     true,
+		WorkloadFaults: []string{WorkloadPoison},
+		check: func(ctx context.Context, r *run, res *Result) {
+			if r.relay.Features.Parks && res.Counts.Parked == 0 {
+				res.Problems = append(res.Problems, "poison: no row ended parked")
+			}
+		},
+	}
+}
+
+func confirmLost() Scenario {
+	return Scenario{
+		Name:     ConfirmLost,
+		Summary:  "a timeout toxic swallows the broker's confirms: published rows are not marked, and are published again after the heal",
+		Workload: defaultWorkload(),
+		Safety:   8 * time.Second,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			l := r.link(r.publisherBrokerLink())
+			f := chaos.Timeout(l, chaos.Downstream, 0).WithName(l.Name() + " confirms lost")
+			if err := r.nemesis.Add(f); err != nil {
+				return nil, err
+			}
+			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2*time.Second, 3*time.Second))}, nil
+		},
+		check: func(ctx context.Context, r *run, res *Result) {
+			if r.variant != Outbox {
+				return
+			}
+			if n := res.Counts.DuplicatesBy[r.publisherBrokerLinkName()+" confirms lost"]; n == 0 {
+				res.Problems = append(res.Problems, "confirm-lost: no duplicate delivery is explained by the lost confirms, so no unconfirmed row was published again")
+			}
+		},
+	}
+}
+
+func slowNetwork() Scenario {
+	return Scenario{
+		Name:     SlowNetwork,
+		Summary:  "latency and jitter above the publish timeout on the publisher's link to the broker",
+		Workload: defaultWorkload(),
+		Safety:   8 * time.Second,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			l := r.link(r.publisherBrokerLink())
+			lat := PublishTimeout + between(rng, 300*time.Millisecond, 800*time.Millisecond)
+			f := chaos.Latency(l, chaos.Downstream, lat, 200*time.Millisecond)
+			if err := r.nemesis.Add(f); err != nil {
+				return nil, err
+			}
+			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2500*time.Millisecond, 3500*time.Millisecond))}, nil
+		},
+	}
+}
+
+func commitOrder() Scenario {
+	w := defaultWorkload()
+	w.HoldRate, w.Hold = 0.12, 2500*time.Millisecond
+	return Scenario{
+		Name:           CommitOrder,
+		Summary:        "long-open transactions commit after many later ones, their rows older than rows already published: nothing may be skipped",
+		Workload:       w,
+		Safety:         8 * time.Second,
+		WorkloadFaults: []string{WorkloadHeld},
+	}
+}
+
+func rollingRestart() Scenario {
+	return Scenario{
+		Name:       RollingRestart,
+		Summary:    "relay replicas are restarted one by one under load",
+		Workload:   defaultWorkload(),
+		Safety:     8 * time.Second,
+		Replicas:   3,
+		NeedsRelay: true,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			var steps []chaos.Step
+			at := between(rng, time.Second, 1500*time.Millisecond)
+			for i := range r.contexts[0].relays {
+				f := chaos.RestartContainer(r.slot(0, i), chaos.ClassRelay)
+				if err := r.nemesis.Add(f); err != nil {
+					return nil, err
+				}
+				steps = append(steps, step(f, at, 100*time.Millisecond))
+				at += between(rng, 1500*time.Millisecond, 2*time.Second)
+			}
+			return steps, nil
+		},
+	}
+}
+
+func producerCrash() Scenario {
+	w := defaultWorkload()
+	w.CrashAtCommitRate, w.MaxCrashDelay = 0.15, 3*time.Millisecond
+	w.CrashAfterCommitRate = 0.08
+	return Scenario{
+		Name:           ProducerCrash,
+		Summary:        "producers die around COMMIT: outcomes unknown to them; nothing of a rolled-back transaction may show up, and what did commit must arrive",
+		Workload:       w,
+		Safety:         6 * time.Second,
+		Exposes:        []Variant{CommitThenPublish},
+		WorkloadFaults: []string{WorkloadProducerCrash},
+	}
+}
+
+func pipeline() Scenario {
+	w := defaultWorkload()
+	w.Events = 90
+	return Scenario{
+		Name:       Pipeline,
+		Summary:    "the article's three-hop inbound flow: envelope, message and chat contexts, each with its own outbox and relay; each hop stages the next event in its consumer's transaction; faults on every hop",
+		Workload:   w,
+		Safety:     12 * time.Second,
+		Replicas:   1,
+		Contexts:   []string{"envelope", "message", "chat"},
+		NeedsRelay: true,
+		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			faults := []chaos.Fault{
+				chaos.Down(r.link(testenv.LinkRelayBroker)),
+				chaos.Down(r.link(testenv.LinkConsumerDB)),
+				chaos.KillContainer(r.slot(1, 0), chaos.ClassRelay),
+				chaos.Down(r.link(testenv.LinkConsumerBroker)),
+				chaos.Down(r.link(testenv.LinkRelayDB)),
+			}
+			var steps []chaos.Step
+			at := between(rng, 500*time.Millisecond, time.Second)
+			for _, f := range faults {
+				if err := r.nemesis.Add(f); err != nil {
+					return nil, err
+				}
+				d := between(rng, time.Second, 1500*time.Millisecond)
+				steps = append(steps, step(f, at, d))
+				at += d + between(rng, 500*time.Millisecond, time.Second)
+			}
+			return steps, nil
+		},
+		check: func(ctx context.Context, r *run, res *Result) {
+			if cr, ok := res.Report.Result("causal-order"); !ok || cr.Skipped {
+				res.Problems = append(res.Problems, "pipeline: no causal link was checked")
+			}
+		},
+	}
+}

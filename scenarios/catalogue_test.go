@@ -1,0 +1,141 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCatalogueNamesAndLookup(t *testing.T) {
+	names := Names()
+	if len(names) != 14 {
+		t.Fatalf("catalogue has %d scenarios, want 14: %v", len(names), names)
+	}
+	seen := map[string]bool{}
+	for _, sc := range Catalogue() {
+		if seen[sc.Name] {
+			t.Errorf("scenario %s listed twice", sc.Name)
+		}
+		seen[sc.Name] = true
+		got, ok := Lookup(sc.Name)
+		if !ok || got.Name != sc.Name {
+			t.Errorf("Lookup(%q) = %q, %v", sc.Name, got.Name, ok)
+		}
+		if sc.Summary == "" || sc.Safety <= 0 || sc.Workload.Events <= 0 {
+			t.Errorf("%s: summary, safety phase and workload are required", sc.Name)
+		}
+		if sc.Name != Baseline && sc.faults == nil && len(sc.WorkloadFaults) == 0 {
+			t.Errorf("%s injects no fault at all", sc.Name)
+		}
+	}
+	if _, ok := Lookup("no-such-scenario"); ok {
+		t.Error("Lookup found a scenario that does not exist")
+	}
+	for _, v := range Variants[1:] {
+		if !slices.ContainsFunc(Catalogue(), func(s Scenario) bool { return slices.Contains(s.Exposes, v) }) {
+			t.Errorf("no scenario exposes %s", v)
+		}
+	}
+	for _, sc := range Catalogue() {
+		if len(sc.Exposes) > 0 && sc.NeedsRelay {
+			t.Errorf("%s exposes unsafe variants but needs a relay they do not have", sc.Name)
+		}
+	}
+}
+
+func TestWorkloadDrawIsSeeded(t *testing.T) {
+	w := producerCrash().Workload
+	w.PoisonRate, w.HoldRate, w.Hold = 0.2, 0.1, time.Second
+	a := w.Draw(rand.New(rand.NewPCG(7, 1)))
+	b := w.Draw(rand.New(rand.NewPCG(7, 1)))
+	c := w.Draw(rand.New(rand.NewPCG(8, 1)))
+	ids := func(p Plan) []string {
+		var out []string
+		for _, txns := range p.Txns {
+			for _, t := range txns {
+				for _, e := range t.Events {
+					out = append(out, e.ID.String())
+				}
+			}
+		}
+		return out
+	}
+	if !slices.Equal(ids(a), ids(b)) || a.Total != w.Events {
+		t.Fatalf("the same seed drew different plans, or the wrong size (%d events)", a.Total)
+	}
+	if slices.Equal(ids(a), ids(c)) {
+		t.Fatal("different seeds drew the same plan")
+	}
+	crashes := 0
+	for _, txns := range a.Txns {
+		for _, t := range txns {
+			if t.CrashAtCommit {
+				crashes++
+			}
+		}
+	}
+	if crashes == 0 {
+		t.Error("a producer-crash workload drew no crash at commit")
+	}
+}
+
+func TestParseRelayLog(t *testing.T) {
+	logs := strings.Join([]string{
+		`{"time":"2026-01-02T03:04:05Z","level":"INFO","msg":"relay starting","relay_id":"relay-a"}`,
+		`{"time":"2026-01-02T03:04:06Z","level":"WARN","msg":"lease lost before mark: rows published but left to their new holder","relay_id":"relay-a","relay":"relay-a","lost":3,"ids":["x"]}`,
+		`{"time":"2026-01-02T03:04:06Z","level":"WARN","msg":"lease lost","relay_id":"relay-a","id":"y","op":"park"}`,
+		`{"time":"2026-01-02T03:04:07Z","level":"WARN","msg":"row parked","relay_id":"relay-a","id":"z"}`,
+		`{"time":"2026-01-02T03:04:07Z","level":"WARN","msg":"row parked after attempts","relay_id":"relay-a","id":"w"}`,
+		`{"time":"2026-01-02T03:04:08Z","level":"ERROR","msg":"tick failed","relay_id":"relay-a"}`,
+		`not json at all`,
+		`{"msg":"lease lost"}`,
+	}, "\n")
+	got := parseRelayLog(logs)
+	want := RelayLog{Known: true, LostLeases: 4, Parked: 2, TickFailures: 1}
+	if got != want {
+		t.Fatalf("parseRelayLog = %+v, want %+v", got, want)
+	}
+	if parseRelayLog("plain text\n") != (RelayLog{}) {
+		t.Fatal("unknown log lines were counted")
+	}
+}
+
+func TestRunNotApplicable(t *testing.T) {
+	sc, _ := Lookup(LeaseExpiry)
+	res, err := Run(context.Background(), nil, sc, Options{Seed: 3, Variant: CommitThenPublish})
+	if !errors.Is(err, ErrNotApplicable) {
+		t.Fatalf("lease-expiry with an unsafe variant: err = %v, want ErrNotApplicable", err)
+	}
+	if res.Valid || len(res.Problems) == 0 {
+		t.Fatalf("a run that could not run is reported valid: %+v", res)
+	}
+	sc, _ = Lookup(CrashBeforeMark)
+	_, err = Run(context.Background(), nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1"}})
+	if !errors.Is(err, ErrNotApplicable) {
+		t.Fatalf("crash-between-publish-and-mark with a relay without failpoints: err = %v, want ErrNotApplicable", err)
+	}
+}
+
+func TestReplayCommands(t *testing.T) {
+	sc, _ := Lookup(BrokerDown)
+	r := newRun(nil, sc, Options{Seed: 42})
+	cmd, test := r.replay()
+	if cmd != "go run ./cmd/outboxlab run --scenario broker-down --seed 42" {
+		t.Errorf("replay = %q", cmd)
+	}
+	if test != "go test ./scenarios -run 'TestCatalogue/broker-down$' -args -seed=42" {
+		t.Errorf("test replay = %q", test)
+	}
+	r = newRun(nil, sc, Options{Seed: 9, Variant: Optimistic})
+	if _, test := r.replay(); !strings.Contains(test, "TestUnsafeVariants/optimistic/broker-down$") || !strings.Contains(test, "-seed=9") {
+		t.Errorf("unsafe replay = %q", test)
+	}
+	r = newRun(nil, sc, Options{Seed: 9, Relay: RelayUnderTest{Image: "example/relay:1"}})
+	if cmd, _ := r.replay(); !strings.HasSuffix(cmd, "--relay image:example/relay:1") {
+		t.Errorf("black-box replay = %q", cmd)
+	}
+}

@@ -1,0 +1,143 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/outbox"
+)
+
+// recordingInbox is one consumer process's inbox: consumer.PGInbox, with
+// every delivery and apply recorded in the history. In a pipeline its
+// effect also stages the next hop's event in the same transaction, and
+// records that commit, caused by the event consumed.
+type recordingInbox struct {
+	r       *run
+	process string
+	bc      *boundedCtx
+	// queueTag is "queue=<name>" when the run has several queues.
+	queueTag string
+	inner    *consumer.PGInbox
+
+	// staged is set by the effect during one Apply; a consumer process
+	// handles one delivery at a time.
+	mu     sync.Mutex
+	staged *stagedCommit
+}
+
+// stagedCommit is the next hop's event staged by one Apply.
+type stagedCommit struct {
+	ids []string
+	// failed: staging itself failed, so the transaction rolled back.
+	failed bool
+}
+
+var _ consumer.Inbox = (*recordingInbox)(nil)
+
+func (in *recordingInbox) record(op history.Op) {
+	op.Process = in.process
+	in.r.rec.Record(op)
+}
+
+// Apply records the delivery, applies it through PGInbox, and records the
+// outcome. A failed apply is recorded as info (the commit may have gone
+// through) and delayed a little before the delivery is requeued, so that
+// an unreachable database does not spin the broker.
+func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	val := in.queueTag
+	if m.Redelivered {
+		val = joinValue(checker.FlagRedelivered, val)
+	}
+	ids := []string{m.ID}
+	in.record(history.Op{Type: history.OK, F: history.Deliver, Events: ids, Value: val})
+	in.record(history.Op{Type: history.Invoke, F: history.Apply, Events: ids})
+	in.mu.Lock()
+	in.staged = nil
+	in.mu.Unlock()
+
+	dup, err := in.inner.Apply(ctx, m)
+
+	in.mu.Lock()
+	st := in.staged
+	in.mu.Unlock()
+	if st != nil {
+		op := history.Op{Type: history.OK, F: history.Commit, Events: st.ids}
+		if err != nil {
+			op.Error = err.Error()
+			var pgErr *pgconn.PgError
+			if st.failed || errors.As(err, &pgErr) {
+				op.Type = history.Fail
+			} else {
+				op.Type = history.Info
+			}
+		}
+		in.record(op)
+	}
+	if err != nil {
+		in.record(history.Op{Type: history.Info, F: history.Apply, Events: ids, Error: err.Error()})
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		return false, err
+	}
+	v := ""
+	if dup {
+		v = checker.FlagDuplicate
+	}
+	in.record(history.Op{Type: history.OK, F: history.Apply, Events: ids, Value: v})
+	in.r.applied.Add(1)
+	return dup, nil
+}
+
+// effect records the consumer's effect and, for a hop of a pipeline,
+// stages the event of the next context in the same transaction.
+func (in *recordingInbox) effect() consumer.Effect {
+	base := consumer.RecordEffect(in.bc.inbox)
+	next := in.bc.next
+	return func(ctx context.Context, tx pgx.Tx, m consumer.Message) error {
+		if err := base(ctx, tx, m); err != nil {
+			return err
+		}
+		if next == nil {
+			return nil
+		}
+		ev := nextEvent(next, m)
+		st := &stagedCommit{ids: []string{ev.ID.String()}}
+		in.mu.Lock()
+		in.staged = st
+		in.mu.Unlock()
+		in.record(history.Op{Type: history.Invoke, F: history.Commit, Events: st.ids, Value: checker.CausedByValue(m.ID)})
+		if err := outbox.Stage(ctx, tx, next.table, ev, outbox.StageOptions{Notify: true}); err != nil {
+			st.failed = true
+			return err
+		}
+		return nil
+	}
+}
+
+// nextEvent is the event a hop stages in context next on consuming m: its
+// id is derived from m's, so a redelivery stages the same event.
+func nextEvent(next *boundedCtx, m consumer.Message) outbox.Event {
+	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(next.name+"/"+m.ID))
+	return outbox.Event{ID: id, Type: m.Type, Payload: append([]byte(nil), m.Payload...)}
+}
+
+func joinValue(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + " " + b
+}

@@ -1,0 +1,112 @@
+package scenarios
+
+import (
+	"maps"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/internal/testenv"
+)
+
+// LinkAppBroker is the link from the producers to the broker, used by the
+// unsafe variants that publish inline. EnvOptions declares it; in an
+// environment without it they publish through the relay's link.
+const LinkAppBroker = "app-broker"
+
+// EnvOptions returns the environment the catalogue runs in: the default
+// links plus app->broker.
+func EnvOptions() testenv.Options {
+	return testenv.Options{Links: []testenv.Link{{Name: LinkAppBroker, Service: testenv.ServiceBroker}}}
+}
+
+// LongEnv is the environment variable that turns the long mode on
+// ("1" or "true"): bigger workloads, longer safety phases, more seeds.
+const LongEnv = "OUTBOXLAB_LONG"
+
+// LongFromEnv reports whether LongEnv asks for the long mode.
+func LongFromEnv() bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(os.Getenv(LongEnv)))
+	return err == nil && b
+}
+
+// Relay timings every relay replica gets (the relay under test's Env
+// overrides them). They are short so that faults, lease expiries and
+// backoffs fit in a run of seconds; a relay that follows the black-box
+// contract but not these variables needs its own equivalents in Env.
+const (
+	PollInterval   = 100 * time.Millisecond
+	Lease          = 4 * time.Second
+	PublishTimeout = time.Second
+	StoreTimeout   = 2 * time.Second
+	BackoffBase    = 100 * time.Millisecond
+	BackoffMax     = 2 * time.Second
+	MaxAttempts    = 3
+	BatchSize      = 20
+)
+
+// TypesSpec is the OUTBOX_TYPES value that makes ./cmd/relay know the
+// workload's types and their payload shape: TypeUnknown is parked at once,
+// an OrderPlaced payload with a string amount is undecodable.
+const TypesSpec = TypeOrderPlaced + ":order_id=string;amount=integer," + TypeOrderPaid + ":order_id=string;amount=integer"
+
+// TimingEnv returns the relay settings of every replica as OUTBOX_*
+// variables.
+func TimingEnv() map[string]string {
+	return map[string]string{
+		"OUTBOX_POLL_INTERVAL":   PollInterval.String(),
+		"OUTBOX_LEASE":           Lease.String(),
+		"OUTBOX_PUBLISH_TIMEOUT": PublishTimeout.String(),
+		"OUTBOX_STORE_TIMEOUT":   StoreTimeout.String(),
+		"OUTBOX_BACKOFF_BASE":    BackoffBase.String(),
+		"OUTBOX_BACKOFF_MAX":     BackoffMax.String(),
+		"OUTBOX_MAX_ATTEMPTS":    strconv.Itoa(MaxAttempts),
+		"OUTBOX_BATCH_SIZE":      strconv.Itoa(BatchSize),
+		"OUTBOX_TYPES":           TypesSpec,
+		"OUTBOX_LOG_LEVEL":       "info",
+	}
+}
+
+// OurFeatures are the promises of this repository's relay.
+var OurFeatures = checker.Features{Stages: true, Parks: true, Fenced: true, Sweeps: true}
+
+// Ours returns the relay under test by default: this repository's relay
+// image, every feature declared, failpoints honoured.
+func Ours() RelayUnderTest {
+	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Features: OurFeatures, Failpoints: true}
+}
+
+// resolve fills in the defaults of a relay under test: no image and no
+// command means this repository's image, with its features unless others
+// are declared (a mutant keeps the promises of the relay it mutates).
+func (u RelayUnderTest) resolve() RelayUnderTest {
+	u.Env = maps.Clone(u.Env)
+	if u.Image == "" && len(u.Command) == 0 {
+		u.Image = testenv.ImageRelay
+		u.Failpoints = true
+		if u.Features == (checker.Features{}) {
+			u.Features = OurFeatures
+		}
+		if u.Name == "" {
+			u.Name = "ours"
+		}
+	}
+	if u.Name == "" {
+		if u.Image != "" {
+			u.Name = u.Image
+		} else {
+			u.Name = strings.Join(u.Command, " ")
+		}
+	}
+	return u
+}
+
+// setting returns the value of an OUTBOX_* setting a replica gets.
+func (u RelayUnderTest) setting(name string) string {
+	if v, ok := u.Env[name]; ok {
+		return v
+	}
+	return TimingEnv()[name]
+}

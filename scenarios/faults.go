@@ -1,0 +1,308 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/internal/testenv"
+)
+
+// faultState counts a fault's hits and whether it may be in effect.
+type faultState struct {
+	hits   atomic.Int64
+	active atomic.Bool
+}
+
+// Hits counts how many times the fault fired.
+func (f *faultState) Hits() int64 { return f.hits.Load() }
+
+// serviceKill kills PostgreSQL or RabbitMQ and, when healed, starts it
+// again and waits until it accepts connections: the next scenario of the
+// environment must find it ready.
+type serviceKill struct {
+	*chaos.ContainerFault
+	c *testenv.Container
+}
+
+func newServiceKill(c *testenv.Container, class string) *serviceKill {
+	return &serviceKill{ContainerFault: chaos.KillContainer(c, class), c: c}
+}
+
+// Heal starts the container and waits until its service is ready.
+func (f *serviceKill) Heal(ctx context.Context) error {
+	if err := f.ContainerFault.Heal(ctx); err != nil {
+		return err
+	}
+	if err := f.c.WaitReady(ctx); err != nil {
+		return fmt.Errorf("%s after restart: %w", f.c.Name(), err)
+	}
+	return nil
+}
+
+// failpointKill starts a relay replica afresh with a failpoint that kills
+// it at a named point of its tick, and counts a hit each time the replica
+// dies there; the heal starts it again without the failpoint. The death
+// is recorded in the history as a Crash of the relay's process.
+type failpointKill struct {
+	faultState
+	r     *run
+	slot  *relaySlot
+	point string
+	// within bounds the wait for the kill once injected.
+	within time.Duration
+}
+
+func (f *failpointKill) Name() string  { return f.slot.name + " killed at " + f.point }
+func (f *failpointKill) Class() string { return chaos.ClassRelay }
+func (f *failpointKill) Kind() string  { return chaos.KindFailpoint }
+
+// Inject starts the replica with the failpoint and waits until it died
+// there. The first claim after the start sleeps a moment so that the
+// start is seen running before the replica can die.
+func (f *failpointKill) Inject(ctx context.Context) error {
+	f.active.Store(true)
+	spec := "after-claim=1*sleep(500ms);" + f.point + "=kill"
+	if err := f.slot.recreate(ctx, map[string]string{chaos.FailpointsEnv: spec}); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, f.within)
+	defer cancel()
+	h := f.slot.handle()
+	code, err := h.WaitExit(wctx)
+	if err != nil {
+		return fmt.Errorf("%s did not reach %s within %s: %w", f.slot.name, f.point, f.within, err)
+	}
+	logs, _ := h.Logs(ctx, 0)
+	if code != 137 || strings.Contains(logs, `"relay stopped"`) {
+		return fmt.Errorf("%s exited with status %d, not killed at %s", f.slot.name, code, f.point)
+	}
+	f.hits.Add(1)
+	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Crash, Value: "failpoint " + f.point})
+	return nil
+}
+
+// Heal starts the replica again without failpoints.
+func (f *failpointKill) Heal(ctx context.Context) error {
+	if !f.active.Load() {
+		return nil
+	}
+	if err := f.slot.recreate(ctx, nil); err != nil {
+		return err
+	}
+	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Restart})
+	f.active.Store(false)
+	return nil
+}
+
+// pauseHolding freezes a relay replica while it holds claimed rows and
+// keeps it frozen past their lease. Its hits count pauses that caught the
+// replica holding claims. The heal waits until another replica has taken
+// and marked the held rows, notes their processed_at, and thaws the
+// replica: its late mark must change none of them (fencing).
+type pauseHolding struct {
+	faultState
+	r    *run
+	slot *relaySlot
+	// within bounds the wait for a claim to catch, and again for the
+	// takeover at heal.
+	within time.Duration
+
+	mu        sync.Mutex
+	held      []uuid.UUID
+	snapshot  map[uuid.UUID]time.Time
+	takenOver bool
+}
+
+func (f *pauseHolding) Name() string  { return f.slot.name + " pause holding claims" }
+func (f *pauseHolding) Class() string { return chaos.ClassRelay }
+func (f *pauseHolding) Kind() string  { return chaos.KindPause }
+
+// heldRows lists the rows the replica holds under an unexpired lease and
+// has not marked.
+func (f *pauseHolding) heldRows(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := f.r.admin.Query(ctx, `SELECT id FROM `+f.slot.bc.table.Ident()+`
+		WHERE locked_by = $1 AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL`, f.slot.name)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+// Inject waits until the replica holds claims, pauses it, and checks that
+// it still held them once frozen; otherwise it thaws it and tries again.
+func (f *pauseHolding) Inject(ctx context.Context) error {
+	f.active.Store(true)
+	wctx, cancel := context.WithTimeout(ctx, f.within)
+	defer cancel()
+	err := chaos.WaitFor(wctx, 20*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ids, err := f.heldRows(ctx)
+		if err != nil || len(ids) == 0 {
+			return false, nil
+		}
+		if err := f.slot.Pause(ctx); err != nil {
+			return false, err
+		}
+		ids, err = f.heldRows(ctx)
+		if err == nil && len(ids) > 0 {
+			f.mu.Lock()
+			f.held, f.snapshot, f.takenOver = ids, nil, false
+			f.mu.Unlock()
+			return true, nil
+		}
+		return false, f.slot.Unpause(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("pausing %s while it holds claims: %w", f.slot.name, err)
+	}
+	f.hits.Add(1)
+	return nil
+}
+
+// Heal waits (bounded) until the held rows are marked by another replica,
+// notes their processed_at, and thaws the replica.
+func (f *pauseHolding) Heal(ctx context.Context) error {
+	if !f.active.Load() {
+		return nil
+	}
+	f.mu.Lock()
+	held := f.held
+	f.mu.Unlock()
+	if len(held) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, f.within)
+		snap := map[uuid.UUID]time.Time{}
+		err := chaos.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+			clear(snap)
+			rows, err := f.r.admin.Query(ctx, `SELECT id, processed_at FROM `+f.slot.bc.table.Ident()+`
+				WHERE id = ANY($1) AND processed_at IS NOT NULL AND locked_by <> $2`, held, f.slot.name)
+			if err != nil {
+				return false, nil
+			}
+			var (
+				id uuid.UUID
+				at time.Time
+			)
+			_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { snap[id] = at; return nil })
+			return err == nil && len(snap) == len(held), nil
+		})
+		cancel()
+		f.mu.Lock()
+		if err == nil {
+			f.snapshot, f.takenOver = snap, true
+		}
+		f.mu.Unlock()
+	}
+	if err := f.slot.Unpause(ctx); err != nil {
+		return err
+	}
+	f.active.Store(false)
+	return nil
+}
+
+// verdict checks the rows the replica held when it was frozen: another
+// replica took them over, and the thawed replica's late mark changed
+// none of them. It returns the problems found and how many rows it
+// judged.
+func (f *pauseHolding) verdict(ctx context.Context) ([]string, int) {
+	f.mu.Lock()
+	held, snap, took := f.held, f.snapshot, f.takenOver
+	f.mu.Unlock()
+	if len(held) == 0 {
+		return nil, 0
+	}
+	if !took {
+		return []string{fmt.Sprintf("lease-expiry: no other replica marked the %d rows %s held while it was paused", len(held), f.slot.name)}, 0
+	}
+	var problems []string
+	rows, err := f.r.admin.Query(ctx, `SELECT id, processed_at, locked_by FROM `+f.slot.bc.table.Ident()+` WHERE id = ANY($1)`, held)
+	if err != nil {
+		return []string{fmt.Sprintf("lease-expiry: reading the held rows: %v", err)}, 0
+	}
+	var (
+		id   uuid.UUID
+		at   *time.Time
+		by   *string
+		seen int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &at, &by}, func() error {
+		seen++
+		want := snap[id]
+		switch {
+		case at == nil:
+			problems = append(problems, fmt.Sprintf("fencing: row %s lost its processed_at after %s resumed", id, f.slot.name))
+		case !at.Equal(want):
+			problems = append(problems, fmt.Sprintf("fencing: row %s was marked again after %s resumed past its lease (processed_at %s, was %s)",
+				id, f.slot.name, at.UTC().Format(time.RFC3339Nano), want.UTC().Format(time.RFC3339Nano)))
+		case by != nil && *by == f.slot.name:
+			problems = append(problems, fmt.Sprintf("fencing: row %s is locked by %s again after it lost the lease", id, f.slot.name))
+		}
+		return nil
+	})
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("lease-expiry: reading the held rows: %v", err))
+	}
+	return problems, seen
+}
+
+// relayClock starts a relay replica afresh with its process clock offset
+// (OUTBOX_CLOCK_OFFSET); the heal starts it again without the offset.
+type relayClock struct {
+	faultState
+	slot   *relaySlot
+	offset time.Duration
+}
+
+func (f *relayClock) Name() string {
+	return f.slot.name + " clock " + chaos.FormatClockOffset(f.offset)
+}
+func (f *relayClock) Class() string { return chaos.ClassClock }
+func (f *relayClock) Kind() string  { return chaos.KindClockSkew }
+
+// Inject starts the replica with the offset.
+func (f *relayClock) Inject(ctx context.Context) error {
+	f.active.Store(true)
+	if err := f.slot.recreate(ctx, map[string]string{chaos.ClockOffsetEnv: chaos.FormatClockOffset(f.offset)}); err != nil {
+		return err
+	}
+	f.hits.Add(1)
+	return nil
+}
+
+// Heal starts the replica without an offset.
+func (f *relayClock) Heal(ctx context.Context) error {
+	if !f.active.Load() {
+		return nil
+	}
+	if err := f.slot.recreate(ctx, nil); err != nil {
+		return err
+	}
+	f.active.Store(false)
+	return nil
+}
+
+// checkerClass maps the class of a chaos fault to the checker's; "" lets
+// the checker classify the fault by its name.
+func checkerClass(class string) checker.FaultClass {
+	switch class {
+	case chaos.ClassBroker:
+		return checker.FaultBroker
+	case chaos.ClassDB:
+		return checker.FaultDB
+	case chaos.ClassRelay, chaos.ClassProducer:
+		return checker.FaultProcess
+	case chaos.ClassClock:
+		return checker.FaultClock
+	case chaos.ClassNetwork:
+		return checker.FaultOther
+	}
+	return ""
+}

@@ -1,0 +1,286 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
+)
+
+var (
+	seedFlag = flag.String("seed", "", "seed of every scenario run (default: drawn from the clock and printed)")
+	longFlag = flag.Bool("long", false, "long mode: bigger workloads, longer safety phases, more seeds (also "+LongEnv+"=1)")
+)
+
+// shared is the environment every test of the package runs in, one run
+// after another: starting the containers is the slow part.
+var shared struct {
+	once sync.Once
+	env  *testenv.Env
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if shared.env != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := shared.env.Close(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "closing the environment: %v\n", err)
+			code = 1
+		}
+		cancel()
+	}
+	if code == 0 {
+		if err := goleak.Find(
+			// The toxiproxy client and testcontainers use HTTP clients whose
+			// idle keep-alive connections outlive the runs.
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// sharedEnv returns the package's environment, starting it on first use.
+// It skips under -short, and without Docker unless OUTBOXLAB_REQUIRE_DOCKER
+// is set.
+func sharedEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("scenarios run on containers; skipped under -short")
+	}
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		opts := EnvOptions()
+		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+		shared.env, shared.err = testenv.Start(ctx, opts)
+	})
+	if shared.err != nil {
+		if errors.Is(shared.err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
+			t.Skipf("scenarios need Docker: %v", shared.err)
+		}
+		t.Fatalf("starting the environment: %v", shared.err)
+	}
+	return shared.env
+}
+
+// seeds returns the seeds each scenario runs with: the -seed flag, or one
+// drawn from the clock; three consecutive ones in long mode.
+func seeds(t *testing.T) []uint64 {
+	t.Helper()
+	var base uint64
+	if *seedFlag != "" {
+		n, err := strconv.ParseUint(*seedFlag, 10, 64)
+		if err != nil {
+			t.Fatalf("-seed: %v", err)
+		}
+		base = n
+	} else {
+		base = uint64(time.Now().UnixNano()) % 1_000_000_000
+	}
+	if long() {
+		return []uint64{base, base + 1, base + 2}
+	}
+	return []uint64{base}
+}
+
+func long() bool { return *longFlag || LongFromEnv() }
+
+func runOptions(t *testing.T, seed uint64) Options {
+	return Options{Seed: seed, Long: long(), Log: func(s string) { t.Log(s) }}
+}
+
+// summary collects one line per run for the table a test prints last.
+type summary struct {
+	mu   sync.Mutex
+	rows []Result
+}
+
+func (s *summary) add(r Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = append(s.rows, r)
+}
+
+func (s *summary) print(t *testing.T, total time.Duration) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tvariant\tseed\tverdict\ttime\tdrain\tcommitted\trolled back\tindet.\tdelivered\tdup deliv.\tdup effects\tlost\tphantom\tparked\tfaults (hits)")
+	for _, r := range s.rows {
+		v := "PASS"
+		if !r.Valid {
+			v = "FAIL"
+		}
+		var faults []string
+		for _, f := range r.Faults {
+			faults = append(faults, fmt.Sprintf("%s=%d", f.Name, f.Hits))
+		}
+		c := r.Counts
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
+			r.Scenario, r.Variant, r.Seed, v, r.Duration.Round(100*time.Millisecond), r.DrainTime.Round(100*time.Millisecond),
+			c.Committed, c.RolledBack, c.Indeterminate, c.Delivered, c.DuplicateDeliveries, c.DuplicateEffects,
+			c.Lost, c.Phantom, c.Parked, strings.Join(faults, ", "))
+	}
+	tw.Flush()
+	t.Logf("%d runs in %s\n%s", len(s.rows), total.Round(time.Second), b.String())
+}
+
+// TestCatalogue runs every scenario against this repository's relay: each
+// must pass every checker with every intended fault fired.
+func TestCatalogue(t *testing.T) {
+	env := sharedEnv(t)
+	began := time.Now()
+	var sum summary
+	for _, sc := range Catalogue() {
+		t.Run(sc.Name, func(t *testing.T) {
+			for _, seed := range seeds(t) {
+				res, err := Run(context.Background(), env, sc, runOptions(t, seed))
+				if err != nil {
+					t.Fatalf("SEED=%d: %v\nreplay: %s", seed, err, res.ReplayTest)
+				}
+				sum.add(res)
+				requireValid(t, res)
+			}
+		})
+	}
+	sum.print(t, time.Since(began))
+}
+
+// requireValid fails t unless res passed with every fault fired.
+func requireValid(t *testing.T, res Result) {
+	t.Helper()
+	for _, f := range res.Faults {
+		if f.Hits == 0 {
+			t.Errorf("fault %s never fired", f.Name)
+		}
+	}
+	if !res.Valid {
+		t.Errorf("SEED=%d %s failed:\n  %s\n%s\nreplay: %s\n        %s", res.Seed, res.Scenario,
+			strings.Join(res.Problems, "\n  "), res.Report.Summary(), res.Replay, res.ReplayTest)
+	}
+}
+
+// TestUnsafeVariants runs each unsafe producer variant under the
+// scenarios that expose it: every such run must report the events the
+// variant really lost or invented, and so fail.
+func TestUnsafeVariants(t *testing.T) {
+	env := sharedEnv(t)
+	began := time.Now()
+	var sum summary
+	for _, v := range []Variant{PublishThenCommit, CommitThenPublish, Optimistic} {
+		t.Run(string(v), func(t *testing.T) {
+			exposing := 0
+			for _, sc := range Catalogue() {
+				if !slices.Contains(sc.Exposes, v) {
+					continue
+				}
+				exposing++
+				t.Run(sc.Name, func(t *testing.T) {
+					seed := seeds(t)[0]
+					opts := runOptions(t, seed)
+					opts.Variant = v
+					res, err := Run(context.Background(), env, sc, opts)
+					if err != nil {
+						t.Fatalf("SEED=%d: %v", seed, err)
+					}
+					sum.add(res)
+					c := res.Counts
+					t.Logf("%s under %s: %d committed, %d delivered, %d lost, %d phantom", v, sc.Name, c.Committed, c.Delivered, c.Lost, c.Phantom)
+					switch {
+					case v == PublishThenCommit && c.Phantom == 0:
+						t.Errorf("SEED=%d: publish-then-commit produced no phantom event under %s\nreplay: %s", seed, sc.Name, res.ReplayTest)
+					case v != PublishThenCommit && c.Lost == 0:
+						t.Errorf("SEED=%d: %s lost no event under %s\nreplay: %s", seed, v, sc.Name, res.ReplayTest)
+					}
+					if res.Valid {
+						t.Errorf("SEED=%d: %s passed %s", seed, v, sc.Name)
+					}
+					for _, f := range res.Faults {
+						if f.Hits == 0 {
+							t.Errorf("fault %s never fired", f.Name)
+						}
+					}
+				})
+			}
+			if exposing == 0 {
+				t.Errorf("no scenario of the catalogue exposes %s", v)
+			}
+		})
+	}
+	sum.print(t, time.Since(began))
+}
+
+// TestBlackBoxImage runs this repository's relay image as any other relay
+// image would run: through the black-box path, with its features declared
+// and no failpoints assumed.
+func TestBlackBoxImage(t *testing.T) {
+	env := sharedEnv(t)
+	rut := RelayUnderTest{Name: "black-box " + testenv.ImageRelay, Image: testenv.ImageRelay, Features: OurFeatures}
+	for _, name := range []string{Baseline, BrokerDown} {
+		t.Run(name, func(t *testing.T) {
+			sc, _ := Lookup(name)
+			opts := runOptions(t, seeds(t)[0])
+			opts.Relay = rut
+			res, err := Run(context.Background(), env, sc, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Relay != rut.Name {
+				t.Errorf("result names relay %q, want %q", res.Relay, rut.Name)
+			}
+			requireValid(t, res)
+		})
+	}
+	t.Run("not applicable", func(t *testing.T) {
+		sc, _ := Lookup(CrashBeforeMark)
+		opts := runOptions(t, 1)
+		opts.Relay = rut
+		if _, err := Run(context.Background(), env, sc, opts); !errors.Is(err, ErrNotApplicable) {
+			t.Fatalf("crash-between-publish-and-mark with a relay that declares no failpoints: err = %v, want ErrNotApplicable", err)
+		}
+	})
+}
+
+// TestBlackBoxCommand runs the relay as a host process given as a command,
+// built from ./cmd/relay.
+func TestBlackBoxCommand(t *testing.T) {
+	env := sharedEnv(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("building ./cmd/relay needs the go command: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "relay")
+	build := exec.Command(goBin, "build", "-o", bin, "github.com/outboxlab/outboxlab/cmd/relay")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building ./cmd/relay: %v\n%s", err, out)
+	}
+	sc, _ := Lookup(BrokerDown)
+	opts := runOptions(t, seeds(t)[0])
+	opts.Relay = RelayUnderTest{Name: "command relay", Command: []string{bin}, Features: OurFeatures, Failpoints: true}
+	res, err := Run(context.Background(), env, sc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireValid(t, res)
+}
