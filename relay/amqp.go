@@ -349,23 +349,30 @@ func (s *amqpSession) forget(id string) {
 	delete(s.returned, id)
 }
 
+// syncTimeout bounds the in-process handshake with returnLoop, which never
+// blocks for long; it is independent of the caller's context so that a
+// confirm that arrived in time is not lost to a deadline passing meanwhile.
+const syncTimeout = 5 * time.Second
+
 // wasReturned synchronises with returnLoop, so that every return the
 // broker sent before the confirm is recorded, then reports (and forgets)
 // whether id was returned.
-func (s *amqpSession) wasReturned(ctx context.Context, id string) (bool, error) {
+func (s *amqpSession) wasReturned(id string) (bool, error) {
+	timer := time.NewTimer(syncTimeout)
+	defer timer.Stop()
 	ack := make(chan struct{})
 	select {
 	case s.syncReq <- ack:
 		select {
 		case <-ack:
 		case <-s.loopDone:
-		case <-ctx.Done():
-			return false, ctx.Err()
+		case <-timer.C:
+			return false, errors.New("return tracking did not answer")
 		}
 	case <-s.loopDone:
 		// The loop drained the closed channel of returns before it ended.
-	case <-ctx.Done():
-		return false, ctx.Err()
+	case <-timer.C:
+		return false, errors.New("return tracking did not answer")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -435,6 +442,15 @@ type amqpConfirmation struct {
 func (c *amqpConfirmation) Wait(ctx context.Context) error {
 	acked, err := c.dc.WaitContext(ctx)
 	if err != nil {
+		// WaitContext picks at random when the confirm and the deadline
+		// are both there: a confirm that did arrive wins.
+		select {
+		case <-c.dc.Done():
+			acked, err = c.dc.Acked(), nil
+		default:
+		}
+	}
+	if err != nil {
 		// A confirm this late means the connection is not to be trusted:
 		// dial afresh on the next publish.
 		c.sess.breakOff()
@@ -449,7 +465,7 @@ func (c *amqpConfirmation) Wait(ctx context.Context) error {
 		}
 		return fmt.Errorf("awaiting confirm of %s: %w", c.id, ErrNacked)
 	}
-	returned, err := c.sess.wasReturned(ctx, c.id)
+	returned, err := c.sess.wasReturned(c.id)
 	if err != nil {
 		return fmt.Errorf("awaiting return of %s: %w: %w", c.id, ErrBrokerUnavailable, err)
 	}

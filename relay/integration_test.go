@@ -17,19 +17,22 @@ import (
 )
 
 // testConfig is a relay configuration with durations short enough for
-// tests.
+// tests. The publish timeout leaves room for a loaded machine: a test
+// without faults asserts that nothing is published twice, and a confirm
+// that misses its timeout is published again. Tests about leases and
+// timeouts shorten them.
 func testConfig(id string) relay.Config {
 	return relay.Config{
 		RelayID:        id,
 		PollInterval:   50 * time.Millisecond,
 		BatchSize:      100,
-		Lease:          2 * time.Second,
+		Lease:          12 * time.Second,
 		MaxAttempts:    3,
 		BackoffBase:    50 * time.Millisecond,
 		BackoffMax:     200 * time.Millisecond,
 		Retention:      time.Hour,
 		SweepInterval:  50 * time.Millisecond,
-		PublishTimeout: 500 * time.Millisecond,
+		PublishTimeout: 5 * time.Second,
 		StoreTimeout:   5 * time.Second,
 		PublishWindow:  50,
 	}
@@ -163,6 +166,7 @@ func TestExpiredLeaseFencesLateMark(t *testing.T) {
 
 	cfg := testConfig("relay-a")
 	cfg.Lease = 1200 * time.Millisecond
+	cfg.PublishTimeout = 500 * time.Millisecond
 	hold := newPausePoint(relay.FailAfterConfirmBeforeMark)
 	a := newRelay(t, cfg, db, b, relay.Options{Failpoints: hold})
 	bRelay := newRelay(t, testConfig("relay-b"), db, b, relay.Options{})

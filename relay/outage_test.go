@@ -37,8 +37,8 @@ func TestBrokerOutageConsumesNoAttempts(t *testing.T) {
 			// A failed batch keeps its leases until they expire, so the
 			// same rows fail again once per lease: keep it short.
 			cfg := testConfig("relay-a")
-			cfg.Lease = time.Second
-			cfg.PublishTimeout = 400 * time.Millisecond
+			cfg.Lease = 2500 * time.Millisecond
+			cfg.PublishTimeout = time.Second
 			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: link.URL, Exchange: b.Exchange, DialTimeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -69,9 +69,9 @@ func TestBrokerOutageConsumesNoAttempts(t *testing.T) {
 				}
 			})
 			during := stageRows(t, db, ids, 30, "order.placed", time.Time{})
-			failures := r.Totals().BrokerFailures.Load()
-			waitFor(t, 20*time.Second, "three batches failing on the broker", func() (bool, error) {
-				return r.Totals().BrokerFailures.Load() >= failures+3, nil
+			failures, ticks := r.Totals().BrokerFailures.Load(), r.Totals().Ticks.Load()
+			waitFor(t, 30*time.Second, "several ticks and two batches failing on the broker", func() (bool, error) {
+				return r.Totals().BrokerFailures.Load() >= failures+2 && r.Totals().Ticks.Load() >= ticks+10, nil
 			})
 			if n := count(t, db, `id = ANY($1) AND processed_at IS NULL AND faulted_at IS NULL AND attempts = 0`, eventIDs(during)); n != len(during) {
 				t.Errorf("%d of %d rows staged during the outage are pending with no attempt", n, len(during))
