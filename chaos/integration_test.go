@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -260,7 +261,72 @@ func TestToxicsOnAppDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", n.Summary())
+
+	// A schedule drawn from the seed, run by the nemesis during a safety
+	// phase under a query workload, then healed in the liveness phase.
+	t.Run("schedule", func(t *testing.T) {
+		s, err := chaos.Generate(*seed, n.Faults(), chaos.ScheduleConfig{
+			Span: 8 * time.Second, MinGap: 200 * time.Millisecond, MaxGap: time.Second,
+			MinDuration: 300 * time.Millisecond, MaxDuration: 1500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("SEED=%d (replay: go test ./chaos -run 'TestToxicsOnAppDB/schedule' -chaos.seed=%d)\n%s", *seed, *seed, s)
+		before := n.Hits()
+		p := &chaos.Phases{Recorder: rec, Nemesis: n, Safety: s.Span, Steps: s.Steps, DrainWithin: 30 * time.Second}
+		var ok, failed int
+		err = p.RunSafety(ctx, func(ctx context.Context) error {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if _, _, err := pgQuery(ctx, url, "SELECT 'w'", time.Second); err != nil {
+					if ctx.Err() == nil {
+						failed++
+					}
+				} else {
+					ok++
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-tick.C:
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took, err := p.RunLiveness(ctx, func(ctx context.Context) (bool, error) {
+			_, _, err := pgQuery(ctx, url, "SELECT 'drained'", 2*time.Second)
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.StartCheck()
+		t.Logf("workload: %d queries answered, %d failed; liveness took %s", ok, failed, took.Round(time.Millisecond))
+		for _, name := range s.Faults() {
+			f, _ := n.Fault(name)
+			if got := f.Hits() - before[name]; got < 1 {
+				t.Errorf("%s was scheduled but fired %d times", name, got)
+			} else {
+				t.Logf("%-32s fired %d time(s) in the schedule", name, got)
+			}
+		}
+		if len(n.Open()) != 0 {
+			t.Fatalf("faults still open after liveness: %v", n.Open())
+		}
+		if toxics, err := link.Proxy().Toxics(); err != nil || len(toxics) != 0 {
+			t.Fatalf("toxics left after liveness: %+v, %v", toxics, err)
+		}
+		if ok == 0 {
+			t.Fatal("the workload never got an answer during the safety phase")
+		}
+	})
 }
+
+var seed = flag.Uint64("chaos.seed", 1, "seed of the fault schedule of TestToxicsOnAppDB/schedule")
 
 // publishOnce publishes one message through a fresh publisher on url and
 // waits for its confirm, all within timeout.

@@ -77,8 +77,9 @@ func (c ScheduleConfig) withDefaults() ScheduleConfig {
 	return c
 }
 
-// Validate reports what is wrong with c after defaults.
+// Validate reports what is wrong with c once its defaults are applied.
 func (c ScheduleConfig) Validate() error {
+	c = c.withDefaults()
 	var errs []error
 	if c.Span <= 0 {
 		errs = append(errs, fmt.Errorf("Span must be positive, got %s", c.Span))
@@ -235,17 +236,16 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // Periodic returns the fixed-shape schedule a single-fault scenario uses:
 // fault (of kind) starts at first, lasts duration, and comes back gap
-// after each heal, as long as a whole window fits in span.
+// after each heal (a negative gap counts as 0), as long as a whole window
+// fits in span.
 func Periodic(fault, kind string, first, duration, gap, span time.Duration) Schedule {
 	s := Schedule{Span: span, Enabled: []KindWeight{{kind, 1}}, MaxGap: gap, MaxDuration: duration}
 	if duration <= 0 {
 		return s
 	}
+	gap = max(gap, 0)
 	for t := first; t+duration <= span; t += duration + gap {
 		s.Steps = append(s.Steps, Step{At: t, Fault: fault, Kind: kind, Duration: duration})
-		if gap < 0 {
-			break
-		}
 	}
 	return s
 }
