@@ -1,0 +1,792 @@
+// Package bench measures the production relay side by side with the
+// broker's own limit and with a peer relay, on the same PostgreSQL and
+// RabbitMQ, in one run:
+//
+//  1. raw: amqp091 publishing the events straight from memory with
+//     asynchronous publisher confirms, as many in flight as the relay's
+//     publish window: the broker's limit for this workload;
+//  2. relay: the production relay (relay.New over relay.PGStore and
+//     relay.AMQPPublisher, in this process) draining a backlog of N staged
+//     events, with one replica and with two, each replica with its own
+//     pool and broker connection;
+//  3. watermill: watermill's SQL forwarder (components/forwarder over
+//     watermill-sql and watermill-amqp) draining the same backlog staged
+//     through its own SQL publisher;
+//  4. latency: one replica at half the measured capacity, polling only and
+//     woken by LISTEN/NOTIFY: COMMIT -> confirmed publish and COMMIT ->
+//     consumer delivery, p50, p99 and max.
+//
+// Every contender publishes the same payloads to the same exchange and
+// queue, and a drain counts only once the queue holds every message.
+// Throughput is stated as ratios measured side by side: machines are noisy
+// and absolute figures move from run to run.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// Options configures Run. The zero value runs the whole benchmark with its
+// defaults.
+type Options struct {
+	// Events is the backlog N every drain starts from. Default 100,000.
+	Events int
+	// PayloadBytes is the approximate size of each JSON payload. Default
+	// 256.
+	PayloadBytes int
+	// Seed makes the payloads and ids. Default 1.
+	Seed uint64
+	// Relay is the configuration of every replica (RelayID is set per
+	// replica); its zero fields take the relay's defaults. The raw
+	// publisher uses the same PublishWindow.
+	Relay relay.Config
+	// LatencyDuration is how long the producers run at half capacity in
+	// each latency run: the event count is fixed from it and the measured
+	// capacity, the same for both modes. Default 10 s.
+	LatencyDuration time.Duration
+	// Producers is how many connections stage events in the latency runs.
+	// Default 16.
+	Producers int
+	// DrainTimeout bounds each drain. Default 3 minutes.
+	DrainTimeout time.Duration
+	// WatermillTimeout bounds the watermill drain; when it runs out, the
+	// rate is what watermill forwarded until then and Result.Notes says so.
+	// Default 150 s.
+	WatermillTimeout time.Duration
+	// SkipWatermill and SkipLatency leave out those phases.
+	SkipWatermill, SkipLatency bool
+	// ProfileDir receives relay-cpu.pprof, the CPU profile of the process
+	// during the one-replica drain. Default: a new directory under the
+	// system's temporary directory.
+	ProfileDir string
+	// Schema, Exchange and Queue are where the run works; all are dropped
+	// first and removed at the end. Defaults "outboxlab_bench",
+	// "outboxlab.bench" and "outboxlab.bench".
+	Schema, Exchange, Queue string
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Defaults of Options.
+const (
+	DefaultEvents           = 100_000
+	DefaultPayloadBytes     = 256
+	DefaultLatencyDuration  = 10 * time.Second
+	DefaultProducers        = 16
+	DefaultDrainTimeout     = 3 * time.Minute
+	DefaultWatermillTimeout = 150 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.Events == 0 {
+		o.Events = DefaultEvents
+	}
+	if o.PayloadBytes == 0 {
+		o.PayloadBytes = DefaultPayloadBytes
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	o.Relay = o.Relay.WithDefaults()
+	if o.LatencyDuration == 0 {
+		o.LatencyDuration = DefaultLatencyDuration
+	}
+	if o.Producers == 0 {
+		o.Producers = DefaultProducers
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.WatermillTimeout == 0 {
+		o.WatermillTimeout = DefaultWatermillTimeout
+	}
+	if o.Schema == "" {
+		o.Schema = "outboxlab_bench"
+	}
+	if o.Exchange == "" {
+		o.Exchange = "outboxlab.bench"
+	}
+	if o.Queue == "" {
+		o.Queue = "outboxlab.bench"
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// Validate reports what is wrong with o after defaults.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	if o.Events < 1 {
+		errs = append(errs, fmt.Errorf("Events must be positive, got %d", o.Events))
+	}
+	if o.PayloadBytes < 1 {
+		errs = append(errs, fmt.Errorf("PayloadBytes must be positive, got %d", o.PayloadBytes))
+	}
+	if o.Producers < 1 {
+		errs = append(errs, fmt.Errorf("Producers must be positive, got %d", o.Producers))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"LatencyDuration", o.LatencyDuration}, {"DrainTimeout", o.DrainTimeout}, {"WatermillTimeout", o.WatermillTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	cfg := o.Relay
+	cfg.RelayID = "bench"
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Relay: %w", err))
+	}
+	if _, err := outbox.ParseTable(o.Schema + ".outbox"); err != nil {
+		errs = append(errs, fmt.Errorf("Schema: %w", err))
+	}
+	if o.Exchange == "" || o.Queue == "" {
+		errs = append(errs, errors.New("Exchange and Queue must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// Result is what one run measured. The first fields are the summary the
+// command prints with --json; the rest are the details behind them.
+type Result struct {
+	Events              int     `json:"events"`
+	RawMsgsPerSec       float64 `json:"raw_msgs_per_sec"`
+	RelayMsgsPerSec     float64 `json:"relay_msgs_per_sec"`
+	Relay2MsgsPerSec    float64 `json:"relay2_msgs_per_sec"`
+	WatermillMsgsPerSec float64 `json:"watermill_msgs_per_sec"`
+	// RatioToRaw is RelayMsgsPerSec / RawMsgsPerSec (one replica).
+	RatioToRaw float64 `json:"ratio_to_raw"`
+	// RatioToWatermill is RelayMsgsPerSec / WatermillMsgsPerSec (one
+	// replica against one forwarder).
+	RatioToWatermill float64 `json:"ratio_to_watermill"`
+	// The latency fields are COMMIT -> confirmed publish at half capacity.
+	LatencyPollP50Ms   float64 `json:"latency_poll_p50_ms"`
+	LatencyPollP99Ms   float64 `json:"latency_poll_p99_ms"`
+	LatencyNotifyP50Ms float64 `json:"latency_notify_p50_ms"`
+	LatencyNotifyP99Ms float64 `json:"latency_notify_p99_ms"`
+
+	// LatencyPollMaxMs and LatencyNotifyMaxMs complete the summary.
+	LatencyPollMaxMs   float64 `json:"latency_poll_max_ms"`
+	LatencyNotifyMaxMs float64 `json:"latency_notify_max_ms"`
+	// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
+	Ratio2ToRaw float64 `json:"ratio2_to_raw"`
+
+	// Phases are the drains in the order they ran.
+	Phases []Phase `json:"phases"`
+	// Latency holds both latency runs in full (poll, then notify).
+	Latency []Latency `json:"latency,omitempty"`
+	// Profile summarises the CPU profile of the one-replica drain.
+	Profile *Profile `json:"profile,omitempty"`
+	// ClaimPlan is EXPLAIN of the claim with the whole backlog pending;
+	// ClaimUsesPendingIndex says whether it scans the partial index.
+	ClaimPlan             string `json:"claim_plan"`
+	ClaimUsesPendingIndex bool   `json:"claim_uses_pending_index"`
+	// Hygiene is the one-replica table after its drain, after sweeping
+	// every processed row, and after a VACUUM standing in for
+	// autovacuum's next visit.
+	Hygiene []TableStats `json:"hygiene,omitempty"`
+	// Config is what the run used.
+	Config RunConfig `json:"config"`
+	// Notes say what a reader must know to read the figures.
+	Notes []string `json:"notes,omitempty"`
+	// Seconds is the run's wall time, setup included.
+	Seconds float64 `json:"seconds"`
+}
+
+// RunConfig records the settings of a run.
+type RunConfig struct {
+	Events          int     `json:"events"`
+	PayloadBytes    int     `json:"payload_bytes"`
+	Seed            uint64  `json:"seed"`
+	BatchSize       int     `json:"batch_size"`
+	PublishWindow   int     `json:"publish_window"`
+	PollIntervalMs  float64 `json:"poll_interval_ms"`
+	LatencyEvents   int     `json:"latency_events"`
+	LatencyRate     float64 `json:"latency_rate"`
+	Producers       int     `json:"producers"`
+	WatermillConfig string  `json:"watermill_config"`
+}
+
+// Phase is one drain of the backlog.
+type Phase struct {
+	// Name is raw, relay-1, relay-2 or watermill.
+	Name string `json:"name"`
+	// Events is how many messages the phase got confirmed (fewer than N
+	// only when a bound ran out; see Result.Notes).
+	Events     int     `json:"events"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	// CPU is the CPU time spent during the phase.
+	CPU CPU `json:"cpu"`
+	// QueueDepth is the queue's depth after the phase: every message
+	// once, no more.
+	QueueDepth int `json:"queue_depth"`
+	// Breakdown says where the relay's replicas spent the drain.
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
+}
+
+// TableStats describes an outbox table at one moment.
+type TableStats struct {
+	Moment     string `json:"moment"`
+	LiveTuples int64  `json:"live_tuples"`
+	DeadTuples int64  `json:"dead_tuples"`
+	TableBytes int64  `json:"table_bytes"`
+	IndexBytes int64  `json:"index_bytes"`
+	Updates    int64  `json:"updates"`
+	HOTUpdates int64  `json:"hot_updates"`
+}
+
+// Run runs the benchmark on env and returns what it measured. It fails
+// when a contender loses, duplicates or fails to deliver a message: a
+// throughput figure is only reported for a drain that delivered every
+// event exactly once to the queue.
+func Run(ctx context.Context, env Env, opts Options) (Result, error) {
+	if err := opts.Validate(); err != nil {
+		return Result{}, fmt.Errorf("bench options: %w", err)
+	}
+	o := opts.withDefaults()
+	began := time.Now()
+	res := Result{Events: o.Events}
+	res.Config = RunConfig{
+		Events: o.Events, PayloadBytes: o.PayloadBytes, Seed: o.Seed,
+		BatchSize: o.Relay.BatchSize, PublishWindow: o.Relay.PublishWindow,
+		PollIntervalMs: float64(o.Relay.PollInterval) / 1e6, Producers: o.Producers,
+		WatermillConfig: "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), " +
+			"watermill-amqp v3.0.2 publisher with ConfirmDelivery and ChannelPoolSize 1",
+	}
+	if o.ProfileDir == "" {
+		dir, err := os.MkdirTemp("", "outboxlab-bench-")
+		if err != nil {
+			return res, fmt.Errorf("bench: profile directory: %w", err)
+		}
+		o.ProfileDir = dir
+	} else if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+		return res, fmt.Errorf("bench: profile directory: %w", err)
+	}
+
+	in, err := newInfra(ctx, env, o.Schema, o.Exchange, o.Queue)
+	if err != nil {
+		return res, err
+	}
+	defer in.close()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := in.cleanup(cctx); cerr != nil {
+			o.Logf("bench: cleaning up: %v", cerr)
+		}
+	}()
+	w, err := newWorkload(o.Events, o.PayloadBytes, o.Seed, time.Now().Truncate(time.Millisecond))
+	if err != nil {
+		return res, err
+	}
+	b := &runner{o: o, in: in, w: w, cpu: cpuClock{in: in}}
+
+	// 1. raw
+	if err := b.raw(ctx, &res); err != nil {
+		return res, err
+	}
+	// 2. relay, one replica then two
+	for _, replicas := range []int{1, 2} {
+		if err := b.relayDrain(ctx, &res, replicas); err != nil {
+			return res, err
+		}
+	}
+	// 3. watermill
+	if !o.SkipWatermill {
+		if err := b.watermill(ctx, &res); err != nil {
+			return res, err
+		}
+	}
+	// 4. latency at half capacity
+	if !o.SkipLatency {
+		if err := b.latency(ctx, &res); err != nil {
+			return res, err
+		}
+	}
+	res.Seconds = time.Since(began).Seconds()
+	return res, nil
+}
+
+// runner carries one run's state between phases.
+type runner struct {
+	o   Options
+	in  *infra
+	w   *workload
+	cpu cpuClock
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func (b *runner) raw(ctx context.Context, res *Result) error {
+	b.o.Logf("bench: raw: publishing %d messages, window %d", b.w.len(), b.o.Relay.PublishWindow)
+	c0 := b.cpu.sample()
+	elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow)
+	c1 := b.cpu.sample()
+	if err != nil {
+		return err
+	}
+	ph, err := b.finishPhase(ctx, "raw", b.w.len(), elapsed, c0, c1)
+	if err != nil {
+		return err
+	}
+	res.Phases = append(res.Phases, ph)
+	res.RawMsgsPerSec = ph.MsgsPerSec
+	return nil
+}
+
+// finishPhase checks that the queue holds every message once, empties it
+// and returns the phase's figures.
+func (b *runner) finishPhase(ctx context.Context, name string, events int, elapsed time.Duration, c0, c1 cpuSample) (Phase, error) {
+	ph := Phase{Name: name, Events: events, Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1)}
+	if elapsed > 0 {
+		ph.MsgsPerSec = float64(events) / elapsed.Seconds()
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := b.in.waitQueueDepth(wctx, events)
+	cancel()
+	if err != nil {
+		return ph, fmt.Errorf("%s: %w", name, err)
+	}
+	depth, err := b.in.queueDepth(ctx)
+	if err != nil {
+		return ph, err
+	}
+	ph.QueueDepth = depth
+	if depth != events {
+		return ph, fmt.Errorf("%s: queue holds %d messages after %d confirmed publishes: duplicates", name, depth, events)
+	}
+	if err := b.in.purge(ctx); err != nil {
+		return ph, err
+	}
+	b.o.Logf("bench: %s: %d messages in %s: %.0f msgs/s", name, events, elapsed.Round(time.Millisecond), ph.MsgsPerSec)
+	return ph, nil
+}
+
+func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) error {
+	name := fmt.Sprintf("relay-%d", replicas)
+	table, err := b.in.newOutbox(ctx, fmt.Sprintf("outbox_drain_%d", replicas))
+	if err != nil {
+		return err
+	}
+	b.o.Logf("bench: %s: staging %d events", name, b.w.len())
+	if err := b.in.stageCopy(ctx, table, b.w); err != nil {
+		return err
+	}
+	var store *relay.PGStore
+	if replicas == 1 {
+		store = relay.NewPGStore(b.in.admin, table)
+		plan, err := explain(ctx, b.in, store)
+		if err != nil {
+			return err
+		}
+		res.ClaimPlan = plan
+		res.ClaimUsesPendingIndex = strings.Contains(plan, "Index Scan using "+strings.ReplaceAll(table.String(), ".", "_")+"_pending_idx") &&
+			!strings.Contains(plan, "Seq Scan")
+	}
+	if err := b.in.purge(ctx); err != nil {
+		return err
+	}
+	var prof *cpuProfile
+	if replicas == 1 {
+		if prof, err = startCPUProfile(filepath.Join(b.o.ProfileDir, "relay-cpu.pprof")); err != nil {
+			return err
+		}
+	}
+	b.o.Logf("bench: %s: draining", name)
+	c0 := b.cpu.sample()
+	start := time.Now()
+	rs, err := startReplicas(ctx, b.in, replicaOptions{table: table, count: replicas, config: b.o.Relay})
+	if err != nil {
+		if prof != nil {
+			_, _ = prof.stop(0)
+		}
+		return err
+	}
+	want := int64(b.w.len())
+	wctx, cancel := context.WithTimeout(ctx, b.o.DrainTimeout)
+	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
+		if n := rs.published(); n < want {
+			return fmt.Errorf("%d of %d published", n, want)
+		}
+		return nil
+	})
+	cancel()
+	elapsed := time.Since(start)
+	c1 := b.cpu.sample()
+	if prof != nil {
+		p, perr := prof.stop(15)
+		if perr != nil && err == nil {
+			err = perr
+		}
+		res.Profile = p
+	}
+	breakdown := rs.breakdown(elapsed)
+	if serr := rs.stop(); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	pending, processed, faulted, err := b.in.outboxCounts(ctx, table)
+	if err != nil {
+		return err
+	}
+	if pending != 0 || faulted != 0 || processed != want {
+		return fmt.Errorf("%s: after the drain %d rows pending, %d processed, %d faulted; want all %d processed", name, pending, processed, faulted, want)
+	}
+	ph, err := b.finishPhase(ctx, name, b.w.len(), elapsed, c0, c1)
+	if err != nil {
+		return err
+	}
+	ph.Breakdown = breakdown
+	res.Phases = append(res.Phases, ph)
+	if replicas == 1 {
+		res.RelayMsgsPerSec = ph.MsgsPerSec
+		res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
+		if res.Hygiene, err = hygiene(ctx, b.in, store); err != nil {
+			return err
+		}
+	} else {
+		res.Relay2MsgsPerSec = ph.MsgsPerSec
+		res.Ratio2ToRaw = ratio(res.Relay2MsgsPerSec, res.RawMsgsPerSec)
+	}
+	if _, err := b.in.admin.Exec(ctx, `DROP TABLE `+table.Ident()); err != nil {
+		return fmt.Errorf("%s: dropping %s: %w", name, table, err)
+	}
+	return nil
+}
+
+// explain returns the plan of the claim statement.
+func explain(ctx context.Context, in *infra, store *relay.PGStore) (string, error) {
+	rows, err := in.admin.Query(ctx, `EXPLAIN `+store.ClaimSQL(), 100, "explain", int64(120e6))
+	if err != nil {
+		return "", fmt.Errorf("explaining the claim: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explaining the claim: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// tableStats reads the size and tuple counts of table.
+func tableStats(ctx context.Context, in *infra, table outbox.Table, moment string) (TableStats, error) {
+	st := TableStats{Moment: moment}
+	// The statistics of other sessions arrive when they end or every
+	// second; read a fresh snapshot.
+	if _, err := in.admin.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		return st, fmt.Errorf("reading stats of %s: %w", table, err)
+	}
+	err := in.admin.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd,
+		pg_table_size(relid), pg_indexes_size(relid)
+		FROM pg_stat_user_tables WHERE relid = $1::regclass`, table.Ident()).
+		Scan(&st.LiveTuples, &st.DeadTuples, &st.Updates, &st.HOTUpdates, &st.TableBytes, &st.IndexBytes)
+	if err != nil {
+		return st, fmt.Errorf("reading stats of %s: %w", table, err)
+	}
+	return st, nil
+}
+
+// hygiene reads the drained table, sweeps every processed row as the
+// relay does once they pass retention, and reads it again before and
+// after a VACUUM.
+func hygiene(ctx context.Context, in *infra, store *relay.PGStore) ([]TableStats, error) {
+	table := store.Table()
+	var out []TableStats
+	snap := func(moment string) error {
+		// Wait until the relay's sessions, closed now, have flushed their
+		// counts: the dead tuples of the marks show up.
+		st, err := tableStats(ctx, in, table, moment)
+		out = append(out, st)
+		return err
+	}
+	if err := waitStatsFlushed(ctx, in, table); err != nil {
+		return out, err
+	}
+	if err := snap("after drain"); err != nil {
+		return out, err
+	}
+	for {
+		n, err := store.Sweep(ctx, 0, relay.DefaultSweepBatch)
+		if err != nil {
+			return out, err
+		}
+		if n < relay.DefaultSweepBatch {
+			break
+		}
+	}
+	if err := waitStatsFlushed(ctx, in, table); err != nil {
+		return out, err
+	}
+	if err := snap("after sweep"); err != nil {
+		return out, err
+	}
+	if _, err := in.admin.Exec(ctx, `VACUUM `+table.Ident()); err != nil {
+		return out, fmt.Errorf("vacuuming %s: %w", table, err)
+	}
+	if err := snap("after vacuum"); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// waitStatsFlushed waits until the cumulative statistics of table have
+// settled: two reads a quarter second apart agree.
+func waitStatsFlushed(ctx context.Context, in *infra, table outbox.Table) error {
+	var last TableStats
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := testenv.WaitUntil(wctx, 250*time.Millisecond, func(ctx context.Context) error {
+		st, err := tableStats(ctx, in, table, "")
+		if err != nil {
+			return err
+		}
+		same := st == last
+		last = st
+		if !same {
+			return errors.New("statistics still moving")
+		}
+		return nil
+	})
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return nil // best effort: report what there is
+	}
+	return err
+}
+
+func (b *runner) watermill(ctx context.Context, res *Result) error {
+	peer, err := newWatermillPeer(ctx, b.in)
+	if err != nil {
+		return err
+	}
+	defer peer.close()
+	b.o.Logf("bench: watermill: staging %d events", b.w.len())
+	if err := peer.stage(ctx, b.w); err != nil {
+		return err
+	}
+	if err := b.in.purge(ctx); err != nil {
+		return err
+	}
+	b.o.Logf("bench: watermill: draining (at most %s)", b.o.WatermillTimeout)
+	c0 := b.cpu.sample()
+	start := time.Now()
+	run, err := peer.start(ctx)
+	if err != nil {
+		return err
+	}
+	want := int64(b.w.len())
+	wctx, cancel := context.WithTimeout(ctx, b.o.WatermillTimeout)
+	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
+		if n := run.forwarded.Load(); n < want {
+			return fmt.Errorf("%d of %d forwarded", n, want)
+		}
+		return nil
+	})
+	timedOut := err != nil && wctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	elapsed := time.Since(start)
+	forwarded := run.forwarded.Load()
+	c1 := b.cpu.sample()
+	if serr := run.stop(); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil && !timedOut {
+		return fmt.Errorf("watermill: %w", err)
+	}
+	// A message forwarded after the count was read is in the queue too.
+	final := int(run.forwarded.Load())
+	if nerr, first := peer.logger.summary(); nerr > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("watermill logged %d errors; the first: %s", nerr, first))
+	}
+	if timedOut && forwarded == 0 {
+		return fmt.Errorf("watermill: forwarded nothing within %s: %w", b.o.WatermillTimeout, err)
+	}
+	if timedOut {
+		res.Notes = append(res.Notes, fmt.Sprintf(
+			"watermill forwarded %d of %d events within its bound of %s; its rate is over those %d",
+			forwarded, want, b.o.WatermillTimeout, forwarded))
+	}
+	ph, err := b.finishPhase(ctx, "watermill", final, elapsed, c0, c1)
+	if err != nil {
+		return err
+	}
+	// The rate counts only what was forwarded within the timed window.
+	ph.MsgsPerSec = float64(forwarded) / elapsed.Seconds()
+	res.Phases = append(res.Phases, ph)
+	res.WatermillMsgsPerSec = ph.MsgsPerSec
+	res.RatioToWatermill = ratio(res.RelayMsgsPerSec, res.WatermillMsgsPerSec)
+	return nil
+}
+
+func (b *runner) latency(ctx context.Context, res *Result) error {
+	if res.RelayMsgsPerSec <= 0 {
+		return errors.New("latency: no measured capacity")
+	}
+	rate := res.RelayMsgsPerSec / 2
+	count := min(b.w.len(), max(100, int(rate*b.o.LatencyDuration.Seconds())))
+	res.Config.LatencyEvents = count
+	res.Config.LatencyRate = rate
+	settle := 2*b.o.Relay.PollInterval + time.Minute
+	for _, mode := range []struct {
+		name   string
+		notify bool
+	}{{"poll", false}, {"notify", true}} {
+		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
+		l, err := measureLatency(ctx, b.in, b.w.slice(count), latencyOptions{
+			name: mode.name, notify: mode.notify, rate: rate, producers: b.o.Producers,
+			config: b.o.Relay, settle: settle,
+		})
+		if err != nil {
+			return err
+		}
+		b.o.Logf("bench: latency %s: commit->confirm p50 %.1f ms, p99 %.1f ms, max %.1f ms (rate %.0f/s)",
+			mode.name, l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Rate)
+		if l.Rate < 0.9*rate {
+			res.Notes = append(res.Notes, fmt.Sprintf(
+				"latency %s: the producers reached %.0f of the %.0f events/s scheduled", mode.name, l.Rate, rate))
+		}
+		res.Latency = append(res.Latency, l)
+		if mode.notify {
+			res.LatencyNotifyP50Ms, res.LatencyNotifyP99Ms, res.LatencyNotifyMaxMs = l.Confirm.P50, l.Confirm.P99, l.Confirm.Max
+		} else {
+			res.LatencyPollP50Ms, res.LatencyPollP99Ms, res.LatencyPollMaxMs = l.Confirm.P50, l.Confirm.P99, l.Confirm.Max
+		}
+	}
+	return nil
+}
+
+// Summary is the JSON the command prints with --json: the summary fields
+// of a Result and nothing else.
+type Summary struct {
+	Events              int     `json:"events"`
+	RawMsgsPerSec       float64 `json:"raw_msgs_per_sec"`
+	RelayMsgsPerSec     float64 `json:"relay_msgs_per_sec"`
+	Relay2MsgsPerSec    float64 `json:"relay2_msgs_per_sec"`
+	WatermillMsgsPerSec float64 `json:"watermill_msgs_per_sec"`
+	RatioToRaw          float64 `json:"ratio_to_raw"`
+	RatioToWatermill    float64 `json:"ratio_to_watermill"`
+	LatencyPollP50Ms    float64 `json:"latency_poll_p50_ms"`
+	LatencyPollP99Ms    float64 `json:"latency_poll_p99_ms"`
+	LatencyNotifyP50Ms  float64 `json:"latency_notify_p50_ms"`
+	LatencyNotifyP99Ms  float64 `json:"latency_notify_p99_ms"`
+}
+
+// Summary returns the summary fields of r.
+func (r Result) Summary() Summary {
+	return Summary{
+		Events: r.Events, RawMsgsPerSec: r.RawMsgsPerSec, RelayMsgsPerSec: r.RelayMsgsPerSec,
+		Relay2MsgsPerSec: r.Relay2MsgsPerSec, WatermillMsgsPerSec: r.WatermillMsgsPerSec,
+		RatioToRaw: r.RatioToRaw, RatioToWatermill: r.RatioToWatermill,
+		LatencyPollP50Ms: r.LatencyPollP50Ms, LatencyPollP99Ms: r.LatencyPollP99Ms,
+		LatencyNotifyP50Ms: r.LatencyNotifyP50Ms, LatencyNotifyP99Ms: r.LatencyNotifyP99Ms,
+	}
+}
+
+// WriteJSON writes the summary as one JSON object, or the whole result
+// when full is true.
+func (r Result) WriteJSON(w io.Writer, full bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if full {
+		return enc.Encode(r)
+	}
+	return enc.Encode(r.Summary())
+}
+
+// WriteTable writes the result as the tables REPORT.md shows.
+func (r Result) WriteTable(out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(out, "Throughput: draining %d events (batch %d, window %d, payload ~%d B)\n\n",
+		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes)
+	fmt.Fprintln(tw, "contender\tmsgs/s\tseconds\tvs raw\tCPU s (proc/pg/rmq)\t")
+	for _, ph := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f/%.1f/%.1f\t\n", ph.Name, ph.MsgsPerSec, ph.Seconds,
+			ratio(ph.MsgsPerSec, r.RawMsgsPerSec), ph.CPU.ProcessSeconds, ph.CPU.PostgresSeconds, ph.CPU.RabbitMQSeconds)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nratio_to_raw %.2f (target >= 0.8), ratio_to_watermill %.1f (target >= 5)\n",
+		r.RatioToRaw, r.RatioToWatermill)
+	if len(r.Latency) > 0 {
+		fmt.Fprintf(out, "\nLatency at half capacity (%d events at %.0f/s per mode, one replica)\n\n",
+			r.Config.LatencyEvents, r.Config.LatencyRate)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\trate/s\tconfirm p50\tp99\tmax\tdelivery p50\tp99\tmax\t")
+		for _, l := range r.Latency {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f ms\t%.1f ms\t\n", l.Mode, l.Rate,
+				l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Delivery.P50, l.Delivery.P99, l.Delivery.Max)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms (target <= 20 ms)\n", r.LatencyNotifyP99Ms)
+	}
+	for _, ph := range r.Phases {
+		if b := ph.Breakdown; b != nil {
+			fmt.Fprintf(out, "\nWhere %s spent its time (share of the replicas' wall time)\n", ph.Name)
+			fmt.Fprintf(out, "  claim %4.1f%% (%d calls, %.2f ms mean; first tenth %.2f ms, last tenth %.2f ms)\n",
+				100*b.Claim.ShareOfWall, b.Claim.Calls, b.Claim.MeanMs, b.ClaimFirstTenthMs, b.ClaimLastTenthMs)
+			fmt.Fprintf(out, "  publish %4.1f%%, confirm wait %4.1f%%, mark %4.1f%% (%.2f ms mean), decode %4.1f%%, lost leases %d\n",
+				100*b.Publish.ShareOfWall, 100*b.ConfirmWait.ShareOfWall, 100*b.Mark.ShareOfWall, b.Mark.MeanMs,
+				100*b.Decode.ShareOfWall, b.LostLeases)
+		}
+	}
+	if p := r.Profile; p != nil {
+		fmt.Fprintf(out, "\nCPU profile of the one-replica drain: %s (%.1f s sampled)\n", p.Path, p.SampledSeconds)
+		for _, e := range p.TopCum[:min(10, len(p.TopCum))] {
+			fmt.Fprintf(out, "  cum %5.1f%%  flat %5.1f%%  %s\n", 100*e.CumShare, 100*e.FlatShare, e.Func)
+		}
+	}
+	if len(r.Hygiene) > 0 {
+		fmt.Fprintf(out, "\nOutbox table hygiene (one-replica table; claim uses the pending index: %v)\n\n", r.ClaimUsesPendingIndex)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "moment\tlive\tdead\ttable\tindexes\tupdates\tHOT\t")
+		for _, s := range r.Hygiene {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t\n", s.Moment, s.LiveTuples, s.DeadTuples,
+				bytesString(s.TableBytes), bytesString(s.IndexBytes), s.Updates, s.HOTUpdates)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(out, "\nnote: %s\n", n)
+	}
+	return nil
+}
+
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// Env is where the benchmark runs: the URLs of PostgreSQL and RabbitMQ
+// that bypass every proxy. *testenv.Env satisfies it; so does URLs.
+type Env interface {
+	DirectDatabaseURL() string
+	DirectAMQPURL() string
+}
+
+// URLs is an Env made of two connection strings, for a PostgreSQL and a
+// RabbitMQ that run anywhere.
+type URLs struct {
+	Database string
+	AMQP     string
+}
+
+// DirectDatabaseURL returns u.Database.
+func (u URLs) DirectDatabaseURL() string { return u.Database }
+
+// DirectAMQPURL returns u.AMQP.
+func (u URLs) DirectAMQPURL() string { return u.AMQP }
+
+// containerEnv is what an Env offers when its services are containers of
+// this machine: their CPU time is then read from their cgroups.
+type containerEnv interface {
+	Postgres() *testenv.Container
+	RabbitMQ() *testenv.Container
+}
+
+// infra holds the connections the harness itself uses (never the ones
+// under measurement).
+type infra struct {
+	dbURL, amqpURL string
+	admin          *pgxpool.Pool
+	amqpConn       *amqp.Connection
+	ch             *amqp.Channel
+	exchange       string
+	queue          string
+	schema         string
+	containers     map[string]string // role -> container id
+}
+
+// dialAMQP connects within ctx (amqp091's own dial ignores contexts).
+func dialAMQP(ctx context.Context, url, name string) (*amqp.Connection, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > 30*time.Second {
+		deadline = time.Now().Add(30 * time.Second)
+	}
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(name)
+	cfg := amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Locale:     "en_US",
+		Properties: props,
+		Dial: func(network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if err := c.SetDeadline(deadline); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			return c, nil
+		},
+	}
+	conn, err := amqp.DialConfig(url, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dialing broker %s: %w", relay.RedactURL(url), relay.RedactError(err, url))
+	}
+	return conn, nil
+}
+
+// newInfra connects, drops what an earlier run left in schema and on the
+// broker, and declares the exchange and the queue every contender
+// publishes to.
+func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*infra, error) {
+	in := &infra{
+		dbURL: env.DirectDatabaseURL(), amqpURL: env.DirectAMQPURL(),
+		exchange: exchange, queue: queue, schema: schema,
+		containers: map[string]string{},
+	}
+	if ce, ok := env.(containerEnv); ok {
+		if c := ce.Postgres(); c != nil {
+			in.containers["postgres"] = c.ID()
+		}
+		if c := ce.RabbitMQ(); c != nil {
+			in.containers["rabbitmq"] = c.ID()
+		}
+	}
+	pool, err := pgxpool.New(ctx, in.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL %s: %w", relay.RedactURL(in.dbURL), relay.RedactError(err, in.dbURL))
+	}
+	in.admin = pool
+	if err := pool.Ping(ctx); err != nil {
+		in.close()
+		return nil, fmt.Errorf("connecting to PostgreSQL %s: %w", relay.RedactURL(in.dbURL), relay.RedactError(err, in.dbURL))
+	}
+	if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		in.close()
+		return nil, fmt.Errorf("dropping schema %s: %w", schema, err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name LIKE $1`, schema+".%"); err != nil {
+		// The table exists once any outbox was migrated; before that there
+		// is nothing to forget.
+		if !strings.Contains(err.Error(), "does not exist") {
+			in.close()
+			return nil, fmt.Errorf("forgetting old migrations of %s: %w", schema, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		in.close()
+		return nil, fmt.Errorf("creating schema %s: %w", schema, err)
+	}
+	if err := relay.DeclareTopology(ctx, in.amqpURL, exchange, queue, "#"); err != nil {
+		in.close()
+		return nil, fmt.Errorf("declaring exchange %s and queue %s: %w", exchange, queue, err)
+	}
+	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-admin")
+	if err != nil {
+		in.close()
+		return nil, err
+	}
+	in.amqpConn = conn
+	if in.ch, err = conn.Channel(); err != nil {
+		in.close()
+		return nil, fmt.Errorf("opening admin channel: %w", err)
+	}
+	if err := in.purge(ctx); err != nil {
+		in.close()
+		return nil, err
+	}
+	return in, nil
+}
+
+func (in *infra) close() {
+	if in.amqpConn != nil {
+		_ = in.amqpConn.Close()
+	}
+	if in.admin != nil {
+		in.admin.Close()
+	}
+}
+
+// cleanup drops the schema and the queue the run made.
+func (in *infra) cleanup(ctx context.Context) error {
+	var errs []error
+	if _, err := in.admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{in.schema}.Sanitize()+` CASCADE`); err != nil {
+		errs = append(errs, fmt.Errorf("dropping schema %s: %w", in.schema, err))
+	}
+	if _, err := in.admin.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name LIKE $1`, in.schema+".%"); err != nil {
+		errs = append(errs, fmt.Errorf("forgetting migrations of %s: %w", in.schema, err))
+	}
+	if in.ch != nil {
+		for _, q := range []string{in.queue, in.queue + ".dead"} {
+			if _, err := in.ch.QueueDelete(q, false, false, false); err != nil {
+				errs = append(errs, fmt.Errorf("deleting queue %s: %w", q, err))
+			}
+		}
+		if err := in.ch.ExchangeDelete(in.queue+".dlx", false, false); err != nil {
+			errs = append(errs, fmt.Errorf("deleting exchange %s.dlx: %w", in.queue, err))
+		}
+		if err := in.ch.ExchangeDelete(in.exchange, false, false); err != nil {
+			errs = append(errs, fmt.Errorf("deleting exchange %s: %w", in.exchange, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// queueDepth returns the number of ready messages in the queue.
+func (in *infra) queueDepth(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	q, err := in.ch.QueueDeclarePassive(in.queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, fmt.Errorf("reading depth of queue %s: %w", in.queue, err)
+	}
+	return q.Messages, nil
+}
+
+// purge empties the queue.
+func (in *infra) purge(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := in.ch.QueuePurge(in.queue, false); err != nil {
+		return fmt.Errorf("purging queue %s: %w", in.queue, err)
+	}
+	return nil
+}
+
+// waitQueueDepth waits until the queue holds want messages, or fails at
+// the deadline of ctx with the depth it last saw.
+func (in *infra) waitQueueDepth(ctx context.Context, want int) error {
+	last := -1
+	err := testenv.WaitUntil(ctx, 50*time.Millisecond, func(ctx context.Context) error {
+		n, err := in.queueDepth(ctx)
+		if err != nil {
+			return err
+		}
+		last = n
+		if n < want {
+			return fmt.Errorf("queue %s holds %d of %d messages", in.queue, n, want)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d messages in %s (last depth %d): %w", want, in.queue, last, err)
+	}
+	return nil
+}
+
+// newOutbox migrates a fresh outbox table named name in the run's schema.
+func (in *infra) newOutbox(ctx context.Context, name string) (outbox.Table, error) {
+	table, err := outbox.ParseTable(in.schema + "." + name)
+	if err != nil {
+		return outbox.Table{}, err
+	}
+	if err := outbox.Migrate(ctx, in.admin, table); err != nil {
+		return outbox.Table{}, fmt.Errorf("migrating %s: %w", table, err)
+	}
+	return table, nil
+}
+
+// stageCopy stages every event of w in table with one COPY, then runs
+// ANALYZE as autovacuum would after such a load.
+func (in *infra) stageCopy(ctx context.Context, table outbox.Table, w *workload) error {
+	rows := make([][]any, w.len())
+	for i := range rows {
+		rows[i] = []any{w.ids[i], MessageType, w.payloads[i], w.occurredAt(i)}
+	}
+	ident := pgx.Identifier{table.Name()}
+	if table.Schema() != "" {
+		ident = pgx.Identifier{table.Schema(), table.Name()}
+	}
+	n, err := in.admin.CopyFrom(ctx, ident,
+		[]string{"id", "message_type", "payload", "occurred_at"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("staging %d events in %s: %w", w.len(), table, err)
+	}
+	if int(n) != w.len() {
+		return fmt.Errorf("staging %d events in %s: copied %d", w.len(), table, n)
+	}
+	if _, err := in.admin.Exec(ctx, `ANALYZE `+table.Ident()); err != nil {
+		return fmt.Errorf("analyzing %s: %w", table, err)
+	}
+	return nil
+}
+
+// outboxCounts returns the pending, processed and faulted rows of table.
+func (in *infra) outboxCounts(ctx context.Context, table outbox.Table) (pending, processed, faulted int64, err error) {
+	err = in.admin.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE processed_at IS NULL AND faulted_at IS NULL),
+		count(*) FILTER (WHERE processed_at IS NOT NULL),
+		count(*) FILTER (WHERE faulted_at IS NOT NULL)
+		FROM `+table.Ident()).Scan(&pending, &processed, &faulted)
+	if err != nil {
+		err = fmt.Errorf("counting rows of %s: %w", table, err)
+	}
+	return
+}
+
+// cpuClock reads the CPU time this process and the service containers have
+// used so far.
+type cpuClock struct {
+	in *infra
+}
+
+// cpuSample is the CPU time used up to one moment.
+type cpuSample struct {
+	wall     time.Time
+	process  time.Duration
+	services map[string]time.Duration
+}
+
+func (c cpuClock) sample() cpuSample {
+	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}}
+	for role, id := range c.in.containers {
+		if d, ok := containerCPU(id); ok {
+			s.services[role] = d
+		}
+	}
+	return s
+}
+
+// CPU is the CPU time spent during a phase, in seconds, by this process
+// (the contender and the harness) and by the service containers when their
+// cgroups are readable.
+type CPU struct {
+	ProcessSeconds  float64 `json:"process_seconds"`
+	PostgresSeconds float64 `json:"postgres_seconds,omitempty"`
+	RabbitMQSeconds float64 `json:"rabbitmq_seconds,omitempty"`
+}
+
+func cpuBetween(a, b cpuSample) CPU {
+	c := CPU{ProcessSeconds: (b.process - a.process).Seconds()}
+	if x, ok := a.services["postgres"]; ok {
+		if y, ok := b.services["postgres"]; ok {
+			c.PostgresSeconds = (y - x).Seconds()
+		}
+	}
+	if x, ok := a.services["rabbitmq"]; ok {
+		if y, ok := b.services["rabbitmq"]; ok {
+			c.RabbitMQSeconds = (y - x).Seconds()
+		}
+	}
+	return c
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// containerCPU reads a container's CPU time from its cgroup (v1 cpuacct or
+// v2 cpu.stat), where the engine runs on this machine.
+func containerCPU(id string) (time.Duration, bool) {
+	for _, p := range []string{
+		filepath.Join("/sys/fs/cgroup/cpuacct/docker", id, "cpuacct.usage"),
+		filepath.Join("/sys/fs/cgroup/cpu,cpuacct/docker", id, "cpuacct.usage"),
+	} {
+		if b, err := os.ReadFile(p); err == nil {
+			if ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				return time.Duration(ns), true
+			}
+		}
+	}
+	for _, p := range []string{
+		filepath.Join("/sys/fs/cgroup/system.slice", "docker-"+id+".scope", "cpu.stat"),
+		filepath.Join("/sys/fs/cgroup/docker", id, "cpu.stat"),
+	} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				if us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					return time.Duration(us) * time.Microsecond, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,299 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// Latency is the steady-state latency of one mode of waking the relay,
+// measured on every event of a run at a fixed rate.
+type Latency struct {
+	// Mode is "poll" (the relay only polls) or "notify" (the staging
+	// transaction sends NOTIFY and the relay LISTENs).
+	Mode string `json:"mode"`
+	// Events is how many events the producers committed.
+	Events int `json:"events"`
+	// TargetRate is the producers' schedule in events per second; Rate is
+	// what they achieved, from the first COMMIT to the last.
+	TargetRate float64 `json:"target_rate"`
+	Rate       float64 `json:"rate"`
+	// Confirm is COMMIT returned -> the broker's confirm reached the relay.
+	Confirm Percentiles `json:"commit_to_confirm"`
+	// Delivery is COMMIT returned -> the consumer received the message.
+	Delivery Percentiles `json:"commit_to_delivery"`
+	// Duplicates counts deliveries of an event delivered before.
+	Duplicates int `json:"duplicates"`
+	// PollInterval is the relay's poll interval during the run.
+	PollIntervalMs float64 `json:"poll_interval_ms"`
+}
+
+// Percentiles of a latency distribution, in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// percentiles computes nearest-rank percentiles of ds.
+func percentiles(ds []time.Duration) Percentiles {
+	if len(ds) == 0 {
+		return Percentiles{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := func(p float64) time.Duration {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return Percentiles{P50: ms(rank(0.50)), P99: ms(rank(0.99)), Max: ms(s[len(s)-1])}
+}
+
+// latencyOptions configures one latency run.
+type latencyOptions struct {
+	name      string
+	notify    bool
+	rate      float64
+	producers int
+	config    relay.Config
+	// settle bounds the wait for the last confirm and delivery after the
+	// last COMMIT.
+	settle time.Duration
+}
+
+// measureLatency stages every event of w, one per transaction, from
+// o.producers connections on an open-loop schedule of o.rate events per
+// second, with one relay replica draining and a consumer on the queue,
+// and records for each event when its COMMIT returned, when the relay saw
+// its confirm and when the consumer received it.
+func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOptions) (Latency, error) {
+	res := Latency{Mode: o.name, TargetRate: o.rate, PollIntervalMs: float64(o.config.WithDefaults().PollInterval) / 1e6}
+	table, err := in.newOutbox(ctx, "outbox_latency_"+o.name)
+	if err != nil {
+		return res, err
+	}
+	if err := in.purge(ctx); err != nil {
+		return res, err
+	}
+	n := w.len()
+	commitAt := make([]atomic.Int64, n)
+	confirmAt := make([]atomic.Int64, n)
+	deliverAt := make([]atomic.Int64, n)
+	var confirmed, delivered, duplicates atomic.Int64
+
+	cons, err := startConsumer(ctx, in, func(id string, at time.Time) {
+		i, ok := w.index[id]
+		if !ok {
+			return
+		}
+		if deliverAt[i].CompareAndSwap(0, at.UnixNano()) {
+			delivered.Add(1)
+		} else {
+			duplicates.Add(1)
+		}
+	})
+	if err != nil {
+		return res, err
+	}
+	defer cons.stop()
+
+	rs, err := startReplicas(ctx, in, replicaOptions{
+		table: table, count: 1, config: o.config, notify: o.notify,
+		onConfirm: func(id string, at time.Time) {
+			if i, ok := w.index[id]; ok && confirmAt[i].CompareAndSwap(0, at.UnixNano()) {
+				confirmed.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		return res, err
+	}
+	defer rs.stop()
+	// The relay ticks once at start; a listening one ticks again once its
+	// LISTEN is in place, so that no NOTIFY of the run is missed.
+	wantTicks := int64(1)
+	if o.notify {
+		wantTicks = 2
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
+		if t := rs.reps[0].relay.Totals().Ticks.Load(); t < wantTicks {
+			return fmt.Errorf("relay ticked %d times, want %d", t, wantTicks)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("latency %s: waiting for the relay to start: %w", o.name, err)
+	}
+
+	pcfg, err := pgxpool.ParseConfig(in.dbURL)
+	if err != nil {
+		return res, fmt.Errorf("latency %s: %w", o.name, err)
+	}
+	pcfg.MaxConns = int32(o.producers)
+	pcfg.MinConns = int32(o.producers)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return res, fmt.Errorf("latency %s: producer pool: %w", o.name, err)
+	}
+	defer pool.Close()
+	// Open every producer connection before the clock starts.
+	if err := warmPool(ctx, pool, o.producers); err != nil {
+		return res, fmt.Errorf("latency %s: %w", o.name, err)
+	}
+
+	interval := time.Duration(float64(time.Second) / o.rate)
+	t0 := time.Now().Add(20 * time.Millisecond)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, o.producers)
+	for p := range o.producers {
+		wg.Go(func() {
+			timer := time.NewTimer(0)
+			defer timer.Stop()
+			<-timer.C
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= n || ctx.Err() != nil {
+					return
+				}
+				// Open loop: event k is due at t0 + k x interval whatever
+				// the earlier ones took.
+				if wait := time.Until(t0.Add(time.Duration(k) * interval)); wait > 0 {
+					timer.Reset(wait)
+					select {
+					case <-timer.C:
+					case <-ctx.Done():
+						return
+					}
+				}
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					return outbox.Stage(ctx, tx, table, outbox.Event{
+						ID: w.ids[k], Type: MessageType, Payload: w.payloads[k],
+					}, outbox.StageOptions{Notify: o.notify})
+				})
+				if err != nil {
+					errs[p] = fmt.Errorf("producer %d: event %d: %w", p, k, err)
+					return
+				}
+				commitAt[k].Store(time.Now().UnixNano())
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("latency %s: %w", o.name, err)
+	}
+	first, last := int64(math.MaxInt64), int64(0)
+	for i := range commitAt {
+		c := commitAt[i].Load()
+		first, last = min(first, c), max(last, c)
+	}
+	res.Events = n
+	if last > first {
+		res.Rate = float64(n-1) / (float64(last-first) / 1e9)
+	}
+
+	wctx, cancel = context.WithTimeout(ctx, o.settle)
+	err = testenv.WaitUntil(wctx, 10*time.Millisecond, func(context.Context) error {
+		if c, d := confirmed.Load(), delivered.Load(); c < int64(n) || d < int64(n) {
+			return fmt.Errorf("%d of %d events confirmed, %d delivered", c, n, d)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("latency %s: waiting for every event: %w", o.name, err)
+	}
+	if err := rs.stop(); err != nil {
+		return res, fmt.Errorf("latency %s: %w", o.name, err)
+	}
+	cons.stop()
+	res.Duplicates = int(duplicates.Load())
+
+	conf := make([]time.Duration, n)
+	del := make([]time.Duration, n)
+	for i := range n {
+		c := commitAt[i].Load()
+		conf[i] = time.Duration(confirmAt[i].Load() - c)
+		del[i] = time.Duration(deliverAt[i].Load() - c)
+	}
+	res.Confirm = percentiles(conf)
+	res.Delivery = percentiles(del)
+	if err := in.purge(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// warmPool opens n connections of pool.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("opening producer connections: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
+// consumer receives every message of the queue and reports its arrival.
+type consumer struct {
+	conn interface{ Close() error }
+	done chan struct{}
+	once sync.Once
+}
+
+func startConsumer(ctx context.Context, in *infra, onDelivery func(id string, at time.Time)) (*consumer, error) {
+	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-consumer")
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("consumer: opening channel: %w", err)
+	}
+	deliveries, err := ch.Consume(in.queue, "outboxlab-bench", true, true, false, false, nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("consumer: consuming %s: %w", in.queue, err)
+	}
+	c := &consumer{conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for d := range deliveries {
+			onDelivery(d.MessageId, time.Now())
+		}
+	}()
+	return c, nil
+}
+
+// stop closes the consumer's connection and waits for its loop.
+func (c *consumer) stop() {
+	c.once.Do(func() {
+		_ = c.conn.Close()
+		<-c.done
+	})
+}

@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// ProfileEntry is one function of a CPU profile.
+type ProfileEntry struct {
+	Func string `json:"func"`
+	// Flat is the CPU time spent in the function itself, Cum in it and
+	// what it called, in seconds and as a share of every sample.
+	FlatSeconds float64 `json:"flat_seconds"`
+	FlatShare   float64 `json:"flat_share"`
+	CumSeconds  float64 `json:"cum_seconds"`
+	CumShare    float64 `json:"cum_share"`
+}
+
+// Profile summarises a CPU profile of the process during a drain.
+type Profile struct {
+	// Path is the pprof file: go tool pprof -top PATH.
+	Path string `json:"path"`
+	// SampledSeconds is the CPU time the profile sampled.
+	SampledSeconds float64 `json:"sampled_seconds"`
+	// TopFlat and TopCum are the functions with the most flat and
+	// cumulative time.
+	TopFlat []ProfileEntry `json:"top_flat"`
+	TopCum  []ProfileEntry `json:"top_cum"`
+}
+
+// cpuProfile records a CPU profile of this process to a file.
+type cpuProfile struct {
+	f *os.File
+}
+
+func startCPUProfile(path string) (*cpuProfile, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting CPU profile: %w", err)
+	}
+	return &cpuProfile{f: f}, nil
+}
+
+// stop ends the profile and summarises it with its top n functions.
+func (p *cpuProfile) stop(n int) (*Profile, error) {
+	pprof.StopCPUProfile()
+	path := p.f.Name()
+	if err := p.f.Close(); err != nil {
+		return nil, fmt.Errorf("writing CPU profile: %w", err)
+	}
+	return summarizeProfile(path, n)
+}
+
+// summarizeProfile reads a pprof CPU profile and returns its top n
+// functions by flat and by cumulative time.
+func summarizeProfile(path string, n int) (*Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading CPU profile: %w", err)
+	}
+	defer f.Close()
+	prof, err := profile.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CPU profile %s: %w", path, err)
+	}
+	// The CPU value is the second sample type (samples, cpu nanoseconds).
+	vi := len(prof.SampleType) - 1
+	for i, st := range prof.SampleType {
+		if st.Type == "cpu" {
+			vi = i
+		}
+	}
+	flat := map[string]int64{}
+	cum := map[string]int64{}
+	var total int64
+	for _, s := range prof.Sample {
+		v := s.Value[vi]
+		total += v
+		seen := map[string]bool{}
+		for li, loc := range s.Location {
+			// A location holds its inlined calls innermost first.
+			for j, line := range loc.Line {
+				if line.Function == nil {
+					continue
+				}
+				name := line.Function.Name
+				if li == 0 && j == 0 {
+					flat[name] += v
+				}
+				if !seen[name] {
+					seen[name] = true
+					cum[name] += v
+				}
+			}
+		}
+	}
+	out := &Profile{Path: path, SampledSeconds: float64(total) / 1e9}
+	entry := func(name string) ProfileEntry {
+		e := ProfileEntry{Func: name, FlatSeconds: float64(flat[name]) / 1e9, CumSeconds: float64(cum[name]) / 1e9}
+		if total > 0 {
+			e.FlatShare = float64(flat[name]) / float64(total)
+			e.CumShare = float64(cum[name]) / float64(total)
+		}
+		return e
+	}
+	top := func(m map[string]int64, skip func(string) bool) []ProfileEntry {
+		names := make([]string, 0, len(m))
+		for name := range m {
+			if !skip(name) {
+				names = append(names, name)
+			}
+		}
+		sort.Slice(names, func(i, j int) bool {
+			if m[names[i]] != m[names[j]] {
+				return m[names[i]] > m[names[j]]
+			}
+			return names[i] < names[j]
+		})
+		var es []ProfileEntry
+		for _, name := range names[:min(n, len(names))] {
+			es = append(es, entry(name))
+		}
+		return es
+	}
+	out.TopFlat = top(flat, func(string) bool { return false })
+	// Goroutine entry points carry every sample below them and say
+	// nothing about where the time goes.
+	out.TopCum = top(cum, func(name string) bool {
+		return name == "runtime.goexit" || name == "runtime.main" || name == "main.main" ||
+			strings.HasPrefix(name, "testing.")
+	})
+	return out, nil
+}

@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// replica is one production relay running in this process with its own
+// pool and its own broker connection, as a replica process would have.
+type replica struct {
+	id     string
+	pool   *pgxpool.Pool
+	amqp   *relay.AMQPPublisher
+	store  *timedStore
+	pub    *observedPublisher
+	dec    *countingDecoder
+	relay  *relay.Relay
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// replicaSet is the replicas of one outbox table.
+type replicaSet struct {
+	reps []*replica
+}
+
+// replicaOptions says how to build the replicas of one phase.
+type replicaOptions struct {
+	table    outbox.Table
+	count    int
+	config   relay.Config // RelayID is set per replica
+	notify   bool         // wake on LISTEN/NOTIFY
+	onConfirm func(id string, at time.Time)
+}
+
+// startReplicas builds and starts the replicas. Each one runs relay.Run
+// until stop.
+func startReplicas(ctx context.Context, in *infra, o replicaOptions) (*replicaSet, error) {
+	rs := &replicaSet{}
+	for i := range o.count {
+		rep, err := startReplica(ctx, in, o, fmt.Sprintf("bench-%s-%c", o.table.Name(), 'a'+i))
+		if err != nil {
+			_ = rs.stop()
+			return nil, err
+		}
+		rs.reps = append(rs.reps, rep)
+	}
+	return rs, nil
+}
+
+func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (*replica, error) {
+	pool, err := pgxpool.New(ctx, in.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: connecting to PostgreSQL: %w", id, relay.RedactError(err, in.dbURL))
+	}
+	pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: in.amqpURL, Exchange: in.exchange, Name: id})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("replica %s: %w", id, err)
+	}
+	reg := outbox.NewRegistry()
+	reg.Register(MessageType, OrderPlaced{})
+	rep := &replica{
+		id:    id,
+		pool:  pool,
+		amqp:  pub,
+		store: &timedStore{Store: relay.NewPGStore(pool, o.table)},
+		pub:   &observedPublisher{Publisher: pub, onConfirm: o.onConfirm},
+		dec:   &countingDecoder{Decoder: reg},
+		done:  make(chan error, 1),
+	}
+	cfg := o.config
+	cfg.RelayID = id
+	r, err := relay.New(cfg, rep.store, rep.pub, relay.Options{Decoder: rep.dec})
+	if err != nil {
+		rep.close()
+		return nil, fmt.Errorf("replica %s: %w", id, err)
+	}
+	rep.relay = r
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rep.cancel = cancel
+	var wake <-chan struct{}
+	if o.notify {
+		if wake, err = relay.Listen(rctx, in.dbURL, o.table, relay.ListenConfig{}); err != nil {
+			cancel()
+			rep.close()
+			return nil, fmt.Errorf("replica %s: %w", id, err)
+		}
+	}
+	go func() { rep.done <- r.Run(rctx, wake) }()
+	return rep, nil
+}
+
+func (r *replica) close() {
+	_ = r.amqp.Close()
+	r.pool.Close()
+}
+
+// published returns how many rows the replicas have marked published.
+func (rs *replicaSet) published() int64 {
+	var n int64
+	for _, r := range rs.reps {
+		n += r.relay.Totals().Published.Load()
+	}
+	return n
+}
+
+// lostLeases returns how many marks the replicas found without a lease.
+func (rs *replicaSet) lostLeases() int64 {
+	var n int64
+	for _, r := range rs.reps {
+		n += r.relay.Totals().LostLeases.Load()
+	}
+	return n
+}
+
+// stop ends every replica (the batch in flight finishes first) and closes
+// its connections.
+func (rs *replicaSet) stop() error {
+	for _, r := range rs.reps {
+		r.cancel()
+	}
+	var errs []error
+	for _, r := range rs.reps {
+		select {
+		case err := <-r.done:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("replica %s: %w", r.id, err))
+			}
+		case <-time.After(time.Minute):
+			errs = append(errs, fmt.Errorf("replica %s did not stop within a minute", r.id))
+		}
+		r.close()
+	}
+	rs.reps = nil
+	return errors.Join(errs...)
+}
+
+// breakdown adds up where the replicas spent their time.
+func (rs *replicaSet) breakdown(wall time.Duration) *Breakdown {
+	var claim, mark, publish, wait, decode callClock
+	var first, last time.Duration
+	for _, r := range rs.reps {
+		for _, p := range []struct{ dst, src *callClock }{
+			{&claim, &r.store.claim}, {&mark, &r.store.mark}, {&publish, &r.pub.publish},
+			{&wait, &r.pub.wait}, {&decode, &r.dec.clock},
+		} {
+			p.dst.calls.Add(p.src.calls.Load())
+			p.dst.nanos.Add(p.src.nanos.Load())
+			p.dst.rows.Add(p.src.rows.Load())
+		}
+		f, l := r.store.claimTrend()
+		first += f
+		last += l
+	}
+	// Every replica runs one batch at a time, so the replicas' time adds
+	// up to count x wall.
+	busy := wall * time.Duration(len(rs.reps))
+	b := &Breakdown{
+		Claim:       claim.report(busy),
+		Mark:        mark.report(busy),
+		Publish:     publish.report(busy),
+		ConfirmWait: wait.report(busy),
+		Decode:      decode.report(busy),
+		LostLeases:  rs.lostLeases(),
+	}
+	if n := len(rs.reps); n > 0 {
+		b.ClaimFirstTenthMs = float64(first/time.Duration(n)) / 1e6
+		b.ClaimLastTenthMs = float64(last/time.Duration(n)) / 1e6
+	}
+	return b
+}
+
+// Breakdown says where the relay replicas spent a drain, added up over the
+// replicas: time inside each call of the store, the publisher and the
+// decoder, and its share of the replicas' wall time (what is left is the
+// relay's own bookkeeping and scheduling).
+type Breakdown struct {
+	Claim       CallTime `json:"claim"`
+	Mark        CallTime `json:"mark"`
+	Publish     CallTime `json:"publish"`
+	ConfirmWait CallTime `json:"confirm_wait"`
+	Decode      CallTime `json:"decode"`
+	// ClaimFirstTenthMs and ClaimLastTenthMs are the mean durations of
+	// the first and the last tenth of the claims that returned rows: a
+	// claim that slows down as the drain goes is scanning dead index
+	// entries of rows already published.
+	ClaimFirstTenthMs float64 `json:"claim_first_tenth_ms"`
+	ClaimLastTenthMs  float64 `json:"claim_last_tenth_ms"`
+	LostLeases        int64   `json:"lost_leases"`
+}
+
+// CallTime is the time spent in one kind of call.
+type CallTime struct {
+	Calls       int64   `json:"calls"`
+	Rows        int64   `json:"rows"`
+	Seconds     float64 `json:"seconds"`
+	MeanMs      float64 `json:"mean_ms"`
+	ShareOfWall float64 `json:"share_of_wall"`
+}

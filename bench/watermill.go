@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// watermillTopic is the SQL topic the forwarder reads from.
+const watermillTopic = "outboxlab_bench_forwarder"
+
+// watermillStageChunk is how many events one staging transaction inserts
+// through watermill's SQL publisher (three parameters each; PostgreSQL
+// takes at most 65,535 per statement).
+const watermillStageChunk = 1000
+
+// watermillPeer is watermill's outbox: producers publish through the SQL
+// publisher, wrapped in the forwarder's envelope, inside their own
+// transaction; the forwarder subscribes with the SQL subscriber and
+// publishes each message to RabbitMQ with watermill-amqp.
+type watermillPeer struct {
+	in     *infra
+	pool   *pgxpool.Pool
+	schema wsql.DefaultPostgreSQLSchema
+	offs   wsql.DefaultPostgreSQLOffsetsAdapter
+	logger *errorLogger
+}
+
+func newWatermillPeer(ctx context.Context, in *infra) (*watermillPeer, error) {
+	pool, err := pgxpool.New(ctx, in.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("watermill: connecting to PostgreSQL: %w", err)
+	}
+	q := func(name string) string { return pgx.Identifier{in.schema, name}.Sanitize() }
+	return &watermillPeer{
+		in:   in,
+		pool: pool,
+		schema: wsql.DefaultPostgreSQLSchema{
+			GenerateMessagesTableName: func(topic string) string { return q("watermill_" + topic) },
+			// The payload column holds the forwarder's JSON envelope.
+			GeneratePayloadType: func(string) string { return "JSON" },
+		},
+		offs: wsql.DefaultPostgreSQLOffsetsAdapter{
+			GenerateMessagesOffsetsTableName: func(topic string) string { return q("watermill_offsets_" + topic) },
+		},
+		logger: &errorLogger{},
+	}, nil
+}
+
+// errorLogger is a watermill logger that keeps the first error it is
+// given and counts the rest, so that a forwarder that makes no progress
+// says why.
+type errorLogger struct {
+	watermill.NopLogger
+	mu     sync.Mutex
+	first  string
+	errors int
+}
+
+func (l *errorLogger) Error(msg string, err error, _ watermill.LogFields) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.errors == 0 {
+		l.first = fmt.Sprintf("%s: %v", msg, err)
+	}
+	l.errors++
+}
+
+func (l *errorLogger) With(watermill.LogFields) watermill.LoggerAdapter { return l }
+
+// summary returns the number of errors and the first one.
+func (l *errorLogger) summary() (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errors, l.first
+}
+
+func (p *watermillPeer) close() { p.pool.Close() }
+
+func (p *watermillPeer) subscriber() (*wsql.Subscriber, error) {
+	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(p.pool), wsql.SubscriberConfig{
+		SchemaAdapter:    p.schema,
+		OffsetsAdapter:   p.offs,
+		InitializeSchema: true,
+	}, p.logger)
+	if err != nil {
+		return nil, fmt.Errorf("watermill: SQL subscriber: %w", err)
+	}
+	return sub, nil
+}
+
+// stage creates watermill's tables and stages every event of w, each
+// chunk in one transaction through forwarder.Publisher over the SQL
+// publisher: what a watermill producer does in its business transaction.
+func (p *watermillPeer) stage(ctx context.Context, w *workload) error {
+	sub, err := p.subscriber()
+	if err != nil {
+		return err
+	}
+	if err := sub.SubscribeInitialize(watermillTopic); err != nil {
+		return fmt.Errorf("watermill: creating tables: %w", err)
+	}
+	if err := sub.Close(); err != nil {
+		return fmt.Errorf("watermill: closing subscriber: %w", err)
+	}
+	for start := 0; start < w.len(); start += watermillStageChunk {
+		end := min(start+watermillStageChunk, w.len())
+		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			pub, err := wsql.NewPublisher(wsql.TxFromPgx(tx), wsql.PublisherConfig{SchemaAdapter: p.schema}, p.logger)
+			if err != nil {
+				return err
+			}
+			fwd := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: watermillTopic})
+			msgs := make([]*message.Message, 0, end-start)
+			for i := start; i < end; i++ {
+				m := message.NewMessage(w.idStr[i], w.payloads[i])
+				m.SetContext(ctx)
+				msgs = append(msgs, m)
+			}
+			return fwd.Publish(MessageType, msgs...)
+		})
+		if err != nil {
+			return fmt.Errorf("watermill: staging events %d-%d: %w", start, end, err)
+		}
+	}
+	if _, err := p.pool.Exec(ctx, `ANALYZE `+p.schema.MessagesTable(watermillTopic)); err != nil {
+		return fmt.Errorf("watermill: analyzing: %w", err)
+	}
+	return nil
+}
+
+// watermillRun is a running forwarder.
+type watermillRun struct {
+	fwd       *forwarder.Forwarder
+	pub       *wamqp.Publisher
+	forwarded atomic.Int64
+	done      chan error
+}
+
+// start runs the forwarder: SQL subscriber in, watermill-amqp publisher
+// out, with publisher confirms on and a pooled channel (its default opens
+// a channel for every publish).
+func (p *watermillPeer) start(ctx context.Context) (*watermillRun, error) {
+	cfg := wamqp.NewDurableTopicConfig(p.in.amqpURL, p.in.exchange, p.in.queue)
+	// The exchange exists already, durable; watermill declares it again
+	// before its first publish and must ask for the same kind.
+	cfg.Exchange.Durable = true
+	cfg.Publish.ConfirmDelivery = true
+	cfg.Publish.Mandatory = true
+	cfg.Publish.ChannelPoolSize = 1
+	cfg.Marshaler = wamqp.DefaultMarshaler{
+		PostprocessPublishing: func(pub amqp.Publishing) amqp.Publishing {
+			// The same properties as the relay's messages.
+			if id, ok := pub.Headers[wamqp.DefaultMessageUUIDHeaderKey].(string); ok {
+				pub.MessageId = id
+			}
+			pub.Type = MessageType
+			pub.ContentType = "application/json"
+			pub.Timestamp = time.Now().UTC()
+			return pub
+		},
+	}
+	out, err := wamqp.NewPublisher(cfg, p.logger)
+	if err != nil {
+		return nil, fmt.Errorf("watermill: AMQP publisher: %w", err)
+	}
+	sub, err := p.subscriber()
+	if err != nil {
+		_ = out.Close()
+		return nil, err
+	}
+	run := &watermillRun{pub: out, done: make(chan error, 1)}
+	count := func(h message.HandlerFunc) message.HandlerFunc {
+		return func(m *message.Message) ([]*message.Message, error) {
+			res, err := h(m)
+			if err == nil {
+				run.forwarded.Add(1)
+			}
+			return res, err
+		}
+	}
+	fwd, err := forwarder.NewForwarder(sub, out, p.logger, forwarder.Config{
+		ForwarderTopic: watermillTopic,
+		Middlewares:    []message.HandlerMiddleware{count},
+		CloseTimeout:   30 * time.Second,
+	})
+	if err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("watermill: forwarder: %w", err)
+	}
+	run.fwd = fwd
+	go func() { run.done <- fwd.Run(context.WithoutCancel(ctx)) }()
+	select {
+	case <-fwd.Running():
+	case err := <-run.done:
+		_ = out.Close()
+		return nil, fmt.Errorf("watermill: forwarder ended at start: %w", err)
+	case <-ctx.Done():
+		_ = run.stop()
+		return nil, ctx.Err()
+	}
+	return run, nil
+}
+
+// stop closes the forwarder and its publisher.
+func (r *watermillRun) stop() error {
+	var errs []error
+	if err := r.fwd.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("watermill: closing forwarder: %w", err))
+	}
+	select {
+	case err := <-r.done:
+		if err != nil {
+			errs = append(errs, fmt.Errorf("watermill: forwarder: %w", err))
+		}
+	case <-time.After(time.Minute):
+		errs = append(errs, errors.New("watermill: forwarder did not stop within a minute"))
+	}
+	if err := r.pub.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("watermill: closing AMQP publisher: %w", err))
+	}
+	return errors.Join(errs...)
+}
