@@ -33,10 +33,10 @@ type replicaSet struct {
 
 // replicaOptions says how to build the replicas of one phase.
 type replicaOptions struct {
-	table    outbox.Table
-	count    int
-	config   relay.Config // RelayID is set per replica
-	notify   bool         // wake on LISTEN/NOTIFY
+	table     outbox.Table
+	count     int
+	config    relay.Config // RelayID is set per replica
+	notify    bool         // wake on LISTEN/NOTIFY
 	onConfirm func(id string, at time.Time)
 }
 
