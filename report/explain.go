@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/outboxlab/outboxlab/checker"
@@ -18,23 +19,33 @@ func Explain(r Run) string {
 	var parts []string
 	if c.Lost > 0 {
 		lost, _ := r.Report.Result(checker.NameLost)
-		crashed, refused, other := lostCauses(r.History, lost.Offending)
+		k := lostCauses(r.History, lost.Offending)
 		var why []string
-		if crashed > 0 {
-			why = append(why, fmt.Sprintf("%d because the producer died between COMMIT and publish", crashed))
+		if k.crashed > 0 {
+			why = append(why, fmt.Sprintf("%d because the producer died between COMMIT and publish", k.crashed))
 		}
-		if refused > 0 {
-			why = append(why, fmt.Sprintf("%d because the inline publish failed while the broker was unreachable and nothing retried it", refused))
+		if k.refused > 0 {
+			why = append(why, fmt.Sprintf("%d because the inline publish failed while the broker was unreachable", k.refused))
 		}
-		if other > 0 {
-			why = append(why, fmt.Sprintf("%d never reached a consumer", other))
+		if k.gaveUp > 0 {
+			why = append(why, fmt.Sprintf("%d because an earlier publish of the same transaction failed and the producer gave up on the rest", k.gaveUp))
 		}
-		parts = append(parts, fmt.Sprintf("%d of %d committed %s %s lost: %s",
-			c.Lost, c.Committed, pick(c.Committed, "event", "events"), pick(c.Lost, "was", "were"), strings.Join(why, ", ")))
+		if k.other > 0 {
+			why = append(why, fmt.Sprintf("%d never reached a consumer", k.other))
+		}
+		s := fmt.Sprintf("%d of %d committed %s %s lost: %s", c.Lost, c.Committed, pick(c.Committed, "event", "events"),
+			pick(c.Lost, "was", "were"), strings.Join(why, ", "))
+		if k.refused+k.gaveUp > 0 {
+			s += ", and nothing retries an inline publish"
+		}
+		parts = append(parts, s)
 	}
 	if c.Phantom > 0 {
 		parts = append(parts, fmt.Sprintf("%s delivered although %s transaction rolled back (phantom): the publish happened before COMMIT, and a rollback cannot unsend a message",
 			count(c.Phantom, "event was", "events were"), pick(c.Phantom, "its", "their")))
+	}
+	if n := refusedRequests(r.History); n > 0 {
+		parts = append(parts, fmt.Sprintf("%s failed because the publish before COMMIT could not reach the broker", count(n, "request", "requests")))
 	}
 	if c.Lost == 0 && c.Phantom == 0 {
 		s := fmt.Sprintf("all %d committed events were delivered", c.Committed)
@@ -66,10 +77,40 @@ func Explain(r Run) string {
 	return strings.ToUpper(s[:1]) + s[1:] + "."
 }
 
+// refusedRequests counts the transactions that rolled back because a
+// publish inside them failed: the price publish-then-commit pays for an
+// outage.
+func refusedRequests(h []history.Op) int {
+	pos := make(map[int64]int, len(h))
+	for i, op := range h {
+		pos[op.Index] = i
+	}
+	n := 0
+	for _, p := range history.Pairs(h) {
+		if p.Invoke == nil || p.Done == nil || p.Invoke.F != history.Commit || p.Done.Type != history.Fail {
+			continue
+		}
+		for _, op := range h[pos[p.Invoke.Index]+1 : pos[p.Done.Index]] {
+			if op.Process == p.Invoke.Process && op.F == history.Publish && op.Type == history.Fail {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// lostReasons counts lost events by what stopped them.
+type lostReasons struct {
+	crashed, refused, gaveUp, other int
+}
+
 // lostCauses sorts lost events by what stopped them: the producer's crash
 // right after COMMIT (its next record is the crash, and no publish was
-// attempted), a publish that failed, or something else.
-func lostCauses(h []history.Op, lost []string) (crashed, refused, other int) {
+// attempted), a publish of the event that failed, a failed publish of
+// another event of the same transaction after which the producer gave up,
+// or something else.
+func lostCauses(h []history.Op, lost []string) lostReasons {
 	byEvent := history.ByEvent(h)
 	// next[i] is the F of the record its process made after record i.
 	next := map[int64]history.Func{}
@@ -80,9 +121,18 @@ func lostCauses(h []history.Op, lost []string) (crashed, refused, other int) {
 		}
 		lastOf[op.Process] = op.Index
 	}
+	publishFailed := func(id string) bool {
+		for _, op := range byEvent[id] {
+			if op.F == history.Publish && (op.Type == history.Fail || op.Type == history.Info) {
+				return true
+			}
+		}
+		return false
+	}
+	var k lostReasons
 	for _, id := range lost {
 		var commitOK *history.Op
-		publishFailed, publishTried := false, false
+		publishTried := false
 		for _, op := range byEvent[id] {
 			switch {
 			case op.F == history.Commit && op.Type == history.OK && commitOK == nil:
@@ -90,20 +140,20 @@ func lostCauses(h []history.Op, lost []string) (crashed, refused, other int) {
 				commitOK = &o
 			case op.F == history.Publish && op.Type == history.Invoke:
 				publishTried = true
-			case op.F == history.Publish && (op.Type == history.Fail || op.Type == history.Info):
-				publishFailed = true
 			}
 		}
 		switch {
-		case publishFailed:
-			refused++
+		case publishFailed(id):
+			k.refused++
 		case commitOK != nil && !publishTried && next[commitOK.Index] == history.Crash:
-			crashed++
+			k.crashed++
+		case commitOK != nil && !publishTried && slices.ContainsFunc(commitOK.Events, publishFailed):
+			k.gaveUp++
 		default:
-			other++
+			k.other++
 		}
 	}
-	return crashed, refused, other
+	return k
 }
 
 func count(n int, one, many string) string {

@@ -21,8 +21,9 @@ func TestExplainNamesWhatLostEachEvent(t *testing.T) {
 	// e1: committed, then the producer died before publishing.
 	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").rec(p, history.OK, history.Commit, "", "e1").
 		rec(p, history.Info, history.Crash, "after-commit")
-	// e2: committed, the publish failed (broker down).
-	b.at(time.Second).rec(p, history.Invoke, history.Commit, "", "e2").rec(p, history.OK, history.Commit, "", "e2").
+	// e2 and e4 commit together; e2's publish fails (broker down) and the
+	// producer gives up on e4.
+	b.at(time.Second).rec(p, history.Invoke, history.Commit, "", "e2", "e4").rec(p, history.OK, history.Commit, "", "e2", "e4").
 		rec(p, history.Invoke, history.Publish, "", "e2").rec(p, history.Fail, history.Publish, "", "e2")
 	// e3: delivered.
 	b.at(2*time.Second).rec(p, history.Invoke, history.Commit, "", "e3").rec(p, history.OK, history.Commit, "", "e3").
@@ -30,10 +31,26 @@ func TestExplainNamesWhatLostEachEvent(t *testing.T) {
 		rec("consumer-1", history.OK, history.Deliver, "", "e3").rec("consumer-1", history.Invoke, history.Apply, "", "e3").
 		rec("consumer-1", history.OK, history.Apply, "", "e3")
 	got := explained(t, "commit-then-publish", b)
-	want := "2 of 3 committed events were lost: 1 because the producer died between COMMIT and publish, " +
-		"1 because the inline publish failed while the broker was unreachable and nothing retried it."
+	want := "3 of 4 committed events were lost: 1 because the producer died between COMMIT and publish, " +
+		"1 because the inline publish failed while the broker was unreachable, " +
+		"1 because an earlier publish of the same transaction failed and the producer gave up on the rest, " +
+		"and nothing retries an inline publish."
 	if got != want {
 		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestExplainRequestsRefusedByAnOutage(t *testing.T) {
+	b := &hb{}
+	p := "producer-1"
+	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").
+		rec(p, history.Invoke, history.Publish, "", "e1").rec(p, history.Fail, history.Publish, "", "e1").
+		rec(p, history.Fail, history.Commit, "", "e1")
+	// A rollback with no publish failure is not a refused request.
+	b.rec(p, history.Invoke, history.Commit, "", "e2").rec(p, history.Fail, history.Commit, "", "e2")
+	got := explained(t, "publish-then-commit", b)
+	if !strings.HasPrefix(got, "1 request failed because the publish before COMMIT could not reach the broker; ") {
+		t.Errorf("Explain = %s", got)
 	}
 }
 

@@ -17,8 +17,7 @@ import (
 const (
 	demoScenario = "dual-write"
 	demoSeed     = 42
-	demoEvents   = 60
-	demoDuration = 20 * time.Second
+	demoEvents   = 90
 	demoOut      = ".build/demo"
 )
 
@@ -52,7 +51,7 @@ row does.`,
 			o.seed = seedFlag{v: demoSeed, set: true}
 			fs.Var(&o.seed, "seed", "the `seed` of the workload and the faults")
 			fs.IntVar(&o.events, "events", demoEvents, "events each producer tries to send")
-			fs.DurationVar(&o.duration, "duration", demoDuration, "length of each run's safety phase")
+			fs.DurationVar(&o.duration, "duration", 0, "length of each run's safety phase (default: the scenario's own)")
 			fs.BoolVar(&o.json, "json", false, "print the rows as JSON instead of the table")
 			fs.StringVar(&o.out, "out", demoOut, "write demo.json, the histories and demo.html to `DIR`")
 			return o.run
@@ -78,8 +77,8 @@ func (o *demoOptions) run(ctx context.Context, std *stdio) int {
 	if o.events < 1 {
 		return usageErr(std, "demo", "--events must be at least 1")
 	}
-	if o.duration <= 0 {
-		return usageErr(std, "demo", "--duration must be positive")
+	if o.duration < 0 {
+		return usageErr(std, "demo", "--duration must not be negative")
 	}
 	if o.out == "" {
 		return usageErr(std, "demo", "--out must name a directory: the demo always writes its report")
@@ -105,11 +104,23 @@ func (o *demoOptions) run(ctx context.Context, std *stdio) int {
 		specs[i] = runSpec{Scenario: demoScenario, Seed: seed, Relay: scenarios.RelayUnderTest{Name: "ours"},
 			Variant: v, Events: o.events, Duration: o.duration}
 	}
-	results, code := runScenarios(ctx, std, "demo", specs, false)
+	specs, results, code := runScenarios(ctx, std, "demo", specs, false)
 	if code != exitOK {
 		return code
 	}
+	if len(results) != len(demoVariants) {
+		return unavailable(std, "demo", "only %d of the %d producers could run", len(results), len(demoVariants))
+	}
 	meta := report.CollectMeta(ctx, start)
+	replay := fmt.Sprintf("%s demo --seed %d --events %d", replayPrefix, seed, o.events)
+	if o.duration > 0 {
+		replay += fmt.Sprintf(" --duration %s", o.duration)
+	}
+	for i := range results {
+		// The demo's scenario is assembled by the command: the demo
+		// itself replays it.
+		results[i].Replay = replay
+	}
 
 	runs := make([]report.Run, len(results))
 	file := report.ScenarioFile{Meta: meta}

@@ -27,8 +27,8 @@ func simRunner(t *testing.T, relabel map[scenarios.Variant]scenarios.Variant) {
 	old := scenarioRuns
 	scenarioRuns = scenarioRunner{
 		names: func() []string { return []string{demoScenario, "broker-down"} },
-		run: func(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress)) ([]scenarios.Result, error) {
-			var out []scenarios.Result
+		run: func(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string)) ([]runOutcome, error) {
+			var out []runOutcome
 			for i, s := range specs {
 				v := s.Variant
 				if r, ok := relabel[v]; ok {
@@ -44,7 +44,7 @@ func simRunner(t *testing.T, relabel map[scenarios.Variant]scenarios.Variant) {
 				for f, n := range res.Hits {
 					r.Faults = append(r.Faults, scenarios.FaultHits{Name: string(f), Hits: int64(n)})
 				}
-				out = append(out, r)
+				out = append(out, runOutcome{Result: r})
 			}
 			return out, nil
 		},

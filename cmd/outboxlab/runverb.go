@@ -105,9 +105,12 @@ func (o *runOptions) run(ctx context.Context, std *stdio) int {
 	for i, n := range names {
 		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: scenarios.Outbox, Events: o.events, Duration: o.duration}
 	}
-	results, code := runScenarios(ctx, std, "run", specs, o.json)
+	_, results, code := runScenarios(ctx, std, "run", specs, o.json)
 	if code != exitOK {
 		return code
+	}
+	if len(results) == 0 {
+		return unavailable(std, "run", "no scenario could run with relay %s", relay.Name)
 	}
 
 	failed := 0

@@ -31,9 +31,18 @@ type runSpec struct {
 type scenarioRunner struct {
 	// names lists the catalogue's scenarios.
 	names func() []string
-	// run runs specs; an error means the environment could not run them
-	// (a verdict is never an error).
-	run func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress)) ([]scenarios.Result, error)
+	// run runs specs, one outcome per spec; an error means the
+	// environment could not run them (a verdict is never an error). status
+	// receives lines about the environment (containers starting).
+	run func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress), status func(string)) ([]runOutcome, error)
+}
+
+// runOutcome is what became of one spec.
+type runOutcome struct {
+	Result scenarios.Result
+	// NotApplicable says why the spec did not run: the scenario cannot
+	// run with this relay or producer variant.
+	NotApplicable string
 }
 
 // scenarioRuns is the runner the command uses.
@@ -70,10 +79,11 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	return scenarios.RelayUnderTest{Name: s}, nil
 }
 
-// runScenarios runs specs with a live progress line and converts the
-// results for the report. It returns exitOK, or the exit code of an
-// environment that could not run them.
-func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec, quiet bool) ([]scenarios.Result, int) {
+// runScenarios runs specs with a live progress line. It returns the
+// results of the specs that ran, with the specs they ran, and exitOK; or
+// the exit code of an environment that could not run them. Specs that are
+// not applicable are reported and left out.
+func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec, quiet bool) ([]runSpec, []scenarios.Result, int) {
 	pr := newProgress(std, quiet)
 	label := func(i int) string {
 		s := specs[i]
@@ -86,18 +96,33 @@ func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec,
 		}
 		return l
 	}
-	results, err := scenarioRuns.run(ctx, specs, func(i int, p scenarios.Progress) { pr.Update(scenarioLine(label(i), p)) })
+	outcomes, err := scenarioRuns.run(ctx, specs,
+		func(i int, p scenarios.Progress) { pr.Update(scenarioLine(label(i), p)) },
+		func(line string) { pr.Update(line) })
 	pr.Clear()
 	if err != nil {
 		if code := environmentErr(std, verb, err); code != 0 {
-			return nil, code
+			return nil, nil, code
 		}
-		return nil, unavailable(std, verb, "%v", err)
+		if ctx.Err() != nil {
+			return nil, nil, unavailable(std, verb, "interrupted: %v", err)
+		}
+		return nil, nil, unavailable(std, verb, "%v", err)
 	}
-	if len(results) != len(specs) {
-		return nil, unavailable(std, verb, "the runner returned %d results for %d runs", len(results), len(specs))
+	if len(outcomes) != len(specs) {
+		return nil, nil, unavailable(std, verb, "the runner returned %d outcomes for %d runs", len(outcomes), len(specs))
 	}
-	return results, exitOK
+	var ran []runSpec
+	var results []scenarios.Result
+	for i, o := range outcomes {
+		if o.NotApplicable != "" {
+			fmt.Fprintf(std.err, "skip %s: not applicable: %s\n", label(i), o.NotApplicable)
+			continue
+		}
+		ran = append(ran, specs[i])
+		results = append(results, o.Result)
+	}
+	return ran, results, exitOK
 }
 
 // toRun converts a scenario result for the HTML report.

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/scenarios"
+)
+
+// closeTimeout bounds the removal of the environment.
+const closeTimeout = 2 * time.Minute
+
+func init() {
+	scenarioRuns = scenarioRunner{names: scenarios.Names, run: runOnContainers}
+}
+
+// demoScenarioOf returns the demo's scenario: the catalogue's broker-down
+// (the publisher's link to the broker goes down twice), with a workload
+// that also rolls requests back and has producers die right after COMMIT,
+// so that each unsafe producer shows its own failure under the same run.
+func demoScenarioOf() (scenarios.Scenario, error) {
+	sc, ok := scenarios.Lookup(scenarios.BrokerDown)
+	if !ok {
+		return sc, fmt.Errorf("the catalogue has no %s scenario", scenarios.BrokerDown)
+	}
+	sc.Name = demoScenario
+	sc.Summary = "the broker goes down twice while producers commit, roll back, and die right after COMMIT"
+	sc.Workload.RollbackRate = 0.15
+	sc.Workload.CrashAfterCommitRate = 0.1
+	sc.WorkloadFaults = append(sc.WorkloadFaults, scenarios.WorkloadProducerCrash)
+	sc.Exposes = []scenarios.Variant{scenarios.PublishThenCommit, scenarios.CommitThenPublish}
+	return sc, nil
+}
+
+// lookupScenario returns a scenario of the catalogue, or the demo's.
+func lookupScenario(name string) (scenarios.Scenario, error) {
+	if name == demoScenario {
+		return demoScenarioOf()
+	}
+	sc, ok := scenarios.Lookup(name)
+	if !ok {
+		return sc, fmt.Errorf("unknown scenario %q", name)
+	}
+	return sc, nil
+}
+
+// runOnContainers starts the environment, runs specs one after another on
+// it, and removes it.
+func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string)) (_ []runOutcome, err error) {
+	scs := make([]scenarios.Scenario, len(specs))
+	for i, s := range specs {
+		if scs[i], err = lookupScenario(s.Scenario); err != nil {
+			return nil, err
+		}
+	}
+	opts := scenarios.EnvOptions()
+	opts.Logf = func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }
+	status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
+	env, err := testenv.Start(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("starting the environment: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if cerr := env.Close(cctx); cerr != nil && err == nil {
+			err = fmt.Errorf("removing the environment: %w", cerr)
+		}
+	}()
+	out := make([]runOutcome, len(specs))
+	for i, s := range specs {
+		relay := s.Relay
+		if relay.Name == "ours" && relay.Image == "" && len(relay.Command) == 0 {
+			relay = scenarios.Ours()
+		}
+		res, err := scenarios.Run(ctx, env, scs[i], scenarios.Options{
+			Seed: s.Seed, Relay: relay, Variant: s.Variant, Events: s.Events, Duration: s.Duration,
+			Progress: func(p scenarios.Progress) { progress(i, p) },
+		})
+		switch {
+		case errors.Is(err, scenarios.ErrNotApplicable):
+			out[i] = runOutcome{Result: res, NotApplicable: err.Error()}
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = runOutcome{Result: res}
+		}
+	}
+	return out, nil
+}
