@@ -109,9 +109,9 @@ func (a action) String() string {
 
 // machineCase is one test case: the world's parameters and the actions.
 type machineCase struct {
-	seed                              uint64
+	seed                               uint64
 	replicas, consumers, batch, window int
-	acts                              []action
+	acts                               []action
 }
 
 // names of the world's processes, as sim names them.
