@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -126,7 +127,7 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 	if _, err := pool.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name LIKE $1`, schema+".%"); err != nil {
 		// The table exists once any outbox was migrated; before that there
 		// is nothing to forget.
-		if !strings.Contains(err.Error(), "does not exist") {
+		if !isUndefinedTable(err) {
 			in.close()
 			return nil, fmt.Errorf("forgetting old migrations of %s: %w", schema, err)
 		}
@@ -249,6 +250,12 @@ func (in *infra) newOutbox(ctx context.Context, name string) (outbox.Table, erro
 // stageCopy stages every event of w in table with one COPY, then runs
 // ANALYZE as autovacuum would after such a load.
 func (in *infra) stageCopy(ctx context.Context, table outbox.Table, w *workload) error {
+	return stageCopy(ctx, in.admin, table, w)
+}
+
+// stageCopy stages every event of w in table with one COPY on pool, then
+// runs ANALYZE.
+func stageCopy(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, w *workload) error {
 	rows := make([][]any, w.len())
 	for i := range rows {
 		rows[i] = []any{w.ids[i], MessageType, w.payloads[i], w.occurredAt(i)}
@@ -257,7 +264,7 @@ func (in *infra) stageCopy(ctx context.Context, table outbox.Table, w *workload)
 	if table.Schema() != "" {
 		ident = pgx.Identifier{table.Schema(), table.Name()}
 	}
-	n, err := in.admin.CopyFrom(ctx, ident,
+	n, err := pool.CopyFrom(ctx, ident,
 		[]string{"id", "message_type", "payload", "occurred_at"}, pgx.CopyFromRows(rows))
 	if err != nil {
 		return fmt.Errorf("staging %d events in %s: %w", w.len(), table, err)
@@ -265,10 +272,16 @@ func (in *infra) stageCopy(ctx context.Context, table outbox.Table, w *workload)
 	if int(n) != w.len() {
 		return fmt.Errorf("staging %d events in %s: copied %d", w.len(), table, n)
 	}
-	if _, err := in.admin.Exec(ctx, `ANALYZE `+table.Ident()); err != nil {
+	if _, err := pool.Exec(ctx, `ANALYZE `+table.Ident()); err != nil {
 		return fmt.Errorf("analyzing %s: %w", table, err)
 	}
 	return nil
+}
+
+// isUndefinedTable reports whether err is PostgreSQL's undefined_table.
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
 
 // outboxCounts returns the pending, processed and faulted rows of table.

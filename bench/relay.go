@@ -65,8 +65,7 @@ func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (
 		pool.Close()
 		return nil, fmt.Errorf("replica %s: %w", id, err)
 	}
-	reg := outbox.NewRegistry()
-	reg.Register(MessageType, OrderPlaced{})
+	reg := newRegistry()
 	rep := &replica{
 		id:    id,
 		pool:  pool,
@@ -96,6 +95,14 @@ func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (
 	}
 	go func() { rep.done <- r.Run(rctx, wake) }()
 	return rep, nil
+}
+
+// newRegistry returns the decoder the replicas use: a registry that knows
+// the benchmark's one message type.
+func newRegistry() *outbox.Registry {
+	reg := outbox.NewRegistry()
+	reg.Register(MessageType, OrderPlaced{})
+	return reg
 }
 
 func (r *replica) close() {

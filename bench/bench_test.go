@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+func TestPercentiles(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- { // out of order on purpose
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	got := percentiles(ds)
+	want := Percentiles{P50: 50, P99: 99, Max: 100}
+	if got != want {
+		t.Errorf("percentiles(1..100 ms) = %+v, want %+v", got, want)
+	}
+	if ds[0] != 100*time.Millisecond {
+		t.Error("percentiles sorted its argument in place")
+	}
+	if got := percentiles([]time.Duration{7 * time.Millisecond}); got != (Percentiles{7, 7, 7}) {
+		t.Errorf("percentiles of one value = %+v", got)
+	}
+	if got := percentiles(nil); got != (Percentiles{}) {
+		t.Errorf("percentiles(nil) = %+v, want zero", got)
+	}
+}
+
+func TestWorkloadIsDeterministicAndDecodable(t *testing.T) {
+	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	a, err := newWorkload(2500, 256, 42, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newWorkload(2500, 256, 42, base)
+	c, _ := newWorkload(2500, 256, 43, base)
+	if !slices.Equal(a.idStr, b.idStr) {
+		t.Error("same seed, different ids")
+	}
+	for i := range a.payloads {
+		if !bytes.Equal(a.payloads[i], b.payloads[i]) {
+			t.Fatalf("same seed, payload %d differs", i)
+		}
+	}
+	if slices.Equal(a.idStr, c.idStr) {
+		t.Error("different seeds, same ids")
+	}
+	reg := outbox.NewRegistry()
+	reg.Register(MessageType, OrderPlaced{})
+	seen := map[string]bool{}
+	for i := range a.len() {
+		id := a.ids[i]
+		if id.Version() != 7 || id.Variant().String() != "RFC4122" {
+			t.Fatalf("id %d %s: version %d variant %s, want a v7 RFC 4122 id", i, id, id.Version(), id.Variant())
+		}
+		if seen[a.idStr[i]] {
+			t.Fatalf("id %s repeats", id)
+		}
+		seen[a.idStr[i]] = true
+		if i > 0 && a.idStr[i-1] >= a.idStr[i] {
+			t.Fatalf("ids %d and %d out of staging order: %s, %s", i-1, i, a.idStr[i-1], a.idStr[i])
+		}
+		if a.index[a.idStr[i]] != i {
+			t.Fatalf("index of %s = %d, want %d", id, a.index[a.idStr[i]], i)
+		}
+		if n := len(a.payloads[i]); n < 256 || n > 260 {
+			t.Fatalf("payload %d is %d bytes, want about 256", i, n)
+		}
+		v, err := reg.Decode(MessageType, a.payloads[i])
+		if err != nil {
+			t.Fatalf("payload %d does not decode: %v", i, err)
+		}
+		if v.(*OrderPlaced).Seq != int64(i) {
+			t.Fatalf("payload %d has seq %d", i, v.(*OrderPlaced).Seq)
+		}
+	}
+	s := a.slice(10)
+	if s.len() != 10 || s.index[a.idStr[9]] != 9 || len(s.index) != 10 {
+		t.Errorf("slice(10): len %d, index %v", s.len(), s.index)
+	}
+}
+
+// spin burns CPU in a function of its own, for the profile test.
+//
+//go:noinline
+func spin(d time.Duration) uint64 {
+	x := uint64(1)
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for range 10_000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	return x
+}
+
+func TestSummarizeProfileFindsTheBusyFunction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	p, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := spin(400 * time.Millisecond)
+	prof, err := p.stop(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sink
+	if prof.Path != path || prof.SampledSeconds <= 0 || len(prof.TopFlat) == 0 {
+		t.Fatalf("profile summary = %+v", prof)
+	}
+	const want = "github.com/outboxlab/outboxlab/bench.spin"
+	if prof.TopFlat[0].Func != want {
+		t.Errorf("top flat function = %s, want %s (top: %+v)", prof.TopFlat[0].Func, want, prof.TopFlat)
+	}
+	for _, e := range prof.TopCum {
+		if e.Func == "runtime.goexit" || strings.HasPrefix(e.Func, "testing.") {
+			t.Errorf("cumulative top lists the entry point %s", e.Func)
+		}
+		if e.CumShare < e.FlatShare || e.CumShare > 1 {
+			t.Errorf("%s: cum share %.2f, flat share %.2f", e.Func, e.CumShare, e.FlatShare)
+		}
+	}
+	if _, err := summarizeProfile(filepath.Join(t.TempDir(), "missing"), 5); err == nil {
+		t.Error("summarizing a missing profile succeeded")
+	}
+}
+
+func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
+	r := Result{Events: 10, RawMsgsPerSec: 5, Phases: []Phase{{Name: "raw"}}, Notes: []string{"x"}}
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf, false); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"events", "raw_msgs_per_sec", "relay_msgs_per_sec", "relay2_msgs_per_sec", "watermill_msgs_per_sec",
+		"ratio_to_raw", "ratio_to_watermill", "latency_poll_p50_ms", "latency_poll_p99_ms",
+		"latency_notify_p50_ms", "latency_notify_p99_ms"}
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("summary keys = %v, want %v", got, want)
+	}
+	if m["events"] != 10.0 || m["raw_msgs_per_sec"] != 5.0 {
+		t.Errorf("summary = %v", m)
+	}
+	buf.Reset()
+	if err := r.WriteJSON(&buf, true); err != nil {
+		t.Fatal(err)
+	}
+	var full map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &full); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range append(want, "phases", "notes", "config") {
+		if _, ok := full[k]; !ok {
+			t.Errorf("full result lacks %q", k)
+		}
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	if err := (Options{}).Validate(); err != nil {
+		t.Errorf("zero options: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"negative events", Options{Events: -1}},
+		{"negative producers", Options{Producers: -2}},
+		{"negative drain timeout", Options{DrainTimeout: -time.Second}},
+		{"bad relay config", Options{Relay: relayConfigWithLease(time.Second)}},
+		{"bad schema", Options{Schema: "no; drop"}},
+	} {
+		if err := tc.o.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", tc.name, tc.o)
+		}
+	}
+}
+
+func TestWriteTableShowsEveryPhase(t *testing.T) {
+	r := Result{
+		Events: 100, RawMsgsPerSec: 1000, RelayMsgsPerSec: 800, RatioToRaw: 0.8,
+		Phases: []Phase{
+			{Name: "raw", Events: 100, MsgsPerSec: 1000},
+			{Name: "relay-1", Events: 100, MsgsPerSec: 800, Breakdown: &Breakdown{}},
+			{Name: "watermill", Events: 100, MsgsPerSec: 100},
+		},
+		Latency: []Latency{{Mode: "poll"}, {Mode: "notify"}},
+		Hygiene: []TableStats{{Moment: "after drain"}},
+		Notes:   []string{"a note"},
+	}
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"raw", "relay-1", "watermill", "0.80", "poll", "notify", "after drain", "a note", "Where relay-1"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestContainerCPUOfMissingContainer(t *testing.T) {
+	if _, ok := containerCPU("no-such-container"); ok {
+		t.Error("containerCPU found a container that does not exist")
+	}
+	if processCPU() <= 0 {
+		t.Error("processCPU read no CPU time for this process")
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	_, err := Run(t.Context(), URLs{}, Options{Events: -5})
+	if err == nil || !strings.Contains(err.Error(), "Events") {
+		t.Errorf("Run with bad options: err = %v", err)
+	}
+}
+
+func relayConfigWithLease(d time.Duration) (c relay.Config) {
+	c.Lease = d
+	return c
+}

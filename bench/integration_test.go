@@ -1,0 +1,357 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// TestRunSmall runs the whole benchmark on a small backlog and checks what
+// a reader of its figures relies on; it asserts no speed.
+func TestRunSmall(t *testing.T) {
+	env := sharedEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const n = 1500
+	dir := t.TempDir()
+	res, err := Run(ctx, env, Options{
+		Events:           n,
+		Relay:            relay.Config{PollInterval: 300 * time.Millisecond},
+		LatencyDuration:  time.Second,
+		Producers:        4,
+		WatermillTimeout: 3 * time.Minute,
+		ProfileDir:       dir,
+		Schema:           "bench_run_small",
+		Exchange:         "outboxlab.bench.small",
+		Queue:            "outboxlab.bench.small",
+		Logf:             t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ph := range res.Phases {
+		names = append(names, ph.Name)
+		if ph.Events != n || ph.QueueDepth != n {
+			t.Errorf("%s: %d events confirmed, queue depth %d; want %d and %d", ph.Name, ph.Events, ph.QueueDepth, n, n)
+		}
+		if ph.Seconds <= 0 || ph.MsgsPerSec <= 0 {
+			t.Errorf("%s: %.3f s, %.0f msgs/s", ph.Name, ph.Seconds, ph.MsgsPerSec)
+		}
+		if ph.CPU.ProcessSeconds <= 0 {
+			t.Errorf("%s: no CPU time measured for the process", ph.Name)
+		}
+		if ph.CPU.PostgresSeconds <= 0 && strings.HasPrefix(ph.Name, "relay") {
+			t.Logf("%s: no CPU time read for the PostgreSQL container (cgroup not readable here)", ph.Name)
+		}
+	}
+	if got := strings.Join(names, ","); got != "raw,relay-1,relay-2,watermill" {
+		t.Errorf("phases = %s", got)
+	}
+	for _, ph := range res.Phases[1:3] {
+		b := ph.Breakdown
+		if b == nil {
+			t.Fatalf("%s has no breakdown", ph.Name)
+		}
+		if b.Claim.Rows != n || b.Mark.Rows != n || b.Publish.Calls != n || b.ConfirmWait.Calls != n || b.Decode.Calls != n {
+			t.Errorf("%s breakdown counts %+v, want %d rows claimed, published, confirmed, marked and decoded", ph.Name, b, n)
+		}
+		if b.LostLeases != 0 {
+			t.Errorf("%s lost %d leases", ph.Name, b.LostLeases)
+		}
+		sum := b.Claim.ShareOfWall + b.Mark.ShareOfWall + b.Publish.ShareOfWall + b.ConfirmWait.ShareOfWall + b.Decode.ShareOfWall
+		if sum <= 0 || sum > 1.05 {
+			t.Errorf("%s: the calls take %.2f of the wall time", ph.Name, sum)
+		}
+	}
+	if res.RatioToRaw != res.RelayMsgsPerSec/res.RawMsgsPerSec || res.RatioToWatermill != res.RelayMsgsPerSec/res.WatermillMsgsPerSec {
+		t.Errorf("ratios %+v do not follow from the rates", res.Summary())
+	}
+	if len(res.Latency) != 2 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" {
+		t.Fatalf("latency runs = %+v", res.Latency)
+	}
+	for _, l := range res.Latency {
+		if l.Events != res.Config.LatencyEvents || l.Events < 100 {
+			t.Errorf("%s: %d events, config says %d", l.Mode, l.Events, res.Config.LatencyEvents)
+		}
+		for _, p := range []Percentiles{l.Confirm, l.Delivery} {
+			if !(0 < p.P50 && p.P50 <= p.P99 && p.P99 <= p.Max) {
+				t.Errorf("%s: percentiles out of order: %+v", l.Mode, p)
+			}
+		}
+		if l.Duplicates != 0 {
+			t.Errorf("%s: %d duplicate deliveries", l.Mode, l.Duplicates)
+		}
+	}
+	if res.LatencyNotifyP99Ms != res.Latency[1].Confirm.P99 || res.LatencyPollP50Ms != res.Latency[0].Confirm.P50 {
+		t.Errorf("summary latencies do not match the runs: %+v", res.Summary())
+	}
+	if res.Profile == nil || res.Profile.SampledSeconds <= 0 || len(res.Profile.TopCum) == 0 {
+		t.Errorf("profile = %+v", res.Profile)
+	} else if _, err := os.Stat(res.Profile.Path); err != nil {
+		t.Errorf("profile file: %v", err)
+	}
+	if len(res.Hygiene) != 3 {
+		t.Fatalf("hygiene = %+v", res.Hygiene)
+	}
+	if after := res.Hygiene[2]; after.LiveTuples != 0 || after.DeadTuples != 0 {
+		t.Errorf("after sweep and vacuum the table holds %d live and %d dead tuples", after.LiveTuples, after.DeadTuples)
+	}
+	if res.Hygiene[2].TableBytes >= res.Hygiene[1].TableBytes {
+		t.Errorf("vacuum after the sweep did not shrink the table: %+v", res.Hygiene)
+	}
+	// The run removed what it made.
+	conn, err := pgx.Connect(ctx, env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var schemas int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = 'bench_run_small'`).Scan(&schemas); err != nil {
+		t.Fatal(err)
+	}
+	if schemas != 0 {
+		t.Error("the run left its schema behind")
+	}
+	var buf strings.Builder
+	if err := res.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", buf.String())
+}
+
+// TestClaimUsesPendingIndexAtVolume reads EXPLAIN of the claim on a
+// backlog of 100,000 rows, and again once half of them are processed and
+// not yet vacuumed: both times the claim must scan the partial index and
+// reach the rows it updates by primary key, never by a sequential scan.
+func TestClaimUsesPendingIndexAtVolume(t *testing.T) {
+	env := sharedEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	db := newTestDB(t, env, "outbox")
+	const n = 100_000
+	if err := stageCopy(ctx, db.pool, db.table, benchWorkload(t, n)); err != nil {
+		t.Fatal(err)
+	}
+	store := relay.NewPGStore(db.pool, db.table)
+	index := strings.ReplaceAll(db.table.String(), ".", "_") + "_pending_idx"
+	check := func(state string) {
+		t.Helper()
+		rows, err := db.pool.Query(ctx, `EXPLAIN `+store.ClaimSQL(), relay.DefaultBatchSize, "explain", int64(120e6))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		if !strings.Contains(plan, "Index Scan using "+index) {
+			t.Errorf("%s: the claim does not scan %s:\n%s", state, index, plan)
+		}
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("%s: the claim has a sequential scan:\n%s", state, plan)
+		}
+		t.Logf("%s: claim plan:\n%s", state, plan)
+	}
+	check("100,000 pending")
+	// Half the backlog published: its rows leave the partial index only
+	// when vacuum removes their old versions.
+	if _, err := db.pool.Exec(ctx, `UPDATE `+db.table.Ident()+` SET processed_at = now()
+		WHERE id IN (SELECT id FROM `+db.table.Ident()+` ORDER BY occurred_at LIMIT $1)`, n/2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.pool.Exec(ctx, `ANALYZE `+db.table.Ident()); err != nil {
+		t.Fatal(err)
+	}
+	check("50,000 processed, 50,000 pending, not vacuumed")
+	// What the claim costs in that state, in buffers (logged, not
+	// asserted: a figure for the report).
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) `+store.ClaimSQL(), relay.DefaultBatchSize, "explain", int64(120e6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("claim executed with half the backlog processed and not vacuumed:\n%s", strings.Join(lines, "\n"))
+}
+
+// TestSweepKeepsTableBounded runs rounds of stage, drain and sweep with
+// the table's own autovacuum settings (002_autovacuum) and autovacuum
+// visiting every second: the table and its indexes must stay as large as
+// one round's rows, not grow with the rounds.
+func TestSweepKeepsTableBounded(t *testing.T) {
+	env := sharedEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	db := newTestDB(t, env, "outbox")
+	setNaptime(t, ctx, env, "1s")
+	in := newBenchBroker(t, env)
+	pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: in.amqpURL, Exchange: in.exchange})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	store := relay.NewPGStore(db.pool, db.table)
+	r, err := relay.New(relay.Config{
+		RelayID:       "bench-hygiene",
+		Retention:     time.Millisecond,
+		SweepInterval: time.Millisecond,
+		BatchSize:     500,
+		PublishWindow: 500,
+	}, store, pub, relay.Options{Decoder: newRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := &infra{admin: db.pool}
+	const rounds, perRound = 8, 10_000
+	var sizes []TableStats
+	base := time.Now().Truncate(time.Millisecond)
+	for round := range rounds {
+		w, err := newWorkload(perRound, DefaultPayloadBytes, uint64(round+1), base.Add(time.Duration(round)*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := autovacuumCount(t, ctx, db)
+		if err := stageCopy(ctx, db.pool, db.table, w); err != nil {
+			t.Fatal(err)
+		}
+		// Drain, then sweep until every processed row is gone: the sweep
+		// runs at the end of a tick, for rows processed a millisecond ago.
+		err = testenv.WaitUntil(ctx, 10*time.Millisecond, func(ctx context.Context) error {
+			if _, err := r.Tick(ctx); err != nil {
+				return err
+			}
+			st, err := store.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			if st.Pending+st.Processed > 0 {
+				return fmt.Errorf("%d pending, %d processed", st.Pending, st.Processed)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("round %d: draining and sweeping: %v", round, err)
+		}
+		if err := in.purge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Autovacuum, not the test, reclaims the space: wait for its
+		// visit after the sweep.
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		err = testenv.WaitUntil(wctx, 200*time.Millisecond, func(context.Context) error {
+			if c := autovacuumCount(t, ctx, db); c <= before {
+				return fmt.Errorf("autovacuum ran %d times, %d before the round", c, before)
+			}
+			return nil
+		})
+		wcancel()
+		if err != nil {
+			t.Fatalf("round %d: autovacuum never visited the table: %v", round, err)
+		}
+		st, err := tableStats(ctx, admin, db.table, fmt.Sprintf("round %d", round+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, st)
+		t.Logf("round %d: table %s, indexes %s, live %d, dead %d, updates %d (HOT %d)", round+1,
+			bytesString(st.TableBytes), bytesString(st.IndexBytes), st.LiveTuples, st.DeadTuples, st.Updates, st.HOTUpdates)
+	}
+	// The first two rounds set the size of one round's rows; the rest
+	// must reuse that space.
+	var maxTable, maxIndex int64
+	for _, s := range sizes[:2] {
+		maxTable, maxIndex = max(maxTable, s.TableBytes), max(maxIndex, s.IndexBytes)
+	}
+	last := sizes[len(sizes)-1]
+	if last.TableBytes > maxTable*3/2 {
+		t.Errorf("table grew from %s to %s over %d rounds", bytesString(maxTable), bytesString(last.TableBytes), rounds)
+	}
+	if last.IndexBytes > maxIndex*3/2 {
+		t.Errorf("indexes grew from %s to %s over %d rounds", bytesString(maxIndex), bytesString(last.IndexBytes), rounds)
+	}
+}
+
+// setNaptime sets autovacuum_naptime for the rest of the test and resets
+// it when the test ends.
+func setNaptime(t *testing.T, ctx context.Context, env *testenv.Env, naptime string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{`ALTER SYSTEM SET autovacuum_naptime = '` + naptime + `'`, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, env.DirectDatabaseURL())
+		if err != nil {
+			t.Errorf("resetting autovacuum_naptime: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, q := range []string{`ALTER SYSTEM RESET autovacuum_naptime`, `SELECT pg_reload_conf()`} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Errorf("resetting autovacuum_naptime: %v", err)
+			}
+		}
+	})
+}
+
+func autovacuumCount(t *testing.T, ctx context.Context, db *testDB) int64 {
+	t.Helper()
+	if _, err := db.pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.pool.QueryRow(ctx, `SELECT autovacuum_count FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+		db.table.Ident()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestAutovacuumSettingsShipped checks that the migration leaves the
+// settings 002_autovacuum explains on a new outbox table.
+func TestAutovacuumSettingsShipped(t *testing.T) {
+	env := sharedEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := newTestDB(t, env, "outbox")
+	var opts []string
+	if err := db.pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass`,
+		db.table.Ident()).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(opts, " ")
+	for _, want := range []string{
+		"autovacuum_vacuum_threshold=1000", "autovacuum_vacuum_scale_factor=0.01",
+		"autovacuum_vacuum_insert_threshold=1000", "autovacuum_vacuum_insert_scale_factor=0.01",
+		"autovacuum_vacuum_cost_delay=0", "fillfactor=80",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("reloptions %q lack %s", got, want)
+		}
+	}
+}
