@@ -22,7 +22,9 @@
 // the exchange; OUTBOX_METRICS_ADDR serves Prometheus metrics on /metrics;
 // OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
 // known message types (see typeDecoder), every type being accepted when it
-// is unset. Logs are JSON lines on stderr, passwords redacted.
+// is unset. OUTBOX_MUTANT runs a relay-side mutant of package mutant, a
+// relay broken on purpose for the harness's kill matrix. Logs are JSON
+// lines on stderr, passwords redacted.
 package main
 
 import (
@@ -75,6 +77,11 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) int 
 		}
 		return exitConfig
 	}
+	mut, err := mutantFromEnv(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay: bad configuration:\n  %v\n", err)
+		return exitConfig
+	}
 	log := newLogger(stderr, s)
 	log.Info("relay starting",
 		"table", s.Table.String(), "exchange", s.Exchange,
@@ -82,7 +89,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) int 
 		"clock_offset", s.ClockOffset.String(), "notify", s.Notify, "failpoints", s.FailpointSpec,
 		"poll_interval", s.Relay.PollInterval.String(), "batch_size", s.Relay.BatchSize,
 		"lease", s.Relay.Lease.String(), "publish_timeout", s.Relay.PublishTimeout.String())
-	if err := serve(ctx, s, log); err != nil {
+	if err := serve(ctx, s, log, mut); err != nil {
 		log.Error("relay failed", "err", err)
 		return exitFailed
 	}
@@ -106,7 +113,7 @@ func newLogger(w io.Writer, s settings) *slog.Logger {
 }
 
 // serve wires the relay and runs it until ctx ends.
-func serve(ctx context.Context, s settings, log *slog.Logger) error {
+func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) error {
 	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database config: %w", relay.RedactError(err, s.DatabaseURL))
@@ -132,6 +139,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger) error {
 		DeclareExchange: s.DeclareExchange,
 		Name:            "outbox-relay " + s.Relay.RelayID,
 		Logger:          log,
+		Options:         mut.publishOptions(),
 	})
 	if err != nil {
 		return err
@@ -162,7 +170,8 @@ func serve(ctx context.Context, s settings, log *slog.Logger) error {
 		}()
 	}
 
-	r, err := relay.New(s.Relay, relay.NewPGStore(pool, s.Table), pub, opts)
+	store, rpub := mut.wire(pool, s.Table, pub, s.Relay.Now, log)
+	r, err := relay.New(mut.config(s.Relay), store, rpub, opts)
 	if err != nil {
 		return err
 	}
