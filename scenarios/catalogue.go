@@ -407,7 +407,7 @@ func pipeline() Scenario {
 		Name:       Pipeline,
 		Summary:    "the article's three-hop inbound flow: envelope, message and chat contexts, each with its own outbox and relay; each hop stages the next event in its consumer's transaction; faults on every hop",
 		Workload:   w,
-		Safety:     12 * time.Second,
+		Safety:     14 * time.Second,
 		Replicas:   1,
 		Contexts:   []string{"envelope", "message", "chat"},
 		NeedsRelay: true,
@@ -425,9 +425,9 @@ func pipeline() Scenario {
 				if err := r.nemesis.Add(f); err != nil {
 					return nil, err
 				}
-				d := between(rng, time.Second, 1500*time.Millisecond)
+				d := between(rng, 800*time.Millisecond, 1200*time.Millisecond)
 				steps = append(steps, step(f, at, d))
-				at += d + between(rng, 500*time.Millisecond, time.Second)
+				at += d + between(rng, 300*time.Millisecond, 700*time.Millisecond)
 			}
 			return steps, nil
 		},

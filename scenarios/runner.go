@@ -126,6 +126,14 @@ func (r *run) problem(format string, args ...any) {
 	r.problems = append(r.problems, fmt.Sprintf(format, args...))
 }
 
+func (r *run) replicaCount() int {
+	n := 0
+	for _, bc := range r.contexts {
+		n += len(bc.relays)
+	}
+	return n
+}
+
 // slot returns replica i of context c.
 func (r *run) slot(c, i int) *relaySlot { return r.contexts[c].relays[i] }
 
@@ -173,6 +181,7 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	if err := r.setup(ctx); err != nil {
 		return res, fmt.Errorf("scenario %s: setting up: %w", sc.Name, err)
 	}
+	r.logf("setup: schema %s, %d relay replica(s), ready after %s", r.schema, r.replicaCount(), time.Since(began).Round(time.Millisecond))
 	steps, err := r.planFaults()
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: fault plan: %w", sc.Name, err)
@@ -188,10 +197,12 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 		r.problem("safety phase: %v", err)
 	}
 	r.phase.Store(chaos.PhaseLiveness)
+	r.logf("safety phase over after %s; faults: %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(strings.ReplaceAll(r.nemesis.Summary(), "\n", "; ")))
 	drain, err := ph.RunLiveness(ctx, r.drained)
 	if err != nil {
 		r.problem("liveness: %v", err)
 	}
+	r.logf("liveness phase over after %s (drained in %s)", time.Since(began).Round(time.Millisecond), drain.Round(time.Millisecond))
 	r.phase.Store(chaos.PhaseCheck)
 	ph.StartCheck()
 	stopProgress()
@@ -202,6 +213,7 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: settling: %w", sc.Name, err)
 	}
+	r.logf("settled after %s: relays stopped, %d message(s) left in the queues", time.Since(began).Round(time.Millisecond), len(queued))
 	st, err := r.readState(ctx, queued)
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: reading the final state: %w", sc.Name, err)
@@ -214,6 +226,7 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 			res.Counts.DuplicateDeliveries, res.DrainTime.Round(time.Millisecond))
 	} else {
 		r.logf("FAIL %s:\n  %s\n%s", sc.Name, strings.Join(res.Problems, "\n  "), res.Report.Summary())
+		r.logf("fault records:\n%s", r.faultRecords())
 		r.logf("replay: %s\n        %s", res.Replay, res.ReplayTest)
 	}
 	return res, nil
@@ -549,11 +562,11 @@ func (r *run) runWorkload(ctx context.Context) error {
 		}
 		offset := pace * time.Duration(i) / time.Duration(len(r.producers))
 		wg.Go(func() {
-			if !sleepCtx(ctx, offset) {
-				return
-			}
-			for _, t := range txns {
-				if ctx.Err() != nil {
+			// Transactions start on a fixed beat, however long each
+			// takes, so that the workload spans the phase as planned.
+			began := time.Now()
+			for k, t := range txns {
+				if !sleepCtx(ctx, time.Until(began.Add(offset+time.Duration(k)*pace))) {
 					return
 				}
 				do := func() {
@@ -565,9 +578,6 @@ func (r *run) runWorkload(ctx context.Context) error {
 					wg.Go(do)
 				} else {
 					do()
-				}
-				if !sleepCtx(ctx, pace) {
-					return
 				}
 			}
 		})
@@ -627,6 +637,23 @@ func (r *run) startProgress() func() {
 		}
 	})
 	return func() { close(done); wg.Wait() }
+}
+
+// faultRecords renders the nemesis's and the relays' records, timed from
+// the start of the safety phase, for a failed run's printout.
+func (r *run) faultRecords() string {
+	var b strings.Builder
+	var start time.Time
+	for _, op := range r.rec.Ops() {
+		if op.F == history.Phase && op.Value == chaos.PhaseSafety {
+			start = op.Time
+		}
+		if op.Process != chaos.NemesisProcess && !strings.HasPrefix(op.Process, "relay-") && op.F != history.Phase {
+			continue
+		}
+		fmt.Fprintf(&b, "  %8s %s\n", op.Time.Sub(start).Round(time.Millisecond), op)
+	}
+	return b.String()
 }
 
 // ensureRunning restarts or thaws whatever a fault left down: the relay
