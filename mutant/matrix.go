@@ -50,8 +50,8 @@ type Row struct {
 	// Scenario says what ran: the simulation swarm and the faults it
 	// forced, or the chaos scenario.
 	Scenario string `json:"scenario"`
-	// Seed is the killing seed, or the last seed tried when the mutant
-	// survived.
+	// Seed is the killing seed; for a row that survived, the first seed
+	// of the range it survived.
 	Seed uint64 `json:"seed"`
 	// Seconds is the wall-clock time from the start of the mutant's
 	// search to its killing run's verdict (the whole search when it
@@ -290,12 +290,12 @@ func simMutant(ctx context.Context, m Mutant, opts Options) Row {
 	}
 	row := Row{Mutant: m.Name, Tier: TierSim, Scenario: m.Exposure.String()}
 	hit := firstKill(ctx, opts.FirstSeed, opts.Seeds, opts.Budget, sopts, opts.Disable)
-	row.Seed, row.Tried, row.Err = hit.seed, hit.tried, hit.err
+	row.Seed, row.Tried, row.Err = opts.FirstSeed, hit.tried, hit.err
 	row.Seconds = time.Since(start).Seconds()
 	if hit.err != nil || hit.checker == "" {
 		return row
 	}
-	row.Killed, row.Checker = true, hit.checker
+	row.Killed, row.Checker, row.Seed = true, hit.checker, hit.seed
 	if r, ok := hit.res.Report.Result(hit.checker); ok {
 		row.Detail = r.Detail
 	}
@@ -372,12 +372,14 @@ func shortestSafety(seed uint64, limit int, sopts sim.Options, disabled []string
 // machine's cases.
 func simReference(ctx context.Context, ms []Mutant, opts Options) Row {
 	start := time.Now()
-	row := Row{Mutant: Reference, Tier: TierSim}
-	runs := []struct {
-		name string
-		n    int
-		sopt sim.Options
-	}{{"sim swarm", opts.Seeds, sim.Options{}}}
+	row := Row{Mutant: Reference, Tier: TierSim, Seed: opts.FirstSeed}
+	type run struct {
+		name   string
+		n      int
+		sopt   sim.Options
+		replay string
+	}
+	runs := []run{{"sim swarm", opts.Seeds, sim.Options{}, "go run ./cmd/outboxlab sim --seed %d --seeds 1"}}
 	seen := map[string]bool{}
 	var workload Exposure
 	for _, m := range ms {
@@ -389,43 +391,40 @@ func simReference(ctx context.Context, ms []Mutant, opts Options) Row {
 			continue
 		}
 		seen[e.String()] = true
-		runs = append(runs, struct {
-			name string
-			n    int
-			sopt sim.Options
-		}{e.String(), opts.ExposureSeeds, sim.Options{Tune: e.Tune}})
+		// The mutants verb runs the reference under the exposures of the
+		// mutants it selects.
+		runs = append(runs, run{e.String(), opts.ExposureSeeds, sim.Options{Tune: e.Tune},
+			"go run ./cmd/outboxlab mutants --mutant " + m.Name + " --seed %d --seeds 1"})
 	}
-	var names []string
 	for _, r := range runs {
-		names = append(names, r.name)
 		hit := firstKill(ctx, opts.FirstSeed, r.n, opts.Budget, r.sopt, opts.Disable)
 		row.Tried += hit.tried
-		row.Seed = hit.seed
 		if hit.err != nil {
 			row.Err = hit.err
 			break
 		}
 		if hit.checker != "" {
-			row.Killed, row.Checker, row.Scenario = true, hit.checker, r.name
+			row.Killed, row.Checker, row.Scenario, row.Seed = true, hit.checker, r.name, hit.seed
 			if res, ok := hit.res.Report.Result(hit.checker); ok {
 				row.Detail = res.Detail
 			}
-			row.Replay = fmt.Sprintf("go run ./cmd/outboxlab sim --seed %d --seeds 1", hit.seed)
+			row.Replay = fmt.Sprintf(r.replay, hit.seed)
 			break
 		}
 	}
+	machineNote := ""
 	if !row.Killed && row.Err == nil && opts.Cases > 0 {
 		mc := &machine{tune: workload.Tune, killedBy: killedBy(opts.Disable)}
 		ce := mc.search(opts.FirstSeed, opts.Cases, 30, opts.ShrinkRuns, time.Now().Add(opts.Budget))
-		names = append(names, fmt.Sprintf("state machine (%d cases)", ce.cases))
+		machineNote = fmt.Sprintf("; state machine (%d cases)", ce.cases)
 		if ce.found {
 			row.Killed, row.Checker, row.Scenario = true, ce.checker, "state machine"
 			row.Steps, row.StepsOf, row.Counterexample = ce.steps(), "actions", ce.trace
 		}
 	}
 	if row.Scenario == "" {
-		row.Scenario = fmt.Sprintf("%s (%d seeds); each exposure (%d seeds); %s",
-			names[0], opts.Seeds, opts.ExposureSeeds, names[len(names)-1])
+		row.Scenario = fmt.Sprintf("sim swarm (%d seeds); %d exposures (%d seeds each)%s",
+			opts.Seeds, len(runs)-1, opts.ExposureSeeds, machineNote)
 	}
 	row.Seconds = time.Since(start).Seconds()
 	opts.Log(row.line())

@@ -150,6 +150,14 @@ func TestSimMatrix(t *testing.T) {
 			t.Errorf("%s survived %d seeds (%s)", r.Mutant, r.Tried, r.Scenario)
 			continue
 		}
+		// The seed reported replays the kill.
+		m, _ := Lookup(r.Mutant)
+		if res := sim.Run(r.Seed, sim.Options{Variant: m.Variant(), Tune: m.Exposure.Tune}); Killer(res.Report, nil) != r.Checker {
+			t.Errorf("%s: seed %d replays as %q, want killed by %s", r.Mutant, r.Seed, Killer(res.Report, nil), r.Checker)
+		}
+		if uint64(r.Tried) != r.Seed {
+			t.Errorf("%s: killed on seed %d after %d seeds from 1", r.Mutant, r.Seed, r.Tried)
+		}
 		seeds = append(seeds, r.Tried)
 		seconds = append(seconds, r.Seconds)
 		if r.Steps < 1 {

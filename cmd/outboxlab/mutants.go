@@ -2,27 +2,56 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/mutant/infra"
+	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/sim"
 )
+
+func init() {
+	simMutants = mutantCatalogue{
+		names: mutant.Names,
+		simVariant: func(name string) (sim.Variant, bool) {
+			m, ok := mutant.Lookup(name)
+			if !ok {
+				return sim.Variant{}, false
+			}
+			return m.Variant(), true
+		},
+	}
+}
 
 func mutantsVerb() verb {
 	return verb{
 		name:    "mutants",
 		summary: "run the mutant catalogue and print which checker kills which mutant",
-		args:    "[--tier sim|infra] [--mutant NAME]... [--seeds N] [--seed S] [--json] [--out DIR]",
-		about: `Runs every mutant of the catalogue (realistic relay bugs: publish before
-commit, mark before publish, no lease, ...) or the ones named by --mutant
-under the harness, and prints the kill matrix: for each mutant, the checkers
-that failed it and on how many seeds. --tier sim runs them in the
-deterministic simulation (no Docker); --tier infra runs them as relay
-containers under the chaos scenarios (a Docker engine and ` + "`make images`" + ` are
-needed). A mutant that survives every seed makes the command exit 1.
---out DIR writes mutants.json.`,
+		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--json] [--out DIR]",
+		about: `Runs the reference relay and every mutant of the catalogue (realistic relay
+bugs: publish before commit, mark before publish, no lease, ...) or the ones
+named by --mutant under the harness, and prints the kill matrix: for each
+mutant, whether it was killed, by which checker and scenario, on which seed,
+the seconds it took and the actions of the shrunk counterexample. --tier sim
+runs them in the deterministic simulation (no Docker), trying up to --seeds
+seeds each; the reference must survive as many. --tier infra runs the
+mutants that have an infrastructure form as relay containers under the
+chaos scenarios that expose them (a Docker engine and ` + "`make images`" + ` are
+needed); --tier all runs both. With --json the matrix is a JSON list of
+{"mutant","killed","checker","scenario","seed","seconds","steps"}, the
+reference included. A surviving mutant or a killed reference makes the
+command exit 1. --out DIR writes mutants.json.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
 			o := &mutantsOptions{}
-			fs.StringVar(&o.tier, "tier", "sim", "where the mutants run: sim or infra")
+			fs.StringVar(&o.tier, "tier", "sim", "where the mutants run: sim, infra or all")
 			fs.Var(&o.mutants, "mutant", "a mutant `NAME` to run; repeat for several (default: the whole catalogue)")
-			fs.IntVar(&o.seeds, "seeds", 100, "seeds per mutant")
+			fs.IntVar(&o.seeds, "seeds", 2000, "simulation seeds tried per mutant, and survived by the reference (`N`)")
 			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
 			fs.BoolVar(&o.json, "json", false, "print the kill matrix as JSON")
 			fs.StringVar(&o.out, "out", "", "write mutants.json to `DIR`")
@@ -41,13 +70,14 @@ type mutantsOptions struct {
 }
 
 func (o *mutantsOptions) run(ctx context.Context, std *stdio) int {
-	if o.tier != "sim" && o.tier != "infra" {
-		return usageErr(std, "mutants", "--tier must be sim or infra, not %q", o.tier)
+	tier, err := mutant.ParseTier(o.tier)
+	if err != nil {
+		return usageErr(std, "mutants", "--tier must be sim, infra or all, not %q", o.tier)
 	}
 	if o.seeds < 1 {
 		return usageErr(std, "mutants", "--seeds must be at least 1, not %d", o.seeds)
 	}
-	if o.tier == "infra" {
+	if tier != mutant.TierSim {
 		if code := needDocker(ctx, std, "mutants"); code != exitOK {
 			return code
 		}
@@ -55,5 +85,150 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio) int {
 	if !simMutants.built() {
 		return unavailable(std, "mutants", "the mutant catalogue is not built in this version")
 	}
-	return unavailable(std, "mutants", "the kill matrix is not built in this version")
+	start := std.now()
+	first := o.seed.orRandom(start)
+	opts := mutant.Options{
+		Mutants:       o.mutants,
+		FirstSeed:     first,
+		Seeds:         o.seeds,
+		ExposureSeeds: min(100, o.seeds),
+		Log:           func(s string) { fmt.Fprintln(std.err, s) },
+	}
+	if _, err := opts.Selected(); err != nil {
+		return usageErr(std, "mutants", "%v", err)
+	}
+	if tier != mutant.TierSim {
+		opts.Infra = infra.Tier(infra.Options{})
+	}
+	if !o.json {
+		fmt.Fprintf(std.out, "SEED=%d tier=%s seeds=%d\n", first, tier, o.seeds)
+	}
+	var meta report.Meta
+	if o.out != "" {
+		meta = report.CollectMeta(ctx, start)
+	}
+	rows, err := mutant.RunMatrix(ctx, tier, opts)
+	if err != nil {
+		if code := environmentErr(std, "mutants", err); code != 0 {
+			return code
+		}
+		fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
+		return exitUsage
+	}
+
+	if o.json {
+		b, err := json.Marshal(rows)
+		if err != nil {
+			fmt.Fprintf(std.err, "outboxlab mutants: encoding the matrix: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintln(std.out, string(b))
+	} else {
+		writeMatrix(std, rows)
+	}
+	if o.out != "" {
+		if err := report.WriteFile(o.out, report.FileMutants, mutantFile(meta, tier, rows)); err != nil {
+			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
+			return exitUsage
+		}
+		if !o.json {
+			fmt.Fprintf(std.out, "results: %s\n", filepath.Join(o.out, report.FileMutants))
+		}
+	}
+	verdict := exitOK
+	for _, r := range rows {
+		if r.Err != nil || r.Killed == (r.Mutant == mutant.Reference) {
+			verdict = exitFail
+		}
+	}
+	if !o.json {
+		if verdict == exitOK {
+			fmt.Fprintln(std.out, "PASS: every mutant killed, the reference survived")
+		} else {
+			fmt.Fprintln(std.out, "FAIL: a mutant survived, or the reference was killed")
+		}
+	}
+	return verdict
+}
+
+// writeMatrix prints the kill matrix as a table, then each
+// counterexample and replay.
+func writeMatrix(std *stdio, rows []mutant.Row) {
+	tw := tabwriter.NewWriter(std.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "tier\tmutant\tkilled\tchecker\tscenario\tseed\tseconds\tsteps")
+	var secs []float64
+	for _, r := range rows {
+		killed := "no"
+		switch {
+		case r.Err != nil:
+			killed = "error"
+		case r.Killed:
+			killed = "yes"
+		}
+		steps := "-"
+		if r.Steps > 0 {
+			steps = fmt.Sprintf("%d %s", r.Steps, r.StepsOf)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.3f\t%s\n", r.Tier, r.Mutant, killed, dash(r.Checker), r.Scenario, r.Seed, r.Seconds, steps)
+		if r.Tier == mutant.TierSim && r.Mutant != mutant.Reference && r.Killed {
+			secs = append(secs, r.Seconds)
+		}
+	}
+	tw.Flush()
+	if len(secs) > 0 {
+		sort.Float64s(secs)
+		fmt.Fprintf(std.out, "median time to kill (sim): %.3fs over %d mutants\n", secs[len(secs)/2], len(secs))
+	}
+	for _, r := range rows {
+		if r.Err != nil {
+			fmt.Fprintf(std.out, "\n%s [%s]: could not run: %v\n", r.Mutant, r.Tier, r.Err)
+			continue
+		}
+		if !r.Killed {
+			continue
+		}
+		fmt.Fprintf(std.out, "\n%s [%s]: %s: %s\n", r.Mutant, r.Tier, r.Checker, r.Detail)
+		if len(r.Counterexample) > 0 {
+			fmt.Fprintf(std.out, "  shrunk counterexample:\n    %s\n", strings.Join(r.Counterexample, "\n    "))
+		}
+		if r.Replay != "" {
+			fmt.Fprintf(std.out, "  replay: %s\n", r.Replay)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// mutantFile is the matrix as report.FileMutants holds it. Rows of the
+// infrastructure tier are named "<mutant> (infra)" when both tiers ran.
+func mutantFile(meta report.Meta, tier mutant.Tier, rows []mutant.Row) report.MutantFile {
+	mf := report.MutantFile{Meta: meta, Tier: string(tier)}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Checker != "" && !seen[r.Checker] {
+			seen[r.Checker] = true
+			mf.Checkers = append(mf.Checkers, r.Checker)
+		}
+		name := r.Mutant
+		if tier == mutant.TierAll && r.Tier == mutant.TierInfra {
+			name += " (infra)"
+		}
+		mr := report.MutantRow{Name: name, Seeds: r.Tried, Killed: r.Killed, Replay: r.Replay}
+		if m, ok := mutant.Lookup(r.Mutant); ok {
+			mr.Description = m.Description
+		} else {
+			mr.Description = "the unmutated relay and consumer: must survive"
+		}
+		if r.Killed {
+			mr.KilledBy = map[string]int{r.Checker: 1}
+			mr.FirstKill = r.Seed
+		}
+		mf.Mutants = append(mf.Mutants, mr)
+	}
+	return mf
 }

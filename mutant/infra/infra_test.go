@@ -1,0 +1,151 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/scenarios"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(
+			// The toxiproxy client and testcontainers keep idle HTTP
+			// keep-alive connections.
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestPlan: every scenario a mutant names exists, the reference runs each
+// scenario once, and the mutants whose fault needs real infrastructure
+// have a run.
+func TestPlan(t *testing.T) {
+	ref, per := Plan(mutant.All())
+	var refNames []string
+	for _, r := range ref {
+		if r.Variant != "" || len(r.Env) != 0 {
+			t.Errorf("the reference runs %+v, want the scenario alone", r)
+		}
+		refNames = append(refNames, r.Scenario)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(refNames)))) != len(refNames) {
+		t.Errorf("the reference runs a scenario twice: %v", refNames)
+	}
+	for name, runs := range per {
+		for _, r := range runs {
+			if _, ok := scenarios.Lookup(r.Scenario); !ok {
+				t.Errorf("%s: no scenario %q", name, r.Scenario)
+			}
+			if !slices.Contains(refNames, r.Scenario) {
+				t.Errorf("%s runs %s, which the reference does not", name, r.Scenario)
+			}
+			if r.Variant != "" {
+				if _, err := scenarios.ParseVariant(r.Variant); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"non-persistent", "mark-before-publish", "publish-before-commit"} {
+		if len(per[name]) == 0 {
+			t.Errorf("%s has no infrastructure run", name)
+		}
+	}
+	if !slices.ContainsFunc(per["non-persistent"], func(r mutant.InfraRun) bool { return r.Scenario == scenarios.BrokerKilled }) {
+		t.Errorf("non-persistent does not run %s: %+v", scenarios.BrokerKilled, per["non-persistent"])
+	}
+}
+
+// relayCommand builds ./cmd/relay from this tree, so that the relay
+// replicas run the code under test whatever image was built last.
+func relayCommand(t *testing.T) []string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "relay")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/outboxlab/outboxlab/cmd/relay")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the relay: %v\n%s", err, out)
+	}
+	return []string{bin}
+}
+
+// TestInfraMatrix runs the infrastructure tier for non-persistent (the
+// broker is killed while it holds transient messages) and
+// mark-before-publish (the relay's link to the broker goes down after its
+// claim marked the rows): both are killed, and the reference survives the
+// same scenarios with the same seed.
+func TestInfraMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs chaos scenarios on containers; skipped under -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	opts := scenarios.EnvOptions()
+	opts.Logf = t.Logf
+	env, err := testenv.Start(ctx, opts)
+	if err != nil {
+		if errors.Is(err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
+			t.Skipf("needs Docker: %v", err)
+		}
+		t.Fatalf("starting the environment: %v", err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := env.Close(cctx); err != nil {
+			t.Errorf("closing the environment: %v", err)
+		}
+	})
+	var ms []mutant.Mutant
+	for _, name := range []string{"non-persistent", "mark-before-publish"} {
+		m, _ := mutant.Lookup(name)
+		ms = append(ms, m)
+	}
+	seed := uint64(time.Now().UnixNano()) % 1_000_000
+	t.Logf("SEED=%d", seed)
+	rows, err := Run(ctx, ms, Options{Env: env, Command: relayCommand(t)},
+		mutant.Options{FirstSeed: seed, Log: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want the reference and 2 mutants: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		t.Logf("%-22s killed=%-5v checker=%-20s scenario=%q seed=%d %.1fs %s %v", r.Mutant, r.Killed, r.Checker, r.Scenario, r.Seed, r.Seconds, r.Detail, r.Err)
+		if r.Err != nil {
+			t.Errorf("%s: %v", r.Mutant, r.Err)
+		}
+	}
+	if ref := rows[0]; ref.Mutant != mutant.Reference || ref.Killed {
+		t.Errorf("the reference was killed: %+v (replay: %s)", ref, ref.Replay)
+	}
+	np := rows[1]
+	if np.Mutant != "non-persistent" || !np.Killed || np.Scenario != scenarios.BrokerKilled {
+		t.Errorf("non-persistent: %+v, want killed by the %s scenario", np, scenarios.BrokerKilled)
+	} else if np.Checker != checker.NameLost {
+		t.Errorf("non-persistent was killed by %s, want %s", np.Checker, checker.NameLost)
+	}
+	if mb := rows[2]; mb.Mutant != "mark-before-publish" || !mb.Killed {
+		t.Errorf("mark-before-publish: %+v, want killed", mb)
+	}
+}
