@@ -137,7 +137,9 @@ test-short:
 ## demo: run the main demonstration job
 .PHONY: demo
 demo:
-	@echo "demo: not yet implemented"
+	@$(MAKE) --no-print-directory images
+	@$(GO) build -o $(BUILD)/outboxlab ./cmd/outboxlab
+	$(BUILD)/outboxlab demo
 
 ## clean-containers: remove every container and network the harness left behind (label org.outboxlab.harness)
 .PHONY: clean-containers
