@@ -26,6 +26,13 @@ func init() {
 			}
 			return m.Variant(), true
 		},
+		tune: func(name string) func(*sim.Swarm) {
+			m, ok := mutant.Lookup(name)
+			if !ok {
+				return nil
+			}
+			return m.Exposure.Tune
+		},
 	}
 }
 

@@ -64,11 +64,10 @@ func (o *simOptions) run(ctx context.Context, std *stdio) int {
 	}
 	opts := sim.Options{}
 	if o.mutant != "" {
-		v, code := lookupSimMutant(std, "sim", o.mutant)
-		if code != exitOK {
+		var code int
+		if opts, code = lookupSimMutant(std, "sim", o.mutant); code != exitOK {
 			return code
 		}
-		opts.Variant = v
 	}
 	start := std.now()
 	first := o.seed.orRandom(start)
@@ -76,7 +75,11 @@ func (o *simOptions) run(ctx context.Context, std *stdio) int {
 	if opts.Variant.Name != "" {
 		header += " variant=" + opts.Variant.Name
 	}
-	header += " " + sim.DrawSwarm(first).String()
+	sw := sim.DrawSwarm(first)
+	if opts.Tune != nil {
+		opts.Tune(&sw)
+	}
+	header += " " + sw.String()
 	if !o.json {
 		fmt.Fprintln(std.out, header)
 		if o.seeds > 1 {
@@ -126,7 +129,7 @@ wait:
 	}
 
 	if o.out != "" {
-		if err := o.writeBundle(meta, first, sum); err != nil {
+		if err := o.writeBundle(meta, first, sum, opts); err != nil {
 			fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
 			return exitUsage
 		}
@@ -172,7 +175,7 @@ wait:
 }
 
 // writeBundle writes sim.json, the failing histories and sim.html.
-func (o *simOptions) writeBundle(meta report.Meta, first uint64, sum sim.Summary) error {
+func (o *simOptions) writeBundle(meta report.Meta, first uint64, sum sim.Summary, opts sim.Options) error {
 	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, o.seeds)}
 	var runs []report.Run
 	for _, f := range sum.Failures {
@@ -188,10 +191,6 @@ func (o *simOptions) writeBundle(meta report.Meta, first uint64, sum sim.Summary
 		}
 	}
 	if o.seeds == 1 && len(runs) == 0 {
-		opts := sim.Options{}
-		if o.mutant != "" {
-			opts.Variant, _ = simMutants.lookup(o.mutant)
-		}
 		runs = append(runs, report.FromSim(sim.Run(first, opts), o.replay(first, 1)))
 	}
 	if err := report.WriteFile(o.out, report.FileSim, file); err != nil {
