@@ -133,13 +133,21 @@ type MutantRow struct {
 	Replay    string `json:"replay,omitempty"`
 }
 
-// BenchFile is the content of FileBench: a table as the benchmark
-// produced it.
+// BenchFile is the content of FileBench: the benchmark's tables, and its
+// whole result as it produced it.
 type BenchFile struct {
-	Meta    Meta       `json:"meta"`
+	Meta   Meta     `json:"meta"`
+	Tables []Table  `json:"tables"`
+	Notes  []string `json:"notes,omitempty"`
+	// Result is the benchmark's own JSON result, every detail included.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// Table is a titled table of text cells.
+type Table struct {
+	Title   string     `json:"title"`
 	Columns []string   `json:"columns"`
 	Rows    [][]string `json:"rows"`
-	Notes   []string   `json:"notes,omitempty"`
 }
 
 // Bundle is a results directory as read; a nil field is a kind of run that

@@ -158,26 +158,34 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		s.WriteString("Not run (`go run ./cmd/outboxlab bench --out DIR`).\n\n")
 	} else {
 		sectionMeta(&s, b.Bench.Meta, meta)
-		s.WriteString("|")
-		for _, c := range b.Bench.Columns {
-			fmt.Fprintf(&s, " %s |", cell(c))
-		}
-		s.WriteString("\n|")
-		for range b.Bench.Columns {
-			s.WriteString("---|")
-		}
-		s.WriteString("\n")
-		for _, row := range b.Bench.Rows {
+		for _, t := range b.Bench.Tables {
+			if t.Title != "" {
+				fmt.Fprintf(&s, "%s\n\n", t.Title)
+			}
 			s.WriteString("|")
-			for _, v := range row {
-				fmt.Fprintf(&s, " %s |", cell(v))
+			for _, c := range t.Columns {
+				fmt.Fprintf(&s, " %s |", cell(c))
+			}
+			s.WriteString("\n|")
+			for range t.Columns {
+				s.WriteString("---|")
+			}
+			s.WriteString("\n")
+			for _, row := range t.Rows {
+				s.WriteString("|")
+				for _, v := range row {
+					fmt.Fprintf(&s, " %s |", cell(v))
+				}
+				s.WriteString("\n")
 			}
 			s.WriteString("\n")
 		}
 		for _, n := range b.Bench.Notes {
-			fmt.Fprintf(&s, "\n%s\n", n)
+			fmt.Fprintf(&s, "- %s\n", n)
 		}
-		s.WriteString("\n")
+		if len(b.Bench.Notes) > 0 {
+			s.WriteString("\n")
+		}
 	}
 
 	s.WriteString("## Replay commands\n\n")

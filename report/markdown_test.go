@@ -111,3 +111,17 @@ func TestCollectMetaDescribesThisMachine(t *testing.T) {
 		t.Errorf("meta = %+v", m)
 	}
 }
+
+func TestBenchSectionPrintsItsTables(t *testing.T) {
+	f := BenchFile{Meta: Meta{Date: "d"}, Tables: []Table{
+		{Title: "Throughput: draining 1000 events", Columns: []string{"contender", "msgs/s"}, Rows: [][]string{{"raw", "9000"}, {"relay-1", "7500"}}},
+	}, Notes: []string{"watermill did not finish"}}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, Bundle{Dir: "r", Bench: &f}); err != nil {
+		t.Fatal(err)
+	}
+	want := "## Benchmark\n\nThroughput: draining 1000 events\n\n| contender | msgs/s |\n|---|---|\n| raw | 9000 |\n| relay-1 | 7500 |\n\n- watermill did not finish\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("REPORT.md lacks\n%s\nin\n%s", want, out.String())
+	}
+}

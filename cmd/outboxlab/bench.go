@@ -1,30 +1,57 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
+	"fmt"
+	"path/filepath"
 	"time"
+
+	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/report"
 )
 
-// benchRunner runs the relay benchmark; nil until the benchmark is built.
-var benchRunner func(ctx context.Context, o *benchOptions, std *stdio) int
+// benchRunner runs the benchmark on a fresh environment; tests replace it.
+var benchRunner = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+	eopts := testenv.Options{Logf: func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }}
+	status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
+	env, err := testenv.Start(ctx, eopts)
+	if err != nil {
+		return bench.Result{}, fmt.Errorf("starting the environment: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = env.Close(cctx)
+	}()
+	return bench.Run(ctx, env, opts)
+}
 
 func benchVerb() verb {
 	return verb{
 		name:    "bench",
 		summary: "measure the relay's throughput and latency on containers",
-		args:    "[--relay RELAY] [--events N | --duration D] [--json] [--out DIR]",
-		about: `Measures the relay under test on real PostgreSQL and RabbitMQ containers
-(built by ` + "`make images`" + `; a Docker engine is needed): events per second from
-COMMIT to the consumer, and the latency from COMMIT to apply (p50, p99,
-max), with no fault injected. --relay is ours, image:REF or cmd:COMMAND.
---out DIR writes bench.json, the table REPORT.md shows.`,
+		args:    "[--events N] [--duration D] [--seed S] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
+		about: `Measures this repository's relay on real PostgreSQL and RabbitMQ containers
+(built by ` + "`make images`" + `; a Docker engine is needed), with no fault injected:
+the rate at which one and two replicas drain a backlog of --events staged
+events, side by side with amqp091 publishing the same messages straight from
+memory (the broker's limit) and with watermill's SQL forwarder; then the
+latency from COMMIT to the broker's confirm and to the consumer, at half
+the measured capacity for --duration, polling and with LISTEN/NOTIFY. A
+drain that loses or duplicates a message fails the run (exit 1). --json
+prints the summary as one JSON object; --out DIR writes bench.json, the
+tables REPORT.md shows.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
 			o := &benchOptions{}
-			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, image:REF or cmd:COMMAND")
-			fs.IntVar(&o.events, "events", 0, "events to send (default: the benchmark's own)")
-			fs.DurationVar(&o.duration, "duration", 0, "how long to send, instead of --events")
-			fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+			fs.IntVar(&o.events, "events", bench.DefaultEvents, "the backlog each drain starts from (`N` events)")
+			fs.DurationVar(&o.duration, "duration", bench.DefaultLatencyDuration, "how long each latency run sends at half capacity")
+			fs.Var(&o.seed, "seed", "the `seed` of the payloads and ids (default 1)")
+			fs.BoolVar(&o.skipWatermill, "skip-watermill", false, "leave out the watermill forwarder")
+			fs.BoolVar(&o.skipLatency, "skip-latency", false, "leave out the latency runs")
+			fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
 			fs.StringVar(&o.out, "out", "", "write bench.json to `DIR`")
 			return o.run
 		},
@@ -32,28 +59,113 @@ max), with no fault injected. --relay is ours, image:REF or cmd:COMMAND.
 }
 
 type benchOptions struct {
-	relay    string
-	events   int
-	duration time.Duration
-	json     bool
-	out      string
+	events        int
+	duration      time.Duration
+	seed          seedFlag
+	skipWatermill bool
+	skipLatency   bool
+	json          bool
+	out           string
 }
 
 func (o *benchOptions) run(ctx context.Context, std *stdio) int {
-	if o.events < 0 || o.duration < 0 {
-		return usageErr(std, "bench", "--events and --duration must not be negative")
+	if o.events < 1 {
+		return usageErr(std, "bench", "--events must be at least 1, not %d", o.events)
 	}
-	if o.events > 0 && o.duration > 0 {
-		return usageErr(std, "bench", "give --events or --duration, not both")
+	if o.duration <= 0 {
+		return usageErr(std, "bench", "--duration must be positive")
 	}
-	if _, err := parseRelay(o.relay); err != nil {
+	opts := bench.Options{
+		Events: o.events, LatencyDuration: o.duration, Seed: 1,
+		SkipWatermill: o.skipWatermill, SkipLatency: o.skipLatency,
+	}
+	if o.seed.set {
+		opts.Seed = o.seed.v
+	}
+	if err := opts.Validate(); err != nil {
 		return usageErr(std, "bench", "%v", err)
 	}
 	if code := needDocker(ctx, std, "bench"); code != exitOK {
 		return code
 	}
-	if benchRunner == nil {
-		return unavailable(std, "bench", "the benchmark is not built in this version")
+	start := std.now()
+	w := std.out
+	if o.json {
+		w = std.err
 	}
-	return benchRunner(ctx, o, std)
+	fmt.Fprintf(w, "SEED=%d events=%d\n", opts.Seed, opts.Events)
+	pr := newProgress(std, false)
+	opts.Logf = func(format string, args ...any) { pr.Update("bench: " + fmt.Sprintf(format, args...)) }
+	res, err := benchRunner(ctx, opts, func(line string) { pr.Update(line) })
+	pr.Clear()
+	if err != nil {
+		if code := environmentErr(std, "bench", err); code != 0 {
+			return code
+		}
+		fmt.Fprintf(std.err, "outboxlab bench: FAIL: %v\n", err)
+		return exitFail
+	}
+	if o.json {
+		if err := res.WriteJSON(std.out, false); err != nil {
+			return unavailable(std, "bench", "writing the summary: %v", err)
+		}
+	} else if err := res.WriteTable(std.out); err != nil {
+		return unavailable(std, "bench", "writing the tables: %v", err)
+	}
+	if o.out != "" {
+		file, err := benchFile(report.CollectMeta(ctx, start), res)
+		if err != nil {
+			return unavailable(std, "bench", "%v", err)
+		}
+		if err := report.WriteFile(o.out, report.FileBench, file); err != nil {
+			return unavailable(std, "bench", "%v", err)
+		}
+		fmt.Fprintf(w, "results: %s\n", filepath.Join(o.out, report.FileBench))
+	}
+	return exitOK
+}
+
+// benchFile turns a benchmark result into the tables of bench.json.
+func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
+	var full bytes.Buffer
+	if err := r.WriteJSON(&full, true); err != nil {
+		return report.BenchFile{}, fmt.Errorf("encoding the benchmark result: %w", err)
+	}
+	f := report.BenchFile{Meta: meta, Notes: r.Notes, Result: bytes.TrimSpace(full.Bytes())}
+	tp := report.Table{
+		Title: fmt.Sprintf("Throughput: draining %d events (batch %d, publish window %d, payload ~%d B)",
+			r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes),
+		Columns: []string{"contender", "msgs/s", "seconds", "vs raw", "complete", "CPU s (process / PostgreSQL / RabbitMQ)"},
+	}
+	for _, ph := range r.Phases {
+		vs := "-"
+		if r.RawMsgsPerSec > 0 {
+			vs = fmt.Sprintf("%.2f", ph.MsgsPerSec/r.RawMsgsPerSec)
+		}
+		tp.Rows = append(tp.Rows, []string{ph.Name, fmt.Sprintf("%.0f", ph.MsgsPerSec), fmt.Sprintf("%.2f", ph.Seconds), vs,
+			yesNo(ph.Complete), fmt.Sprintf("%.1f / %.1f / %.1f", ph.CPU.ProcessSeconds, ph.CPU.PostgresSeconds, ph.CPU.RabbitMQSeconds)})
+	}
+	f.Tables = append(f.Tables, tp)
+	if len(r.Latency) > 0 {
+		lt := report.Table{
+			Title: fmt.Sprintf("Latency at half capacity (%d events at %.0f/s per mode, one replica), in ms",
+				r.Config.LatencyEvents, r.Config.LatencyRate),
+			Columns: []string{"mode", "rate/s", "confirm p50", "confirm p99", "confirm max", "delivery p50", "delivery p99", "delivery max", "duplicates"},
+		}
+		for _, l := range r.Latency {
+			lt.Rows = append(lt.Rows, []string{l.Mode, fmt.Sprintf("%.0f", l.Rate),
+				fmt.Sprintf("%.1f", l.Confirm.P50), fmt.Sprintf("%.1f", l.Confirm.P99), fmt.Sprintf("%.1f", l.Confirm.Max),
+				fmt.Sprintf("%.1f", l.Delivery.P50), fmt.Sprintf("%.1f", l.Delivery.P99), fmt.Sprintf("%.1f", l.Delivery.Max),
+				fmt.Sprint(l.Duplicates)})
+		}
+		f.Tables = append(f.Tables, lt)
+	}
+	return f, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

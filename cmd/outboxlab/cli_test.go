@@ -202,12 +202,6 @@ func TestPartsNotBuiltSaySo(t *testing.T) {
 			t.Errorf("%s: exit %d, %q; want 2 and %q", args, code, errOut, want)
 		}
 	}
-	if benchRunner == nil {
-		code, _, errOut := invoke(t, "bench")
-		if code != exitUsage || !strings.Contains(errOut, "the benchmark is not built in this version") {
-			t.Errorf("bench: exit %d, %q", code, errOut)
-		}
-	}
 }
 
 func TestSimJSONIsTheSummary(t *testing.T) {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/report"
+)
+
+// fakeBench replaces the benchmark with one that returns r or err after
+// checking the options the command passed.
+func fakeBench(t *testing.T, r bench.Result, err error, check func(bench.Options)) {
+	old := benchRunner
+	benchRunner = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+		check(opts)
+		return r, err
+	}
+	t.Cleanup(func() { benchRunner = old })
+}
+
+func benchResult() bench.Result {
+	return bench.Result{
+		Events: 1000, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, RatioToRaw: 0.8,
+		Phases: []bench.Phase{
+			{Name: "raw", Events: 1000, Complete: true, Seconds: 0.1, MsgsPerSec: 10000},
+			{Name: "relay-1", Events: 1000, Complete: true, Seconds: 0.125, MsgsPerSec: 8000},
+		},
+		Latency: []bench.Latency{{Mode: "notify", Rate: 4000, Confirm: bench.Percentiles{P50: 1.5, P99: 9.25, Max: 12}}},
+		Config:  bench.RunConfig{Events: 1000, BatchSize: 100, PublishWindow: 64, PayloadBytes: 256, LatencyEvents: 500, LatencyRate: 4000},
+		Notes:   []string{"watermill skipped"},
+	}
+}
+
+func TestBenchWritesItsTablesAndBundle(t *testing.T) {
+	withDocker(t)
+	fakeBench(t, benchResult(), nil, func(o bench.Options) {
+		if o.Events != 1000 || !o.SkipWatermill || o.Seed != 7 {
+			t.Errorf("options %+v, want 1000 events, watermill skipped, seed 7", o)
+		}
+	})
+	dir := t.TempDir()
+	code, out, errOut := invoke(t, "bench", "--events", "1000", "--skip-watermill", "--seed", "7", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.HasPrefix(out, "SEED=7 events=1000\n") || !strings.Contains(out, "relay-1") {
+		t.Errorf("output:\n%s", out)
+	}
+	b, err := report.ReadBundle(dir)
+	if err != nil || b.Bench == nil || len(b.Bench.Tables) != 2 {
+		t.Fatalf("bench.json: %v %+v", err, b.Bench)
+	}
+	if got := b.Bench.Tables[0].Rows[1]; got[0] != "relay-1" || got[1] != "8000" || got[3] != "0.80" {
+		t.Errorf("throughput row %v", got)
+	}
+	if got := b.Bench.Tables[1].Rows[0]; got[0] != "notify" || got[3] != "9.2" && got[3] != "9.3" {
+		t.Errorf("latency row %v", got)
+	}
+	var full map[string]any
+	if err := json.Unmarshal(b.Bench.Result, &full); err != nil || full["relay_msgs_per_sec"] != 8000.0 {
+		t.Errorf("full result %s: %v", b.Bench.Result, err)
+	}
+	md := filepath.Join(t.TempDir(), "REPORT.md")
+	if code, _, errOut := invoke(t, "report", "--in", dir, "--md", md); code != exitOK {
+		t.Fatalf("report: %s", errOut)
+	}
+	data, _ := os.ReadFile(md)
+	if !strings.Contains(string(data), "| relay-1 | 8000 | 0.12 | 0.80 | yes |") {
+		t.Errorf("REPORT.md:\n%s", data)
+	}
+}
+
+func TestBenchJSONAndFailure(t *testing.T) {
+	withDocker(t)
+	fakeBench(t, benchResult(), nil, func(bench.Options) {})
+	code, out, _ := invoke(t, "bench", "--json")
+	var sum bench.Summary
+	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.RelayMsgsPerSec != 8000 {
+		t.Errorf("--json: exit %d, %q", code, out)
+	}
+	fakeBench(t, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
+	code, _, errOut := invoke(t, "bench")
+	if code != exitFail || !strings.Contains(errOut, "999 of 1000") {
+		t.Errorf("failing drain: exit %d, %q", code, errOut)
+	}
+}
