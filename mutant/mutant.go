@@ -179,8 +179,8 @@ func LookupRelay(name string) (Mutant, error) {
 		}
 	}
 	if ok {
-		return Mutant{}, fmt.Errorf("%s=%s: a %s-side mutant, not one the relay runs (relay-side: %s)",
-			EnvVar, name, m.Side, strings.Join(names, ", "))
+		return Mutant{}, fmt.Errorf("%q is a %s-side mutant, not one the relay runs (relay-side: %s)",
+			name, m.Side, strings.Join(names, ", "))
 	}
-	return Mutant{}, fmt.Errorf("%s=%s: unknown mutant (relay-side: %s)", EnvVar, name, strings.Join(names, ", "))
+	return Mutant{}, fmt.Errorf("%q: unknown mutant (relay-side: %s)", name, strings.Join(names, ", "))
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,24 @@ import (
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 
+// shared is the environment the package's tests run in, one after
+// another: starting the containers is the slow part.
+var shared struct {
+	once sync.Once
+	env  *testenv.Env
+	err  error
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if shared.env != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := shared.env.Close(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "closing the environment: %v\n", err)
+			code = 1
+		}
+		cancel()
+	}
 	if code == 0 {
 		if err := goleak.Find(
 			// The toxiproxy client and testcontainers keep idle HTTP
@@ -34,6 +51,30 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// sharedEnv returns the package's environment, starting it on first use.
+// It skips under -short, and without Docker unless
+// OUTBOXLAB_REQUIRE_DOCKER is set.
+func sharedEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs on containers; skipped under -short")
+	}
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		opts := scenarios.EnvOptions()
+		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+		shared.env, shared.err = testenv.Start(ctx, opts)
+	})
+	if shared.err != nil {
+		if errors.Is(shared.err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
+			t.Skipf("needs Docker: %v", shared.err)
+		}
+		t.Fatalf("starting the environment: %v", shared.err)
+	}
+	return shared.env
 }
 
 // TestPlan: every scenario a mutant names exists, the reference runs each
@@ -94,27 +135,9 @@ func relayCommand(t *testing.T) []string {
 // claim marked the rows): both are killed, and the reference survives the
 // same scenarios with the same seed.
 func TestInfraMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs chaos scenarios on containers; skipped under -short")
-	}
+	env := sharedEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	opts := scenarios.EnvOptions()
-	opts.Logf = t.Logf
-	env, err := testenv.Start(ctx, opts)
-	if err != nil {
-		if errors.Is(err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
-			t.Skipf("needs Docker: %v", err)
-		}
-		t.Fatalf("starting the environment: %v", err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := env.Close(cctx); err != nil {
-			t.Errorf("closing the environment: %v", err)
-		}
-	})
 	var ms []mutant.Mutant
 	for _, name := range []string{"non-persistent", "mark-before-publish"} {
 		m, _ := mutant.Lookup(name)
