@@ -95,7 +95,7 @@ func (o *benchOptions) run(ctx context.Context, std *stdio) int {
 	}
 	fmt.Fprintf(w, "SEED=%d events=%d\n", opts.Seed, opts.Events)
 	pr := newProgress(std, false)
-	opts.Logf = func(format string, args ...any) { pr.Update("bench: " + fmt.Sprintf(format, args...)) }
+	opts.Logf = func(format string, args ...any) { pr.Update(fmt.Sprintf(format, args...)) }
 	res, err := benchRunner(ctx, opts, func(line string) { pr.Update(line) })
 	pr.Clear()
 	if err != nil {
