@@ -62,7 +62,9 @@ type Options struct {
 	// Producers is how many connections stage events in the latency runs.
 	// Default 16.
 	Producers int
-	// DrainTimeout bounds each drain. Default 3 minutes.
+	// DrainTimeout bounds the raw publishing and each relay drain; when it
+	// runs out, the rate is over what was confirmed until then and
+	// Result.Notes says so. Default 3 minutes.
 	DrainTimeout time.Duration
 	// WatermillTimeout bounds the watermill drain; when it runs out, the
 	// rate is what watermill forwarded until then and Result.Notes says so.
@@ -230,9 +232,11 @@ type RunConfig struct {
 type Phase struct {
 	// Name is raw, relay-1, relay-2 or watermill.
 	Name string `json:"name"`
-	// Events is how many messages the phase got confirmed (fewer than N
-	// only when a bound ran out; see Result.Notes).
+	// Events is how many messages the phase got confirmed within its
+	// bound: N, or fewer when the bound ran out (Complete is false and
+	// Result.Notes says so). The rate is over those.
 	Events     int     `json:"events"`
+	Complete   bool    `json:"complete"`
 	Seconds    float64 `json:"seconds"`
 	MsgsPerSec float64 `json:"msgs_per_sec"`
 	// CPU is the CPU time spent during the phase.
@@ -345,12 +349,13 @@ func ratio(a, b float64) float64 {
 func (b *runner) raw(ctx context.Context, res *Result) error {
 	b.o.Logf("bench: raw: publishing %d messages, window %d", b.w.len(), b.o.Relay.PublishWindow)
 	c0 := b.cpu.sample()
-	elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow)
+	confirmed, elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow, b.o.DrainTimeout)
 	c1 := b.cpu.sample()
 	if err != nil {
 		return err
 	}
-	ph, err := b.finishPhase(ctx, "raw", b.w.len(), elapsed, c0, c1)
+	b.partial(res, "raw", confirmed, b.o.DrainTimeout)
+	ph, err := b.finishPhase(ctx, "raw", confirmed, confirmed, elapsed, c0, c1)
 	if err != nil {
 		return err
 	}
@@ -359,15 +364,26 @@ func (b *runner) raw(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// finishPhase checks that the queue holds every message once, empties it
-// and returns the phase's figures.
-func (b *runner) finishPhase(ctx context.Context, name string, events int, elapsed time.Duration, c0, c1 cpuSample) (Phase, error) {
-	ph := Phase{Name: name, Events: events, Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1)}
+// partial notes a phase that did not get through the whole backlog within
+// its bound.
+func (b *runner) partial(res *Result, name string, done int, bound time.Duration) {
+	if done < b.w.len() {
+		res.Notes = append(res.Notes, fmt.Sprintf(
+			"%s got %d of %d events confirmed within its bound of %s; its rate is over those %d",
+			name, done, b.w.len(), bound, done))
+	}
+}
+
+// finishPhase checks that the queue holds every confirmed message once,
+// empties it and returns the phase's figures: the rate is timed events
+// over elapsed; total counts the ones confirmed after the bound too.
+func (b *runner) finishPhase(ctx context.Context, name string, timed, total int, elapsed time.Duration, c0, c1 cpuSample) (Phase, error) {
+	ph := Phase{Name: name, Events: timed, Complete: timed == b.w.len(), Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1)}
 	if elapsed > 0 {
-		ph.MsgsPerSec = float64(events) / elapsed.Seconds()
+		ph.MsgsPerSec = float64(timed) / elapsed.Seconds()
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := b.in.waitQueueDepth(wctx, events)
+	err := b.in.waitQueueDepth(wctx, total)
 	cancel()
 	if err != nil {
 		return ph, fmt.Errorf("%s: %w", name, err)
@@ -377,13 +393,13 @@ func (b *runner) finishPhase(ctx context.Context, name string, events int, elaps
 		return ph, err
 	}
 	ph.QueueDepth = depth
-	if depth != events {
-		return ph, fmt.Errorf("%s: queue holds %d messages after %d confirmed publishes: duplicates", name, depth, events)
+	if depth != total {
+		return ph, fmt.Errorf("%s: queue holds %d messages after %d confirmed publishes: duplicates", name, depth, total)
 	}
 	if err := b.in.purge(ctx); err != nil {
 		return ph, err
 	}
-	b.o.Logf("bench: %s: %d messages in %s: %.0f msgs/s", name, events, elapsed.Round(time.Millisecond), ph.MsgsPerSec)
+	b.o.Logf("bench: %s: %d messages in %s: %.0f msgs/s", name, timed, elapsed.Round(time.Millisecond), ph.MsgsPerSec)
 	return ph, nil
 }
 
@@ -435,8 +451,12 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 		}
 		return nil
 	})
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		err = nil // bounded: the rate is over what was published
+	}
 	cancel()
 	elapsed := time.Since(start)
+	timed := rs.published()
 	c1 := b.cpu.sample()
 	if prof != nil {
 		p, perr := prof.stop(15)
@@ -452,14 +472,18 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	// Every replica finished its batch in flight before it stopped.
+	total := int(rs.published())
 	pending, processed, faulted, err := b.in.outboxCounts(ctx, table)
 	if err != nil {
 		return err
 	}
-	if pending != 0 || faulted != 0 || processed != want {
-		return fmt.Errorf("%s: after the drain %d rows pending, %d processed, %d faulted; want all %d processed", name, pending, processed, faulted, want)
+	if faulted != 0 || processed != int64(total) || pending != want-int64(total) {
+		return fmt.Errorf("%s: after the drain %d rows pending, %d processed, %d faulted; the relay marked %d of %d",
+			name, pending, processed, faulted, total, want)
 	}
-	ph, err := b.finishPhase(ctx, name, b.w.len(), elapsed, c0, c1)
+	b.partial(res, name, int(timed), b.o.DrainTimeout)
+	ph, err := b.finishPhase(ctx, name, int(timed), total, elapsed, c0, c1)
 	if err != nil {
 		return err
 	}
@@ -612,6 +636,9 @@ func (b *runner) watermill(ctx context.Context, res *Result) error {
 	elapsed := time.Since(start)
 	forwarded := run.forwarded.Load()
 	c1 := b.cpu.sample()
+	// Errors while stopping (a query cut by the close) are not the
+	// drain's.
+	nerr, firstErr := peer.logger.summary()
 	if serr := run.stop(); serr != nil && err == nil {
 		err = serr
 	}
@@ -620,23 +647,17 @@ func (b *runner) watermill(ctx context.Context, res *Result) error {
 	}
 	// A message forwarded after the count was read is in the queue too.
 	final := int(run.forwarded.Load())
-	if nerr, first := peer.logger.summary(); nerr > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("watermill logged %d errors; the first: %s", nerr, first))
+	if nerr > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("watermill logged %d errors during the drain; the first: %s", nerr, firstErr))
 	}
 	if timedOut && forwarded == 0 {
 		return fmt.Errorf("watermill: forwarded nothing within %s: %w", b.o.WatermillTimeout, err)
 	}
-	if timedOut {
-		res.Notes = append(res.Notes, fmt.Sprintf(
-			"watermill forwarded %d of %d events within its bound of %s; its rate is over those %d",
-			forwarded, want, b.o.WatermillTimeout, forwarded))
-	}
-	ph, err := b.finishPhase(ctx, "watermill", final, elapsed, c0, c1)
+	b.partial(res, "watermill", int(forwarded), b.o.WatermillTimeout)
+	ph, err := b.finishPhase(ctx, "watermill", int(forwarded), final, elapsed, c0, c1)
 	if err != nil {
 		return err
 	}
-	// The rate counts only what was forwarded within the timed window.
-	ph.MsgsPerSec = float64(forwarded) / elapsed.Seconds()
 	res.Phases = append(res.Phases, ph)
 	res.WatermillMsgsPerSec = ph.MsgsPerSec
 	res.RatioToWatermill = ratio(res.RelayMsgsPerSec, res.WatermillMsgsPerSec)

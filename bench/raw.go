@@ -13,19 +13,20 @@ import (
 // awaiting their confirms, each message exactly as the relay sends it
 // (persistent, mandatory, same properties). It is the broker's limit for
 // this workload: what a relay would reach if reading and marking rows
-// cost nothing.
-func publishRaw(ctx context.Context, in *infra, w *workload, window int) (time.Duration, error) {
+// cost nothing. It stops publishing once bound has passed and returns how
+// many messages were confirmed and when the last confirm came.
+func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound time.Duration) (int, time.Duration, error) {
 	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-raw")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return 0, fmt.Errorf("raw: opening channel: %w", err)
+		return 0, 0, fmt.Errorf("raw: opening channel: %w", err)
 	}
 	if err := ch.Confirm(false); err != nil {
-		return 0, fmt.Errorf("raw: enabling confirms: %w", err)
+		return 0, 0, fmt.Errorf("raw: enabling confirms: %w", err)
 	}
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1024))
 	returned := 0
@@ -43,7 +44,11 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int) (time.D
 		return nil
 	}
 	start := time.Now()
+	confirmed := 0
 	for i := range w.len() {
+		if time.Since(start) >= bound {
+			break
+		}
 		select {
 		case <-returns:
 			returned++
@@ -51,8 +56,9 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int) (time.D
 		}
 		if len(pending) == window {
 			if err := settle(); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
+			confirmed++
 		}
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
 			ContentType:  "application/json",
@@ -63,14 +69,15 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int) (time.D
 			Body:         w.payloads[i],
 		})
 		if err != nil {
-			return 0, fmt.Errorf("raw: publishing %d: %w", i, err)
+			return 0, 0, fmt.Errorf("raw: publishing %d: %w", i, err)
 		}
 		pending = append(pending, dc)
 	}
 	for len(pending) > 0 {
 		if err := settle(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
+		confirmed++
 	}
 	elapsed := time.Since(start)
 	// A return comes before its confirm: every one is buffered by now.
@@ -84,7 +91,7 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int) (time.D
 		break
 	}
 	if returned > 0 {
-		return 0, fmt.Errorf("raw: %d messages returned unroutable", returned)
+		return 0, 0, fmt.Errorf("raw: %d messages returned unroutable", returned)
 	}
-	return elapsed, nil
+	return confirmed, elapsed, nil
 }

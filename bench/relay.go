@@ -28,7 +28,8 @@ type replica struct {
 
 // replicaSet is the replicas of one outbox table.
 type replicaSet struct {
-	reps []*replica
+	reps    []*replica
+	stopped bool
 }
 
 // replicaOptions says how to build the replicas of one phase.
@@ -129,8 +130,13 @@ func (rs *replicaSet) lostLeases() int64 {
 }
 
 // stop ends every replica (the batch in flight finishes first) and closes
-// its connections.
+// its connections. Calls after the first do nothing; the totals stay
+// readable.
 func (rs *replicaSet) stop() error {
+	if rs.stopped {
+		return nil
+	}
+	rs.stopped = true
 	for _, r := range rs.reps {
 		r.cancel()
 	}
@@ -146,7 +152,6 @@ func (rs *replicaSet) stop() error {
 		}
 		r.close()
 	}
-	rs.reps = nil
 	return errors.Join(errs...)
 }
 
