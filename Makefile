@@ -141,6 +141,13 @@ demo:
 	@$(GO) build -o $(BUILD)/outboxlab ./cmd/outboxlab
 	$(BUILD)/outboxlab demo
 
+## bench: relay throughput and latency side by side with raw amqp091 and watermill (BENCHFLAGS=--json, --events N, ...)
+.PHONY: bench
+BENCHFLAGS ?=
+bench:
+	@$(MAKE) --no-print-directory images
+	$(GO) run ./cmd/outboxlab bench $(BENCHFLAGS)
+
 ## clean-containers: remove every container and network the harness left behind (label org.outboxlab.harness)
 .PHONY: clean-containers
 clean-containers:
