@@ -2,6 +2,9 @@ package mutant
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/consumer"
 )
@@ -41,4 +44,34 @@ func (a ackedFirst) Apply(ctx context.Context, m consumer.Message) (bool, error)
 		return false, nil
 	}
 	return dup, nil
+}
+
+// WrapInbox returns in decorated by the mutant's consumer-side form, or
+// in itself for a mutant that leaves the consumer alone. effect applies a
+// message's effect without the inbox (see PGEffect for PostgreSQL).
+func (m Mutant) WrapInbox(in consumer.Inbox, effect EffectFunc) consumer.Inbox {
+	if m.Inbox == nil {
+		return in
+	}
+	return m.Inbox(in, effect)
+}
+
+// PGEffect is the EffectFunc of a PostgreSQL consumer: effect run in a
+// transaction of its own, with no inbox row, as a consumer without dedupe
+// runs it.
+func PGEffect(pool *pgxpool.Pool, effect consumer.Effect) EffectFunc {
+	return func(ctx context.Context, m consumer.Message) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("applying %s: begin: %w", m.ID, err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if err := effect(ctx, tx, m); err != nil {
+			return fmt.Errorf("applying %s: %w", m.ID, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("applying %s: commit: %w", m.ID, err)
+		}
+		return nil
+	}
 }

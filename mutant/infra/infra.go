@@ -116,6 +116,10 @@ func Run(ctx context.Context, ms []mutant.Mutant, o Options, mo mutant.Options) 
 	return rows, nil
 }
 
+// inconclusiveRetries is how many more seeds a scenario gets when a run's
+// intended faults did not all fire.
+const inconclusiveRetries = 1
+
 // runAll runs one row's scenarios in order. A mutant's row stops at its
 // first kill; the reference's runs all of them, and is killed if any run
 // kills it.
@@ -123,36 +127,58 @@ func runAll(ctx context.Context, env *testenv.Env, o Options, name string, relay
 	disabled []string, logf func(string, ...any)) mutant.Row {
 	start := time.Now()
 	row := mutant.Row{Mutant: name, Tier: mutant.TierInfra, Seed: seed, StepsOf: "none: runs on infrastructure are not shrunk"}
-	var names []string
+	var names, inconclusive, others []string
+runs:
 	for _, r := range runs {
-		res, err := runOne(ctx, env, o, name, relayEnv, r, seed)
-		row.Tried++
 		names = append(names, describe(r))
-		if err != nil {
-			row.Err = fmt.Errorf("%s: %w", describe(r), err)
-			row.Scenario = strings.Join(names, ", ")
-			break
-		}
-		killer := mutant.Killer(res.Report, disabled)
-		logf("%s [infra] %s: valid=%v killer=%q drain=%s problems=%v", name, describe(r), res.Valid, killer,
-			res.DrainTime.Round(time.Millisecond), res.Problems)
-		if killer == "" && !res.Valid && name == mutant.Reference {
-			// A reference run whose checkers pass but whose intended fault
-			// did not fire proves nothing: report it as not carried out.
-			row.Err = fmt.Errorf("%s: %s", describe(r), strings.Join(res.Problems, "; "))
-			row.Scenario = strings.Join(names, ", ")
-			break
-		}
-		if killer != "" {
-			row.Killed, row.Checker, row.Scenario = true, killer, describe(r)
-			row.Replay = res.Replay
-			if cr, ok := res.Report.Result(killer); ok {
-				row.Detail = cr.Detail
+		// A run whose checkers pass but whose intended faults did not all
+		// fire proves nothing; the next seed draws another schedule.
+		for attempt := range inconclusiveRetries + 1 {
+			s := seed + uint64(attempt)
+			res, err := runOne(ctx, env, o, name, relayEnv, r, s)
+			row.Tried++
+			if err != nil {
+				row.Err = fmt.Errorf("%s: %w", describe(r), err)
+				break runs
 			}
-			break
+			killer := mutant.Killer(res.Report, disabled)
+			logf("%s [infra] %s seed %d: valid=%v killer=%q drain=%s problems=%v", name, describe(r), s, res.Valid, killer,
+				res.DrainTime.Round(time.Millisecond), res.Problems)
+			if killer != "" {
+				row.Killed, row.Checker, row.Scenario, row.Seed = true, killer, describe(r), s
+				row.Replay = res.Replay
+				if cr, ok := res.Report.Result(killer); ok {
+					row.Detail = cr.Detail
+				}
+				break runs
+			}
+			unfired, other := problems(res)
+			if len(other) > 0 {
+				others = append(others, fmt.Sprintf("%s seed %d: %s", describe(r), s, strings.Join(other, "; ")))
+			}
+			if len(unfired) == 0 {
+				continue runs
+			}
+			if attempt == inconclusiveRetries {
+				inconclusive = append(inconclusive, fmt.Sprintf("%s seed %d: %s", describe(r), s, strings.Join(unfired, "; ")))
+			}
 		}
-		if len(res.Problems) > 0 {
-			row.Detail = strings.Join(res.Problems, "; ")
+	}
+	if len(others) > 0 && !row.Killed {
+		// A scenario's own expectation failed with every checker passing:
+		// the reference must not do that; for a mutant it is a symptom
+		// but not a kill, which is a checker's to make.
+		row.Detail = "scenario checks: " + strings.Join(others, " | ")
+		if name == mutant.Reference && row.Err == nil {
+			row.Err = errors.New(row.Detail)
+		}
+	}
+	if len(inconclusive) > 0 && !row.Killed {
+		// For the reference that is an error: it was not shown to
+		// survive.
+		row.Detail = strings.TrimPrefix(row.Detail+" | inconclusive: "+strings.Join(inconclusive, " | "), " | ")
+		if name == mutant.Reference && row.Err == nil {
+			row.Err = errors.New(row.Detail)
 		}
 	}
 	if row.Scenario == "" {
@@ -160,6 +186,27 @@ func runAll(ctx context.Context, env *testenv.Env, o Options, name string, relay
 	}
 	row.Seconds = time.Since(start).Seconds()
 	return row
+}
+
+// problems splits a run's problems that are not checker violations into
+// faults that never fired (the run proves nothing) and the scenario's own
+// expectations that failed.
+func problems(res scenarios.Result) (unfired, other []string) {
+	failed := map[string]bool{}
+	for _, f := range res.Report.Failed() {
+		failed[f.Checker] = true
+	}
+	for _, p := range res.Problems {
+		name, _, _ := strings.Cut(p, ": ")
+		switch {
+		case failed[name]:
+		case strings.HasPrefix(p, "fault ") && strings.HasSuffix(p, " never fired"):
+			unfired = append(unfired, p)
+		default:
+			other = append(other, p)
+		}
+	}
+	return unfired, other
 }
 
 func describe(r mutant.InfraRun) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -217,4 +218,84 @@ func TestMutantsOverPGRaw(t *testing.T) {
 			t.Fatalf("unfenced-mark by a marked %v, %v; want the row b holds", marked, err)
 		}
 	})
+}
+
+// TestConsumerMutantsOverPostgres runs the consumer-side mutants' forms
+// over consumer.PGInbox, as a scenario's consumer would: without dedupe a
+// redelivery adds a second effect; acked first, a failed apply reports
+// success and leaves no effect.
+func TestConsumerMutantsOverPostgres(t *testing.T) {
+	env := sharedEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	schema := fmt.Sprintf("mutant_inbox_%d", time.Now().UnixNano()%1_000_000_000)
+	admin, err := pgxpool.New(ctx, env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+	cfg, err := pgxpool.ParseConfig(env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := consumer.MigrateInbox(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	effect := consumer.RecordEffect("c")
+	pg, err := consumer.NewPGInbox(pool, "c", effect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(id string) consumer.Message {
+		return consumer.Message{ID: id, Type: "order.placed", Payload: []byte(`{}`)}
+	}
+	counts := func() map[string]int {
+		t.Helper()
+		c, err := consumer.EffectCounts(ctx, pool, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// The reference absorbs the redelivery.
+	for range 2 {
+		if _, err := pg.Apply(ctx, msg("ref")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodedupe, _ := mutant.Lookup("consumer-no-dedupe")
+	in := nodedupe.WrapInbox(pg, mutant.PGEffect(pool, effect))
+	for range 2 {
+		if dup, err := in.Apply(ctx, msg("twice")); dup || err != nil {
+			t.Fatalf("no-dedupe Apply = %v, %v", dup, err)
+		}
+	}
+	ackFirst, _ := mutant.Lookup("consumer-ack-before-commit")
+	in = ackFirst.WrapInbox(pg, mutant.PGEffect(pool, effect))
+	dead, stop := context.WithCancel(ctx)
+	stop()
+	if dup, err := in.Apply(dead, msg("gone")); dup || err != nil {
+		t.Fatalf("ack-before-commit Apply on a failing database = %v, %v; want success reported", dup, err)
+	}
+	if _, err := pg.Apply(dead, msg("kept")); err == nil {
+		t.Fatal("the reference reported success for an apply that could not run")
+	}
+	got := counts()
+	if got["ref"] != 1 || got["twice"] != 2 || got["gone"] != 0 || got["kept"] != 0 {
+		t.Errorf("effects %v: want ref once, twice twice, none for gone and kept", got)
+	}
+	if reference, _ := mutant.Lookup("no-lease"); reference.WrapInbox(pg, nil) != consumer.Inbox(pg) {
+		t.Error("a relay-side mutant changed the consumer's inbox")
+	}
 }
