@@ -367,17 +367,20 @@ func rollingRestart() Scenario {
 		Name:       RollingRestart,
 		Summary:    "relay replicas are restarted one by one under load",
 		Workload:   defaultWorkload(),
-		Safety:     8 * time.Second,
+		Safety:     9 * time.Second,
 		Replicas:   3,
 		NeedsRelay: true,
 		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			var steps []chaos.Step
+			// One lane: a replica restarts only once the one before it is
+			// back, however long the Docker engine takes.
 			at := between(rng, time.Second, 1500*time.Millisecond)
 			for i := range r.contexts[0].relays {
 				f := chaos.RestartContainer(r.slot(0, i), chaos.ClassRelay)
 				if err := r.nemesis.Add(f); err != nil {
 					return nil, err
 				}
+				r.lanes[f.Name()] = "rolling"
 				steps = append(steps, step(f, at, 100*time.Millisecond))
 				at += between(rng, 1500*time.Millisecond, 2*time.Second)
 			}

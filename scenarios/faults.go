@@ -80,7 +80,8 @@ func (f *failpointKill) Inject(ctx context.Context) error {
 	h := f.slot.handle()
 	code, err := h.WaitExit(wctx)
 	if err != nil {
-		return fmt.Errorf("%s did not reach %s within %s: %w", f.slot.name, f.point, f.within, err)
+		logs, _ := h.Logs(ctx, 8)
+		return fmt.Errorf("%s did not reach %s within %s: %w; its last lines:\n%s", f.slot.name, f.point, f.within, err, logs)
 	}
 	logs, _ := h.Logs(ctx, 0)
 	if code != 137 || strings.Contains(logs, `"relay stopped"`) {

@@ -102,6 +102,9 @@ type run struct {
 	clocks     []*chaos.Clock
 	publishers []*relay.AMQPPublisher
 	pause      *pauseHolding
+	// lanes groups faults whose steps must run one after another (by
+	// default each fault is its own lane).
+	lanes map[string]string
 
 	consumersStop context.CancelFunc
 	consumersDone sync.WaitGroup
@@ -190,10 +193,10 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 		r.logf("fault plan: %s at %s for %s", s.Fault, s.At, s.Duration)
 	}
 	stopProgress := r.startProgress()
-	ph := &chaos.Phases{Recorder: r.rec, Nemesis: r.nemesis, Safety: r.safety, Steps: steps, DrainWithin: DrainWithin, PollEvery: 200 * time.Millisecond}
+	ph := &chaos.Phases{Recorder: r.rec, Nemesis: r.nemesis, DrainWithin: DrainWithin, PollEvery: 200 * time.Millisecond}
 	r.phase.Store(chaos.PhaseSafety)
 	r.safetyEnd.Store(time.Now().Add(r.safety).UnixNano())
-	if err := ph.RunSafety(ctx, r.runWorkload); err != nil {
+	if err := r.runSafety(ctx, steps); err != nil {
 		r.problem("safety phase: %v", err)
 	}
 	r.phase.Store(chaos.PhaseLiveness)
@@ -234,7 +237,7 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 
 // newRun resolves the options: relay defaults, sizes, the plan.
 func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
-	r := &run{env: env, sc: sc, opts: opts, rec: &history.Recorder{}, links: map[string]*chaos.Link{}}
+	r := &run{env: env, sc: sc, opts: opts, rec: &history.Recorder{}, links: map[string]*chaos.Link{}, lanes: map[string]string{}}
 	r.relay = opts.Relay.resolve()
 	r.variant = opts.Variant
 	if r.variant == "" {
@@ -544,6 +547,64 @@ func (r *run) planFaults() ([]chaos.Step, error) {
 		}
 	}
 	return steps, nil
+}
+
+// faultActionTimeout bounds one injection or heal.
+const faultActionTimeout = 90 * time.Second
+
+// runSafety records the safety phase and runs the workload for the
+// safety phase's length beside the fault schedule. Every step of the
+// schedule plays out in full, even when a slow Docker engine makes it
+// start late: a fault cut short by the end of the phase would not have
+// been tested. Steps of one lane (by default, of one fault) run one after
+// another, each lasting its Duration from the moment its injection
+// returned; lanes run side by side.
+func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
+	chaos.RecordPhase(r.rec, chaos.PhaseSafety)
+	began := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, r.safety)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.runWorkload(wctx) })
+	lanes := map[string][]chaos.Step{}
+	var order []string
+	for _, s := range steps {
+		lane := s.Fault
+		if l, ok := r.lanes[s.Fault]; ok {
+			lane = l
+		}
+		if _, ok := lanes[lane]; !ok {
+			order = append(order, lane)
+		}
+		lanes[lane] = append(lanes[lane], s)
+	}
+	errs := make([]error, len(order))
+	for i, lane := range order {
+		wg.Go(func() {
+			ss := lanes[lane]
+			slices.SortStableFunc(ss, func(a, b chaos.Step) int { return int(a.At - b.At) })
+			var laneErrs []error
+			for _, s := range ss {
+				if !sleepCtx(ctx, time.Until(began.Add(s.At))) {
+					break
+				}
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), faultActionTimeout)
+				if err := r.nemesis.Start(actx, s.Fault); err != nil {
+					laneErrs = append(laneErrs, err)
+				}
+				cancel()
+				sleepCtx(ctx, s.Duration)
+				actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), faultActionTimeout)
+				if err := r.nemesis.Stop(actx, s.Fault); err != nil {
+					laneErrs = append(laneErrs, err)
+				}
+				cancel()
+			}
+			errs[i] = errors.Join(laneErrs...)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // runWorkload runs every producer's transactions, paced over most of the
