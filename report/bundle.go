@@ -123,6 +123,8 @@ type MutantFile struct {
 type MutantRow struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
+	// Reference marks the unmutated system, which must survive.
+	Reference bool `json:"reference,omitempty"`
 	// Seeds ran; Killed is true when at least one seed failed a checker.
 	Seeds  int  `json:"seeds"`
 	Killed bool `json:"killed"`

@@ -22,6 +22,7 @@ func TestBundleRoundTripAndMarkdown(t *testing.T) {
 	later.Date = "2026-01-03T00:00:00Z"
 	mf := MutantFile{Meta: later, Tier: "sim", Checkers: []string{checker.NameLost, checker.NamePhantom},
 		Mutants: []MutantRow{
+			{Name: "reference", Reference: true, Seeds: 10},
 			{Name: "publish-before-commit", Seeds: 10, Killed: true, KilledBy: map[string]int{checker.NamePhantom: 7}, FirstKill: 3, Replay: "replay-mutant-1"},
 			{Name: "a|b", Seeds: 10},
 		}}
@@ -49,6 +50,7 @@ func TestBundleRoundTripAndMarkdown(t *testing.T) {
 		"_Run on 2026-01-02T03:04:05Z at commit abc123._", // the older section says when it ran
 		"| 20 | 0 |", sum.HistorySHA256,
 		"Tier `sim`: 1 of 2 mutants killed.",
+		"| reference | 10 | no (the reference, as it must) | · | · |",
 		"| publish-before-commit | 10 | yes | · | 7 |",
 		`| a\|b | 10 | **no: survived** | · | · |`,
 		"## Chaos scenarios\n\nNot run", "## Demo: the dual-write story\n\nNot run", "## Benchmark\n\nNot run",

@@ -225,7 +225,7 @@ func mutantFile(meta report.Meta, tier mutant.Tier, rows []mutant.Row) report.Mu
 		if tier == mutant.TierAll && r.Tier == mutant.TierInfra {
 			name += " (infra)"
 		}
-		mr := report.MutantRow{Name: name, Seeds: r.Tried, Killed: r.Killed, Replay: r.Replay}
+		mr := report.MutantRow{Name: name, Seeds: r.Tried, Killed: r.Killed, Replay: r.Replay, Reference: r.Mutant == mutant.Reference}
 		if m, ok := mutant.Lookup(r.Mutant); ok {
 			mr.Description = m.Description
 		} else {
