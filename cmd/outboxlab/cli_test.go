@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/sim"
@@ -341,19 +342,23 @@ func TestReportVerbWritesMarkdownFromABundle(t *testing.T) {
 }
 
 func TestParseRelay(t *testing.T) {
-	withUnsafeCatalogue(t)
 	for in, want := range map[string]scenarios.RelayUnderTest{
 		"ours":                   {Name: "ours"},
 		"image:acme/relay:1.2":   {Name: "acme/relay:1.2", Image: "acme/relay:1.2"},
 		"cmd:./bin/relay --fast": {Name: "./bin/relay --fast", Command: []string{"./bin/relay", "--fast"}},
-		"publish-then-commit":    {Name: "publish-then-commit"},
+		"no-lease":               {Name: "no-lease"},
 	} {
 		got, err := parseRelay(in)
 		if err != nil || got.Name != want.Name || got.Image != want.Image || !slices.Equal(got.Command, want.Command) {
 			t.Errorf("parseRelay(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"image:", "cmd:  ", "image:a b", "nope"} {
+	// A relay-side mutant runs in the relay image, selected by
+	// OUTBOX_MUTANT.
+	if got, _ := parseRelay("no-lease"); got.Env[mutant.EnvVar] != "no-lease" {
+		t.Errorf("mutant relay = %+v", got)
+	}
+	for _, in := range []string{"image:", "cmd:  ", "image:a b", "nope", "consumer-no-dedupe"} {
 		if _, err := parseRelay(in); err == nil {
 			t.Errorf("parseRelay(%q) accepted", in)
 		}

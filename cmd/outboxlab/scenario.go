@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
@@ -52,7 +53,8 @@ func (r scenarioRunner) built() bool { return r.names != nil && r.run != nil }
 
 // parseRelay reads --relay: "ours", "image:REF" for a relay image that
 // follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
-// a host process, or the name of a mutant.
+// a host process, or the name of a relay-side mutant of the catalogue (the
+// relay image with OUTBOX_MUTANT set).
 func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	switch {
 	case s == "" || s == "ours":
@@ -70,13 +72,17 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		}
 		return scenarios.RelayUnderTest{Name: strings.Join(args, " "), Command: args}, nil
 	}
-	if !simMutants.built() {
-		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, image:REF or cmd:COMMAND, and the mutant catalogue is not built in this version", s)
+	m, ok := mutant.Lookup(s)
+	if !ok {
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
 	}
-	if _, ok := simMutants.lookup(s); !ok {
-		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, image:REF, cmd:COMMAND or a known mutant (%s)", s, strings.Join(simMutants.names(), ", "))
+	if !m.HasRelayForm() {
+		return scenarios.RelayUnderTest{}, fmt.Errorf("mutant %s breaks the %s, not the relay process, so it cannot run as --relay: run `outboxlab mutants --mutant %s`", s, m.Side, s)
 	}
-	return scenarios.RelayUnderTest{Name: s}, nil
+	// Our relay image runs the mutant when OUTBOX_MUTANT names it; with no
+	// image or command given, the runner runs our image, with its
+	// features and failpoints, and replays the run as --relay NAME.
+	return scenarios.RelayUnderTest{Name: s, Env: map[string]string{mutant.EnvVar: s}}, nil
 }
 
 // runScenarios runs specs with a live progress line. It returns the
