@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -52,6 +53,9 @@ func WriteFailure(w io.Writer, f Failure) error {
 		}
 	}
 	for _, pr := range f.Problems {
+		if restates(f.Report, pr) {
+			continue
+		}
 		p.printf("problem: %s\n", pr)
 	}
 	p.printf("SEED=%d\n", f.Seed)
@@ -59,6 +63,17 @@ func WriteFailure(w io.Writer, f Failure) error {
 		p.printf("replay: %s\n", f.Replay)
 	}
 	return p.err
+}
+
+// restates reports whether a problem only repeats a failed checker's
+// verdict ("lost: 3 offending; ..."), already printed above it.
+func restates(rep checker.Report, problem string) bool {
+	for _, res := range rep.Failed() {
+		if strings.HasPrefix(problem, res.Checker+": ") {
+			return true
+		}
+	}
+	return false
 }
 
 type errWriter struct {

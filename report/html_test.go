@@ -99,7 +99,7 @@ func TestWriteFailureShowsInvariantEventsSeedAndReplay(t *testing.T) {
 	var b bytes.Buffer
 	replay := "go run ./cmd/outboxlab sim --seeds 1 --seed 9"
 	if err := WriteFailure(&b, Failure{What: "simulation", Seed: res.Seed, Report: res.Report, History: res.History,
-		Problems: []string{"fault broker-down never fired"}, Replay: replay}); err != nil {
+		Problems: []string{"fault broker-down never fired", "phantom: " + "restated"}, Replay: replay}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -111,6 +111,9 @@ func TestWriteFailureShowsInvariantEventsSeedAndReplay(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("failure output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "restated") {
+		t.Errorf("a problem that restates a failed checker is printed twice:\n%s", out)
 	}
 	// The offending event's timeline follows it: its commit that failed.
 	if !regexp.MustCompile(`(?m)^\s+\d+ producer-\d+\s+fail\s+commit`).MatchString(out) {
