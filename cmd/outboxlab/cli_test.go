@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -394,5 +396,17 @@ func TestProgressLine(t *testing.T) {
 	line := scenarioLine("[1/3] broker-down", scenarios.Progress{Phase: "safety", Committed: 12, Delivered: 9, Faults: []string{"broker-down"}, Left: 14 * time.Second})
 	if want := "[1/3] broker-down  safety   committed 12  delivered 9  faults: broker-down  left 14s"; line != want {
 		t.Errorf("line = %q\nwant   %q", line, want)
+	}
+}
+
+func TestMissingImagesSayMakeImages(t *testing.T) {
+	var errOut bytes.Buffer
+	std := &stdio{out: io.Discard, err: &errOut, now: time.Now}
+	err := fmt.Errorf("starting the environment: %w: image outboxlab/postgres:15 is not in the local Docker engine", testenv.ErrImageNotFound)
+	if code := environmentErr(std, "run", err); code != exitUsage || !strings.Contains(errOut.String(), "`make images`") {
+		t.Errorf("exit %d, message %q", code, errOut.String())
+	}
+	if code := environmentErr(std, "run", errors.New("relay crashed")); code != 0 {
+		t.Errorf("another error was taken for an environment problem (exit %d)", code)
 	}
 }
