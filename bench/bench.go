@@ -331,6 +331,10 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	return res, nil
 }
 
+// drainPoll is how often a drain's end is checked: a fiftieth of a second
+// is noise on a drain of seconds, and the check costs the process little.
+const drainPoll = 20 * time.Millisecond
+
 // runner carries one run's state between phases.
 type runner struct {
 	o   Options
@@ -445,7 +449,7 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 	}
 	want := int64(b.w.len())
 	wctx, cancel := context.WithTimeout(ctx, b.o.DrainTimeout)
-	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
+	err = testenv.WaitUntil(wctx, drainPoll, func(context.Context) error {
 		if n := rs.published(); n < want {
 			return fmt.Errorf("%d of %d published", n, want)
 		}
@@ -625,7 +629,7 @@ func (b *runner) watermill(ctx context.Context, res *Result) error {
 	}
 	want := int64(b.w.len())
 	wctx, cancel := context.WithTimeout(ctx, b.o.WatermillTimeout)
-	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
+	err = testenv.WaitUntil(wctx, drainPoll, func(context.Context) error {
 		if n := run.forwarded.Load(); n < want {
 			return fmt.Errorf("%d of %d forwarded", n, want)
 		}

@@ -230,7 +230,7 @@ func TestSweepKeepsTableBounded(t *testing.T) {
 	}
 	admin := &infra{admin: db.pool}
 	const rounds, perRound = 8, 10_000
-	var peaks, reclaimed []TableStats
+	var peaks []TableStats
 	base := time.Now().Truncate(time.Millisecond)
 	for round := range rounds {
 		w, err := newWorkload(perRound, DefaultPayloadBytes, uint64(round+1), base.Add(time.Duration(round)*time.Minute))
@@ -279,49 +279,57 @@ func TestSweepKeepsTableBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		peaks = append(peaks, peak)
-		var swept time.Time
-		if err := db.pool.QueryRow(ctx, `SELECT now()`).Scan(&swept); err != nil {
-			t.Fatal(err)
-		}
-		// Autovacuum, not the test, reclaims the space: wait for a visit
-		// that began after the sweep.
+		// Autovacuum, not the test, reclaims the space: wait until it has
+		// visited the table during the round and left fewer dead tuples
+		// than its own threshold for this table (1,000 plus 1%), so that
+		// by its rules it has nothing more to do.
 		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		err = testenv.WaitUntil(wctx, 200*time.Millisecond, func(context.Context) error {
-			c, last := autovacuumCount(t, ctx, db)
-			if c <= before || !last.After(swept) {
-				return fmt.Errorf("autovacuum ran %d times (%d before the round), last at %s, swept at %s", c, before, last, swept)
+		err = testenv.WaitUntil(wctx, 200*time.Millisecond, func(ctx context.Context) error {
+			c, _ := autovacuumCount(t, ctx, db)
+			st, err := tableStats(ctx, admin, db.table, "")
+			if err != nil {
+				return err
+			}
+			var reltuples float64
+			if err := db.pool.QueryRow(ctx, `SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = $1::regclass`,
+				db.table.Ident()).Scan(&reltuples); err != nil {
+				return err
+			}
+			if threshold := 1000 + 0.01*reltuples; c <= before || float64(st.DeadTuples) > threshold {
+				return fmt.Errorf("autovacuum ran %d times (%d before the round); %d dead tuples, threshold %.0f",
+					c, before, st.DeadTuples, threshold)
 			}
 			return nil
 		})
 		wcancel()
 		if err != nil {
-			t.Fatalf("round %d: autovacuum never visited the table after the sweep: %v", round+1, err)
+			t.Fatalf("round %d: autovacuum did not clean up after the sweep: %v", round+1, err)
 		}
 		after, err := tableStats(ctx, admin, db.table, fmt.Sprintf("round %d vacuumed", round+1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		reclaimed = append(reclaimed, after)
 		t.Logf("round %d: swept: table %s, indexes %s, dead %d; after autovacuum: table %s, indexes %s, dead %d; updates %d (HOT %d)",
 			round+1, bytesString(peak.TableBytes), bytesString(peak.IndexBytes), peak.DeadTuples,
 			bytesString(after.TableBytes), bytesString(after.IndexBytes), after.DeadTuples, after.Updates, after.HOTUpdates)
 	}
 	// The first two rounds set the size of one round's rows; the rest
-	// must reuse that space. Without vacuum every round would add its own.
+	// must reuse that space. Without vacuum every round adds its own, and
+	// the last round's table would be about rounds/2 = 4 times the first
+	// two's; with it the table stays within a round's churn of them, and
+	// the indexes grow a little while emptied btree pages wait a second
+	// vacuum to be recycled.
 	var maxTable, maxIndex int64
 	for _, s := range peaks[:2] {
 		maxTable, maxIndex = max(maxTable, s.TableBytes), max(maxIndex, s.IndexBytes)
 	}
 	for _, s := range peaks[2:] {
-		if s.TableBytes > maxTable*3/2 {
-			t.Errorf("%s: table %s, more than 1.5 x the %s of the first rounds", s.Moment, bytesString(s.TableBytes), bytesString(maxTable))
+		if s.TableBytes > maxTable*2 {
+			t.Errorf("%s: table %s, more than twice the %s of the first rounds", s.Moment, bytesString(s.TableBytes), bytesString(maxTable))
 		}
-		if s.IndexBytes > maxIndex*3/2 {
-			t.Errorf("%s: indexes %s, more than 1.5 x the %s of the first rounds", s.Moment, bytesString(s.IndexBytes), bytesString(maxIndex))
+		if s.IndexBytes > maxIndex*2 {
+			t.Errorf("%s: indexes %s, more than twice the %s of the first rounds", s.Moment, bytesString(s.IndexBytes), bytesString(maxIndex))
 		}
-	}
-	if last := reclaimed[len(reclaimed)-1]; last.DeadTuples > perRound/10 {
-		t.Errorf("after the last autovacuum %d dead tuples remain", last.DeadTuples)
 	}
 }
 
