@@ -144,7 +144,12 @@ var catalogue = []Mutant{
 			return unconfirmed{pub}
 		}},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultConfirmLoss}},
-		Infra:    []InfraRun{{Scenario: "confirm-lost"}},
+		// No chaos scenario makes the broker refuse a message: a confirm
+		// swallowed on its way back (confirm-lost) is harmless to this
+		// bug, the message did arrive, and the broker-down and
+		// broker-killed runs tried lost nothing in flight. It needs a
+		// scenario with nacks (a queue that rejects on overflow) or
+		// returns (an unbound queue), like ignore-return.
 	},
 	{
 		Name:        "ignore-return",
