@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/relay"
 )
 
 // Scenario is one named chaos run: a workload, relay replicas, a fault
@@ -207,12 +208,22 @@ func crashBeforeMark() Scenario {
 		Safety:          9 * time.Second,
 		NeedsRelay:      true,
 		NeedsFailpoints: true,
+		prepare: func(r *run, slot *relaySlot) {
+			// The first replica lets one to three confirmed batches be
+			// marked, and dies before marking the next.
+			if slot == r.slot(0, 0) {
+				passes := 1 + rand.New(rand.NewPCG(r.opts.Seed, 0x6b696c6c)).IntN(3)
+				slot.base[chaos.FailpointsEnv] = killSpec(relay.FailAfterConfirmBeforeMark, passes)
+			}
+		},
 		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &failpointKill{r: r, slot: r.slot(0, 0), point: "after-confirm-before-mark", within: 6 * time.Second}
+			f := &failpointKill{r: r, slot: r.slot(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
 			if err := r.nemesis.Add(f); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{step(f, between(rng, 500*time.Millisecond, 1500*time.Millisecond), r.lease()+between(rng, time.Second, 2*time.Second))}, nil
+			// The window opens with the workload and closes once the
+			// lease of the dead replica's batch has run out.
+			return []chaos.Step{step(f, 0, r.lease()+between(rng, time.Second, 2*time.Second))}, nil
 		},
 		check: func(ctx context.Context, r *run, res *Result) {
 			if res.Counts.DuplicateDeliveries == 0 {

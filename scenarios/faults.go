@@ -49,10 +49,12 @@ func (f *serviceKill) Heal(ctx context.Context) error {
 	return nil
 }
 
-// failpointKill starts a relay replica afresh with a failpoint that kills
-// it at a named point of its tick, and counts a hit each time the replica
-// dies there; the heal starts it again without the failpoint. The death
-// is recorded in the history as a Crash of the relay's process.
+// failpointKill is a relay replica armed, from its start, with a
+// failpoint that lets a few passes through a named point of its tick and
+// kills it at the next one (see killSpec). Injecting it waits until the
+// replica died there and counts a hit; the death is recorded in the
+// history as a Crash of the relay's process. The heal starts the replica
+// again without the failpoint.
 type failpointKill struct {
 	faultState
 	r     *run
@@ -62,26 +64,29 @@ type failpointKill struct {
 	within time.Duration
 }
 
+// killSpec is the failpoint spec that lets passes through point go by and
+// kills at the next pass.
+func killSpec(point string, passes int) string {
+	return fmt.Sprintf("%s=%d*off->kill", point, passes)
+}
+
 func (f *failpointKill) Name() string  { return f.slot.name + " killed at " + f.point }
 func (f *failpointKill) Class() string { return chaos.ClassRelay }
 func (f *failpointKill) Kind() string  { return chaos.KindFailpoint }
 
-// Inject starts the replica with the failpoint and waits until it died
-// there. The first claim after the start sleeps a moment so that the
-// start is seen running before the replica can die.
+// Inject waits until the armed replica died at the failpoint.
 func (f *failpointKill) Inject(ctx context.Context) error {
 	f.active.Store(true)
-	spec := "after-claim=1*sleep(500ms);" + f.point + "=kill"
-	if err := f.slot.recreate(ctx, map[string]string{chaos.FailpointsEnv: spec}); err != nil {
-		return err
-	}
 	wctx, cancel := context.WithTimeout(ctx, f.within)
 	defer cancel()
 	h := f.slot.handle()
+	if h == nil {
+		return fmt.Errorf("%s is not running", f.slot.name)
+	}
 	code, err := h.WaitExit(wctx)
 	if err != nil {
 		logs, _ := h.Logs(ctx, 8)
-		return fmt.Errorf("%s did not reach %s within %s: %w; its last lines:\n%s", f.slot.name, f.point, f.within, err, logs)
+		return fmt.Errorf("%s did not die at %s within %s: %w; its last lines:\n%s", f.slot.name, f.point, f.within, err, logs)
 	}
 	logs, _ := h.Logs(ctx, 0)
 	if code != 137 || strings.Contains(logs, `"relay stopped"`) {
@@ -97,7 +102,7 @@ func (f *failpointKill) Heal(ctx context.Context) error {
 	if !f.active.Load() {
 		return nil
 	}
-	if err := f.slot.recreate(ctx, nil); err != nil {
+	if err := f.slot.recreate(ctx, map[string]string{chaos.FailpointsEnv: ""}); err != nil {
 		return err
 	}
 	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Restart})

@@ -192,9 +192,9 @@ func (s *relaySlot) ensureRunning(ctx context.Context) error {
 	if running {
 		return nil
 	}
-	// A replica that died (a failpoint kill) runs again without the
-	// settings of the fault.
-	return s.recreate(ctx, nil)
+	// A replica that died (a failpoint kill) runs again without
+	// failpoints.
+	return s.recreate(ctx, map[string]string{chaos.FailpointsEnv: ""})
 }
 
 // relayStopTimeout is how long a relay gets to finish its batch after

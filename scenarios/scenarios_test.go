@@ -84,19 +84,22 @@ func sharedEnv(t *testing.T) *testenv.Env {
 	return shared.env
 }
 
+// baseSeed is the seed of every run of the test binary.
+var baseSeed = sync.OnceValues(func() (uint64, error) {
+	if *seedFlag != "" {
+		return strconv.ParseUint(*seedFlag, 10, 64)
+	}
+	return uint64(time.Now().UnixNano()) % 1_000_000_000, nil
+})
+
 // seeds returns the seeds each scenario runs with: the -seed flag, or one
-// drawn from the clock; three consecutive ones in long mode.
+// drawn from the clock once for the whole test binary; three consecutive
+// ones in long mode.
 func seeds(t *testing.T) []uint64 {
 	t.Helper()
-	var base uint64
-	if *seedFlag != "" {
-		n, err := strconv.ParseUint(*seedFlag, 10, 64)
-		if err != nil {
-			t.Fatalf("-seed: %v", err)
-		}
-		base = n
-	} else {
-		base = uint64(time.Now().UnixNano()) % 1_000_000_000
+	base, err := baseSeed()
+	if err != nil {
+		t.Fatalf("-seed: %v", err)
 	}
 	if long() {
 		return []uint64{base, base + 1, base + 2}
