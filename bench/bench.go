@@ -4,7 +4,9 @@
 //
 //  1. raw: amqp091 publishing the events straight from memory with
 //     asynchronous publisher confirms, as many in flight as the relay's
-//     publish window: the broker's limit for this workload;
+//     publish window: the broker's limit for this workload; and
+//     raw-batched, the same waiting for a whole window's confirms before
+//     the next window, as a relay batch does, without its database work;
 //  2. relay: the production relay (relay.New over relay.PGStore and
 //     relay.AMQPPublisher, in this process) draining a backlog of N staged
 //     events, with one replica and with two, each replica with its own
@@ -230,7 +232,7 @@ type RunConfig struct {
 
 // Phase is one drain of the backlog.
 type Phase struct {
-	// Name is raw, relay-1, relay-2 or watermill.
+	// Name is raw, raw-batched, relay-1, relay-2 or watermill.
 	Name string `json:"name"`
 	// Events is how many messages the phase got confirmed within its
 	// bound: N, or fewer when the bound ran out (Complete is false and
@@ -350,21 +352,32 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
+// raw publishes the backlog from memory twice: with a sliding window
+// (the broker's limit, "raw") and window by window ("raw-batched"), which
+// is what a relay batch without any database work would reach.
 func (b *runner) raw(ctx context.Context, res *Result) error {
-	b.o.Logf("bench: raw: publishing %d messages, window %d", b.w.len(), b.o.Relay.PublishWindow)
-	c0 := b.cpu.sample()
-	confirmed, elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow, b.o.DrainTimeout)
-	c1 := b.cpu.sample()
-	if err != nil {
-		return err
+	for _, batched := range []bool{false, true} {
+		name := "raw"
+		if batched {
+			name = "raw-batched"
+		}
+		b.o.Logf("bench: %s: publishing %d messages, window %d", name, b.w.len(), b.o.Relay.PublishWindow)
+		c0 := b.cpu.sample()
+		confirmed, elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow, batched, b.o.DrainTimeout)
+		c1 := b.cpu.sample()
+		if err != nil {
+			return err
+		}
+		b.partial(res, name, confirmed, b.o.DrainTimeout)
+		ph, err := b.finishPhase(ctx, name, confirmed, confirmed, elapsed, c0, c1)
+		if err != nil {
+			return err
+		}
+		res.Phases = append(res.Phases, ph)
+		if !batched {
+			res.RawMsgsPerSec = ph.MsgsPerSec
+		}
 	}
-	b.partial(res, "raw", confirmed, b.o.DrainTimeout)
-	ph, err := b.finishPhase(ctx, "raw", confirmed, confirmed, elapsed, c0, c1)
-	if err != nil {
-		return err
-	}
-	res.Phases = append(res.Phases, ph)
-	res.RawMsgsPerSec = ph.MsgsPerSec
 	return nil
 }
 

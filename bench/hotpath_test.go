@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -96,49 +97,95 @@ func BenchmarkMark(b *testing.B) {
 	}
 }
 
-// BenchmarkPublishWindow measures relay.AMQPPublisher publishing one
-// window of persistent, mandatory messages and awaiting every confirm,
-// oldest first, as a relay batch does.
+// BenchmarkPublishWindow measures publishing one window of persistent,
+// mandatory messages and awaiting every confirm, oldest first, as a relay
+// batch does: through relay.AMQPPublisher (impl=relay) and straight
+// through an amqp091 channel (impl=amqp091), so that the publisher's own
+// cost per message shows as the difference.
 func BenchmarkPublishWindow(b *testing.B) {
-	for _, window := range []int{1, 10, 100, 500} {
-		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
-			env := sharedEnv(b)
-			ctx := context.Background()
-			in := newBenchBroker(b, env)
-			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: in.amqpURL, Exchange: in.exchange})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pub.Close()
-			w := benchWorkload(b, window)
-			msgs := make([]relay.Message, window)
-			for i := range msgs {
-				msgs[i] = relay.Message{ID: w.idStr[i], Type: MessageType, Payload: w.payloads[i]}
-			}
-			confs := make([]relay.Confirmation, 0, window)
-			b.ResetTimer()
-			for range b.N {
-				confs = confs[:0]
-				for _, m := range msgs {
-					c, err := pub.Publish(ctx, m)
+	for _, impl := range []string{"relay", "amqp091"} {
+		for _, window := range []int{1, 10, 100, 500} {
+			b.Run(fmt.Sprintf("impl=%s/window=%d", impl, window), func(b *testing.B) {
+				env := sharedEnv(b)
+				ctx := context.Background()
+				in := newBenchBroker(b, env)
+				w := benchWorkload(b, window)
+				var publishWindow func() error
+				switch impl {
+				case "relay":
+					pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: in.amqpURL, Exchange: in.exchange})
 					if err != nil {
 						b.Fatal(err)
 					}
-					confs = append(confs, c)
+					defer pub.Close()
+					confs := make([]relay.Confirmation, 0, window)
+					publishWindow = func() error {
+						confs = confs[:0]
+						for i := range window {
+							c, err := pub.Publish(ctx, relay.Message{ID: w.idStr[i], Type: MessageType, Payload: w.payloads[i]})
+							if err != nil {
+								return err
+							}
+							confs = append(confs, c)
+						}
+						for _, c := range confs {
+							if err := c.Wait(ctx); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+				case "amqp091":
+					conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-test-raw")
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer conn.Close()
+					ch, err := conn.Channel()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := ch.Confirm(false); err != nil {
+						b.Fatal(err)
+					}
+					dcs := make([]*amqp.DeferredConfirmation, 0, window)
+					publishWindow = func() error {
+						dcs = dcs[:0]
+						for i := range window {
+							dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
+								ContentType: "application/json", DeliveryMode: amqp.Persistent,
+								MessageId: w.idStr[i], Type: MessageType, Timestamp: time.Now().UTC(), Body: w.payloads[i],
+							})
+							if err != nil {
+								return err
+							}
+							dcs = append(dcs, dc)
+						}
+						for _, dc := range dcs {
+							ok, err := dc.WaitContext(ctx)
+							if err != nil {
+								return err
+							}
+							if !ok {
+								return fmt.Errorf("confirm %d: nacked", dc.DeliveryTag)
+							}
+						}
+						return nil
+					}
 				}
-				for _, c := range confs {
-					if err := c.Wait(ctx); err != nil {
+				b.ResetTimer()
+				for range b.N {
+					if err := publishWindow(); err != nil {
 						b.Fatal(err)
 					}
 				}
-			}
-			b.StopTimer()
-			elapsed := b.Elapsed()
-			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*window), "ns/msg")
-			if err := in.purge(ctx); err != nil {
-				b.Fatal(err)
-			}
-		})
+				b.StopTimer()
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*window), "ns/msg")
+				if err := in.purge(ctx); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
 	}
 }
 

@@ -54,10 +54,10 @@ func TestRunSmall(t *testing.T) {
 			t.Logf("%s: no CPU time read for the PostgreSQL container (cgroup not readable here)", ph.Name)
 		}
 	}
-	if got := strings.Join(names, ","); got != "raw,relay-1,relay-2,watermill" {
+	if got := strings.Join(names, ","); got != "raw,raw-batched,relay-1,relay-2,watermill" {
 		t.Errorf("phases = %s", got)
 	}
-	for _, ph := range res.Phases[1:3] {
+	for _, ph := range res.Phases[2:4] {
 		b := ph.Breakdown
 		if b == nil {
 			t.Fatalf("%s has no breakdown", ph.Name)

@@ -15,7 +15,11 @@ import (
 // this workload: what a relay would reach if reading and marking rows
 // cost nothing. It stops publishing once bound has passed and returns how
 // many messages were confirmed and when the last confirm came.
-func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound time.Duration) (int, time.Duration, error) {
+//
+// With batched, it waits for every confirm of a full window before it
+// publishes the next one, as a relay batch of window rows does: the
+// difference from the sliding window is what that barrier costs.
+func publishRaw(ctx context.Context, in *infra, w *workload, window int, batched bool, bound time.Duration) (int, time.Duration, error) {
 	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-raw")
 	if err != nil {
 		return 0, 0, err
@@ -55,10 +59,13 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound t
 		default:
 		}
 		if len(pending) == window {
-			if err := settle(); err != nil {
-				return 0, 0, err
+			// Sliding: wait for the oldest. Batched: wait for them all.
+			for first := true; first || batched && len(pending) > 0; first = false {
+				if err := settle(); err != nil {
+					return 0, 0, err
+				}
+				confirmed++
 			}
-			confirmed++
 		}
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
 			ContentType:  "application/json",
