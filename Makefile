@@ -93,30 +93,40 @@ $(STAMPS)/rabbitmq: docker/build-image.sh $(STAMPS)/debian $(wildcard docker/rab
 	@$(DOCKER_BUILD) $(IMAGE_rabbitmq) docker/rabbitmq
 	@$(call write-stamp,rabbitmq)
 
-$(STAMPS)/toxiproxy: docker/build-image.sh $(STAMPS)/debian docker/toxiproxy/Dockerfile $(CTX)/toxiproxy/toxiproxy-server
+$(STAMPS)/toxiproxy: docker/build-image.sh $(STAMPS)/debian docker/toxiproxy/Dockerfile $(CTX)/toxiproxy/toxiproxy-server.sum
 	@echo "image: building $(IMAGE_toxiproxy)"
 	@$(DOCKER_BUILD) $(IMAGE_toxiproxy) -f docker/toxiproxy/Dockerfile $(CTX)/toxiproxy
 	@$(call write-stamp,toxiproxy)
 
-$(STAMPS)/relay: docker/build-image.sh $(STAMPS)/debian docker/relay/Dockerfile $(CTX)/relay/relay
+$(STAMPS)/relay: docker/build-image.sh $(STAMPS)/debian docker/relay/Dockerfile $(CTX)/relay/relay.sum
 	@echo "image: building $(IMAGE_relay)"
 	@$(DOCKER_BUILD) $(IMAGE_relay) -f docker/relay/Dockerfile $(CTX)/relay
 	@$(call write-stamp,relay)
 
-# The Go binaries are built every time (Go's own cache makes that quick) but
-# replace the file in the build context only when their bytes changed, so an
-# image is rebuilt only for a real change.
-$(CTX)/toxiproxy/toxiproxy-server: FORCE | $(CTX)/toxiproxy
-	@$(GO_STATIC) -o $@.new github.com/Shopify/toxiproxy/v2/cmd/server
-	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; echo "built $@"; fi
+# The Go binaries are rebuilt when a Go source file or go.mod/go.sum is
+# newer than they are. Each has a checksum file, rewritten only when the
+# binary's bytes changed, and the image depends on that file: an image is
+# rebuilt only for a real change.
+GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './.build/*' 2>/dev/null)
 
-$(CTX)/relay/relay: FORCE | $(CTX)/relay
+# go-static DIR/BINARY PACKAGE builds a static binary and updates its
+# checksum file when its bytes changed.
+define go-static
+	@$(GO_STATIC) -o $1 $2
+	@sha256sum <$1 >$1.sum.new
+	@if cmp -s $1.sum.new $1.sum; then rm -f $1.sum.new; else mv -f $1.sum.new $1.sum; echo "built $1"; fi
+endef
+
+$(CTX)/toxiproxy/toxiproxy-server: go.mod go.sum | $(CTX)/toxiproxy
+	$(call go-static,$@,github.com/Shopify/toxiproxy/v2/cmd/server)
+
+$(CTX)/relay/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay
 	@test -d cmd/relay || { echo "relay: ./cmd/relay does not exist yet" >&2; exit 1; }
-	@$(GO_STATIC) -o $@.new ./cmd/relay
-	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; echo "built $@"; fi
+	$(call go-static,$@,./cmd/relay)
 
-.PHONY: FORCE
-FORCE:
+# The checksum files are written by the binaries' recipes.
+$(CTX)/%.sum: $(CTX)/%
+	@:
 
 ## build: compile every package and command (go build ./...)
 .PHONY: build
