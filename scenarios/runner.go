@@ -344,7 +344,7 @@ func poolConfig(url string, maxConns int32, searchPath string) (*pgxpool.Config,
 		return nil, err
 	}
 	cfg.MaxConns = maxConns
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	if searchPath != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = searchPath
 	}

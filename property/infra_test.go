@@ -1,0 +1,951 @@
+package property
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"pgregory.net/rapid"
+
+	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/scenarios"
+)
+
+// Settings of the in-process relays of the infrastructure property: short
+// enough that a lease expires within an action.
+const (
+	infraLease          = 2 * time.Second
+	infraPublishTimeout = 500 * time.Millisecond
+	infraMaxAttempts    = 3
+)
+
+var infraPolicy = relay.RetryPolicy{MaxAttempts: infraMaxAttempts, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}
+
+// TestInfraProperty is the property on real PostgreSQL and RabbitMQ: rapid
+// draws sequences of commits and rollbacks, relay ticks, relay crashes at
+// a failpoint, pauses past the lease, links cut and healed through
+// toxiproxy and clocks skewed; after heal and drain the checkers must
+// pass over the history and the state read from PostgreSQL and RabbitMQ,
+// and after every action no outbox row of a rolled-back transaction may
+// exist and no effect may be applied twice.
+func TestInfraProperty(t *testing.T) {
+	env := testenv.StartT(t, testenv.Options{})
+	setRapidFlag(t, "rapid.checks", "25")
+	setRapidFlag(t, "rapid.steps", "24")
+	rapid.Check(t, func(rt *rapid.T) { runInfra(rt, env, nil) })
+	t.Run("mark before publish is caught", func(t *testing.T) {
+		// The same property over a relay whose claim marks its rows at
+		// once: a publish that fails after the claim loses the event, and
+		// the property must say so.
+		setRapidFlag(t, "rapid.checks", "40")
+		setRapidFlag(t, "rapid.nofailfile", "true")
+		setRapidFlag(t, "rapid.shrinktime", "20s")
+		tb := &failureTB{name: t.Name()}
+		rapid.Check(tb, func(rt *rapid.T) {
+			runInfra(rt, env, func(s relay.Store) relay.Store { return markOnClaimStore{s} })
+		})
+		if !tb.Failed() {
+			t.Fatal("the property passed a relay that marks rows processed when it claims them")
+		}
+		t.Logf("rapid's counterexample:\n%s", strings.Join(tb.logs, "\n"))
+	})
+}
+
+// markOnClaimStore is the mark-before-publish bug as a store decorator:
+// its Claim marks the rows processed as soon as it has them.
+type markOnClaimStore struct{ relay.Store }
+
+func (s markOnClaimStore) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
+	rows, err := s.Store.Claim(ctx, owner, limit, lease)
+	if err != nil || len(rows) == 0 {
+		return rows, err
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	if _, err := s.Store.Mark(ctx, owner, ids); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// failureTB is a rapid.TB that keeps a failure instead of failing the
+// test, for a property that must fail.
+type failureTB struct {
+	name   string
+	mu     sync.Mutex
+	failed bool
+	logs   []string
+}
+
+func (f *failureTB) Helper()      {}
+func (f *failureTB) Name() string { return f.name }
+func (f *failureTB) Logf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logs = append(f.logs, fmt.Sprintf(format, args...))
+}
+func (f *failureTB) Log(args ...any)                  { f.Logf("%s", fmt.Sprint(args...)) }
+func (f *failureTB) Skipf(format string, args ...any) { f.Logf("skip: "+format, args...) }
+func (f *failureTB) Skip(args ...any)                 { f.Log(args...) }
+func (f *failureTB) SkipNow()                         {}
+func (f *failureTB) Errorf(format string, args ...any) {
+	f.Logf(format, args...)
+	f.Fail()
+}
+func (f *failureTB) Error(args ...any)                 { f.Errorf("%s", fmt.Sprint(args...)) }
+func (f *failureTB) Fatalf(format string, args ...any) { f.Errorf(format, args...) }
+func (f *failureTB) Fatal(args ...any)                 { f.Error(args...) }
+func (f *failureTB) FailNow()                          { f.Fail() }
+func (f *failureTB) Fail() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed = true
+}
+func (f *failureTB) Failed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
+
+// setRapidFlag sets a flag for the rest of the test, unless the command
+// line gave it.
+func setRapidFlag(t *testing.T, name, value string) {
+	t.Helper()
+	f := flag.Lookup(name)
+	if f == nil {
+		t.Fatalf("no flag %s", name)
+	}
+	given := false
+	flag.Visit(func(g *flag.Flag) { given = given || g.Name == name })
+	if given {
+		return
+	}
+	prev := f.Value.String()
+	if err := f.Value.Set(value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Value.Set(prev) })
+}
+
+var infraSeq atomic.Int64
+
+// infraCase is one test case: its own schema, table, exchange and queue,
+// two producers, two in-process relays, one consumer, and the faults.
+type infraCase struct {
+	env      *testenv.Env
+	rec      *history.Recorder
+	schema   string
+	table    outbox.Table
+	exchange string
+	queue    string
+	admin    *pgxpool.Pool
+	app      *pgxpool.Pool
+	cons     *pgxpool.Pool
+	nemesis  *chaos.Nemesis
+
+	producers []*scenarios.Producer
+	relays    []*infraRelay
+	links     []string // fault names of the links
+	skews     []string // fault names of the clock skews
+	poison    map[string]bool
+	events    int
+	trace     []string
+
+	consumerStop context.CancelFunc
+	consumerDone sync.WaitGroup
+	wrap         func(relay.Store) relay.Store
+}
+
+// infraRelay is one in-process relay replica whose store and publisher
+// record into the history.
+type infraRelay struct {
+	name  string
+	clock *chaos.Clock
+	pool  *pgxpool.Pool
+	pub   *relay.AMQPPublisher
+	fp    *chaos.Failpoints
+	r     *relay.Relay
+	// paused is set while a tick holds its claims at after-claim.
+	paused    bool
+	pauseDone chan error
+}
+
+func (c *infraCase) log(t *rapid.T, format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	c.trace = append(c.trace, s)
+	t.Log(s)
+}
+
+// runInfra runs one test case; wrap, when set, decorates each relay's
+// store (a mutant).
+func runInfra(t *rapid.T, env *testenv.Env, wrap func(relay.Store) relay.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := &infraCase{env: env, rec: &history.Recorder{}, poison: map[string]bool{}, wrap: wrap}
+	defer c.cleanup()
+	if err := c.setup(ctx, t); err != nil {
+		t.Fatalf("setting up: %v", err)
+	}
+	chaos.RecordPhase(c.rec, chaos.PhaseSafety)
+	t.Repeat(c.actions(ctx))
+	rep, err := c.finish(ctx, t)
+	if err != nil {
+		t.Fatalf("after %d action(s): %v\n  %s", len(c.trace), err, strings.Join(c.trace, "\n  "))
+	}
+	if !rep.Valid {
+		t.Fatalf("after %d action(s):\n  %s\n%s", len(c.trace), strings.Join(c.trace, "\n  "), rep.Summary())
+	}
+}
+
+func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
+	n := infraSeq.Add(1)
+	c.schema = fmt.Sprintf("prop_infra_%d_%d", time.Now().Unix()%1_000_000, n)
+	c.table = outbox.MustParseTable(c.schema + ".outbox")
+	c.exchange = "outboxlab." + c.schema
+	c.queue = c.exchange + ".q"
+	var err error
+	pool := func(url, searchPath string) (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns = 6
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+		if searchPath != "" {
+			cfg.ConnConfig.RuntimeParams["search_path"] = searchPath
+		}
+		return pgxpool.NewWithConfig(ctx, cfg)
+	}
+	if c.admin, err = pool(c.env.DirectDatabaseURL(), ""); err != nil {
+		return err
+	}
+	if c.app, err = pool(c.env.DatabaseURL(testenv.LinkAppDB), ""); err != nil {
+		return err
+	}
+	if c.cons, err = pool(c.env.DatabaseURL(testenv.LinkConsumerDB), c.schema); err != nil {
+		return err
+	}
+	if _, err := c.admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{c.schema}.Sanitize()); err != nil {
+		return err
+	}
+	if _, err := c.admin.Exec(ctx, `CREATE TABLE `+pgx.Identifier{c.schema, "business"}.Sanitize()+` (id uuid PRIMARY KEY, event_id uuid NOT NULL, note text)`); err != nil {
+		return err
+	}
+	if err := outbox.Migrate(ctx, c.admin, c.table); err != nil {
+		return err
+	}
+	if err := consumer.MigrateInbox(ctx, c.cons); err != nil {
+		return err
+	}
+	if err := relay.DeclareTopology(ctx, c.env.DirectAMQPURL(), c.exchange, c.queue, "#"); err != nil {
+		return err
+	}
+	if c.nemesis, err = chaos.NewNemesis(c.rec); err != nil {
+		return err
+	}
+	for _, l := range []struct{ link, name string }{
+		{testenv.LinkRelayDB, "relay->db down"},
+		{testenv.LinkRelayBroker, "relay->broker down"},
+		// Named after the consumer process it cuts off, so that the
+		// checkers scope it to that process.
+		{testenv.LinkConsumerBroker, "consumer-1->broker down"},
+	} {
+		link, err := chaos.LinkByName(ctx, c.env.ToxiproxyClient(), l.link, "")
+		if err != nil {
+			return err
+		}
+		if err := c.nemesis.Add(chaos.Down(link).WithName(l.name)); err != nil {
+			return err
+		}
+		c.links = append(c.links, l.name)
+	}
+	offsets := []time.Duration{-10 * time.Minute, -time.Minute, time.Minute, 10 * time.Minute}
+	for i := range 2 {
+		clk := chaos.NewClock(0)
+		p := &scenarios.Producer{
+			Name: fmt.Sprintf("producer-%d", i+1), DB: c.app, Table: c.table,
+			Business: pgx.Identifier{c.schema, "business"}.Sanitize(), Variant: scenarios.Outbox,
+			Rec: c.rec, Now: clk.Now, StampOccurredAt: true,
+		}
+		c.producers = append(c.producers, p)
+		skew := chaos.NewClockSkew(p.Name, clk, rapid.SampledFrom(offsets).Draw(t, p.Name+" offset"))
+		if err := c.nemesis.Add(skew); err != nil {
+			return err
+		}
+		c.skews = append(c.skews, skew.Name())
+	}
+	for _, name := range []string{"relay-a", "relay-b"} {
+		ir := &infraRelay{name: name, clock: chaos.NewClock(0)}
+		if ir.pool, err = pool(c.env.DatabaseURL(testenv.LinkRelayDB), ""); err != nil {
+			return err
+		}
+		if err := c.build(ir); err != nil {
+			return err
+		}
+		c.relays = append(c.relays, ir)
+		skew := chaos.NewClockSkew(name, ir.clock, rapid.SampledFrom(offsets).Draw(t, name+" offset"))
+		if err := c.nemesis.Add(skew); err != nil {
+			return err
+		}
+		c.skews = append(c.skews, skew.Name())
+		if err := c.nemesis.Add(c.pauseFault(ir)); err != nil {
+			return err
+		}
+	}
+	return c.startConsumer()
+}
+
+// build gives ir a fresh relay and publisher, as a restarted process has.
+func (c *infraCase) build(ir *infraRelay) error {
+	if ir.pub != nil {
+		_ = ir.pub.Close()
+	}
+	pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{
+		URL: c.env.AMQPURL(testenv.LinkRelayBroker), Exchange: c.exchange, Name: ir.name, DialTimeout: time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	ir.pub = pub
+	ir.fp = chaos.NewFailpoints()
+	ir.fp.SetKill(func() {}) // the kill action returns ErrKilled: the tick ends there
+	cfg := relay.Config{
+		RelayID: ir.name, PollInterval: 100 * time.Millisecond, BatchSize: 5, Lease: infraLease,
+		MaxAttempts: infraPolicy.MaxAttempts, BackoffBase: infraPolicy.BackoffBase, BackoffMax: infraPolicy.BackoffMax,
+		PublishTimeout: infraPublishTimeout, StoreTimeout: time.Second, Now: ir.clock.Now,
+	}
+	var base relay.Store = relay.NewPGStore(ir.pool, c.table)
+	if c.wrap != nil {
+		base = c.wrap(base)
+	}
+	store := &recStore{Store: base, rec: c.rec, process: ir.name, now: ir.clock.Now}
+	ir.r, err = relay.New(cfg, store, &recPublisher{pub: pub, rec: c.rec, process: ir.name, now: ir.clock.Now},
+		relay.Options{Failpoints: ir.fp, Decoder: scenarios.Registry()})
+	return err
+}
+
+// pauseFault freezes a relay in the middle of a tick, right after a
+// claim, holding its rows; the heal lets the tick go on.
+func (c *infraCase) pauseFault(ir *infraRelay) chaos.Fault {
+	inject := func(ctx context.Context) error {
+		before := ir.fp.Hits(relay.FailAfterClaim)
+		if err := ir.fp.Set(relay.FailAfterClaim, "1*pause"); err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		go func() {
+			tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := ir.r.Tick(tctx)
+			done <- err
+		}()
+		held := false
+		err := chaos.WaitFor(ctx, 10*time.Millisecond, func(context.Context) (bool, error) {
+			if ir.fp.Hits(relay.FailAfterClaim) > before {
+				held = true
+				return true, nil
+			}
+			select {
+			case <-done:
+				return true, nil
+			default:
+				return false, nil
+			}
+		})
+		if !held {
+			ir.fp.Clear(relay.FailAfterClaim)
+			return errors.Join(errNothingHeld, err)
+		}
+		ir.paused, ir.pauseDone = true, done
+		return nil
+	}
+	heal := func(ctx context.Context) error {
+		ir.fp.Clear(relay.FailAfterClaim)
+		if !ir.paused {
+			return nil
+		}
+		select {
+		case <-ir.pauseDone:
+		case <-ctx.Done():
+			return fmt.Errorf("%s's tick did not end after its pause: %w", ir.name, ctx.Err())
+		}
+		ir.paused = false
+		return nil
+	}
+	return chaos.NewFuncFault(ir.name+" pause", chaos.ClassRelay, chaos.KindPause, inject, heal)
+}
+
+var errNothingHeld = errors.New("the tick claimed nothing to hold")
+
+// startConsumer runs the consumer in the background.
+func (c *infraCase) startConsumer() error {
+	cctx, cancel := context.WithCancel(context.Background())
+	c.consumerStop = cancel
+	in := &recInbox{rec: c.rec, process: "consumer-1"}
+	pg, err := consumer.NewPGInbox(c.cons, "orders", consumer.RecordEffect("orders"))
+	if err != nil {
+		return err
+	}
+	in.inner = pg
+	cons, err := consumer.New(consumer.Config{Name: "orders", MaxDeliveries: 1 << 30}, in, nil)
+	if err != nil {
+		return err
+	}
+	src := &consumer.AMQPSource{URL: c.env.AMQPURL(testenv.LinkConsumerBroker), Queue: c.queue, Prefetch: 4,
+		HandleTimeout: 5 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
+	c.consumerDone.Go(func() { _ = src.Run(cctx, cons) })
+	return nil
+}
+
+// event makes the n-th event of the case: its id derives from the
+// schema, its type is unknown (poison) or its payload undecodable when
+// asked.
+func (c *infraCase) event(kind int) uuid.UUID {
+	c.events++
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s/%d/%d", c.schema, c.events, kind)))
+}
+
+func (c *infraCase) txn(t *rapid.T, rollback bool) scenarios.Txn {
+	n := rapid.IntRange(1, 3).Draw(t, "events")
+	var tx scenarios.Txn
+	tx.Rollback = rollback
+	for range n {
+		kind := rapid.SampledFrom([]int{0, 0, 0, 0, 0, 0, 1, 2}).Draw(t, "kind") // 1 unknown type, 2 undecodable
+		id := c.event(kind)
+		e := outbox.Event{ID: id, Type: scenarios.TypeOrderPlaced, Payload: []byte(`{"order_id":"o","amount":1}`)}
+		switch kind {
+		case 1:
+			e.Type = scenarios.TypeUnknown
+			c.poison[id.String()] = true
+		case 2:
+			e.Payload = []byte(`{"order_id":"o","amount":"lots"}`)
+			c.poison[id.String()] = true
+		}
+		tx.Events = append(tx.Events, e)
+	}
+	return tx
+}
+
+func (c *infraCase) live() []*infraRelay {
+	var out []*infraRelay
+	for _, r := range c.relays {
+		if !r.paused {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (c *infraCase) actions(ctx context.Context) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"commit": func(t *rapid.T) {
+			p := rapid.SampledFrom(c.producers).Draw(t, "producer")
+			tx := c.txn(t, false)
+			err := p.Do(ctx, tx)
+			c.log(t, "%s commits %d event(s): %v", p.Name, len(tx.Events), errOrOK(err))
+		},
+		"rollback": func(t *rapid.T) {
+			p := rapid.SampledFrom(c.producers).Draw(t, "producer")
+			tx := c.txn(t, true)
+			_ = p.Do(ctx, tx)
+			c.log(t, "%s rolls back %d event(s)", p.Name, len(tx.Events))
+		},
+		"tick": func(t *rapid.T) {
+			live := c.live()
+			if len(live) == 0 {
+				t.Skip("every relay is paused")
+			}
+			r := rapid.SampledFrom(live).Draw(t, "relay")
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			res, err := r.r.Tick(tctx)
+			cancel()
+			c.log(t, "%s ticks: claimed %d, published %d, lost leases %d, parked %d: %v", r.name, res.Claimed, res.Published, res.LostLeases, res.Parked, errOrOK(err))
+		},
+		"crash": func(t *rapid.T) {
+			live := c.live()
+			if len(live) == 0 {
+				t.Skip("every relay is paused")
+			}
+			r := rapid.SampledFrom(live).Draw(t, "relay")
+			point := rapid.SampledFrom(relay.FailpointNames).Draw(t, "failpoint")
+			before := r.fp.Hits(point)
+			if err := r.fp.Set(point, "1*kill"); err != nil {
+				t.Fatal(err)
+			}
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			_, err := r.r.Tick(tctx)
+			cancel()
+			r.fp.Clear(point)
+			if r.fp.Hits(point) == before {
+				c.log(t, "%s ticks past no %s: %v", r.name, point, errOrOK(err))
+				return
+			}
+			c.rec.Record(history.Op{Process: r.name, Type: history.Info, F: history.Crash, Value: "failpoint " + point})
+			if err := c.build(r); err != nil {
+				t.Fatal(err)
+			}
+			c.rec.Record(history.Op{Process: r.name, Type: history.Info, F: history.Restart})
+			c.log(t, "%s crashes at %s and restarts", r.name, point)
+		},
+		"pause": func(t *rapid.T) {
+			live := c.live()
+			if len(live) == 0 {
+				t.Skip("every relay is paused")
+			}
+			r := rapid.SampledFrom(live).Draw(t, "relay")
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := c.nemesis.Start(pctx, r.name+" pause")
+			cancel()
+			if err != nil {
+				_ = c.nemesis.Stop(ctx, r.name+" pause")
+				c.log(t, "%s would pause, but %v", r.name, err)
+				return
+			}
+			c.log(t, "%s pauses holding its claims", r.name)
+		},
+		"expire": func(t *rapid.T) {
+			var paused []string
+			for _, r := range c.relays {
+				if r.paused {
+					paused = append(paused, r.name)
+				}
+			}
+			if len(paused) == 0 {
+				t.Skip("no relay is paused")
+			}
+			wctx, cancel := context.WithTimeout(ctx, infraLease+5*time.Second)
+			err := chaos.WaitFor(wctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+				var held int
+				err := c.admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+`
+					WHERE locked_by = ANY($1) AND locked_until >= now() AND processed_at IS NULL AND faulted_at IS NULL`, paused).Scan(&held)
+				return err == nil && held == 0, nil
+			})
+			cancel()
+			if err != nil {
+				t.Fatalf("leases of %v did not expire: %v", paused, err)
+			}
+			c.log(t, "the leases of %v expire", paused)
+		},
+		"resume": func(t *rapid.T) {
+			var paused []*infraRelay
+			for _, r := range c.relays {
+				if r.paused {
+					paused = append(paused, r)
+				}
+			}
+			if len(paused) == 0 {
+				t.Skip("no relay is paused")
+			}
+			r := rapid.SampledFrom(paused).Draw(t, "relay")
+			if err := c.nemesis.Stop(ctx, r.name+" pause"); err != nil {
+				t.Fatal(err)
+			}
+			c.log(t, "%s resumes", r.name)
+		},
+		"fault": func(t *rapid.T) {
+			names := append(append([]string(nil), c.links...), c.skews...)
+			name := rapid.SampledFrom(names).Draw(t, "fault")
+			open := false
+			for _, o := range c.nemesis.Open() {
+				open = open || o == name
+			}
+			if open {
+				_ = c.nemesis.Stop(ctx, name)
+				c.log(t, "heal %s", name)
+				return
+			}
+			_ = c.nemesis.Start(ctx, name)
+			c.log(t, "inject %s", name)
+		},
+		"": func(t *rapid.T) { c.invariant(ctx, t) },
+	}
+}
+
+func errOrOK(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "ok"
+}
+
+// invariant checks, after every action, what must hold at every moment:
+// no row of a transaction that definitely rolled back is in the outbox,
+// and no effect was applied twice.
+func (c *infraCase) invariant(ctx context.Context, t *rapid.T) {
+	failed := map[string]bool{}
+	for _, p := range history.Pairs(c.rec.Ops()) {
+		if p.Invoke != nil && p.Invoke.F == history.Commit && p.Outcome() == history.Fail {
+			for _, id := range p.Invoke.Events {
+				failed[id] = true
+			}
+		}
+	}
+	rows, err := c.admin.Query(ctx, `SELECT id::text FROM `+c.table.Ident())
+	if err != nil {
+		t.Fatalf("reading the outbox: %v", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("reading the outbox: %v", err)
+	}
+	for _, id := range ids {
+		if failed[id] {
+			t.Fatalf("row %s of a rolled-back transaction is in the outbox\n  %s", id, strings.Join(c.trace, "\n  "))
+		}
+	}
+	var dup int
+	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM (SELECT message_id FROM `+pgx.Identifier{c.schema, "effects"}.Sanitize()+
+		` GROUP BY message_id HAVING count(*) > 1) d`).Scan(&dup); err != nil {
+		t.Fatalf("reading effects: %v", err)
+	}
+	if dup > 0 {
+		t.Fatalf("%d event(s) applied twice\n  %s", dup, strings.Join(c.trace, "\n  "))
+	}
+}
+
+// finish heals every fault, drains the backlog with the relays ticking,
+// and runs the checkers over the history and the final state.
+func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, error) {
+	if err := c.nemesis.HealAll(ctx); err != nil {
+		return checker.Report{}, fmt.Errorf("healing: %w", err)
+	}
+	chaos.RecordPhase(c.rec, chaos.PhaseLiveness)
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := chaos.WaitFor(dctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		for _, r := range c.relays {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, _ = r.r.Tick(tctx)
+			cancel()
+		}
+		return c.drained(ctx)
+	})
+	if err != nil {
+		return checker.Report{}, fmt.Errorf("backlog not drained: %w", err)
+	}
+	chaos.RecordPhase(c.rec, chaos.PhaseCheck)
+	c.consumerStop()
+	c.consumerDone.Wait()
+	st, err := c.state(ctx)
+	if err != nil {
+		return checker.Report{}, err
+	}
+	// Backoff is not given: the store does not report the database time
+	// of a retry, and the relay's clock around a statement is off by the
+	// statement's latency, which on a loaded machine exceeds the short
+	// backoffs used here. The simulation tier checks the spacing on its
+	// exact clock.
+	cfg := checker.Config{
+		MaxAttempts:   infraMaxAttempts,
+		Poison:        c.poison,
+		LivenessBound: time.Minute,
+		FaultClass: func(name string) checker.FaultClass {
+			switch c.nemesis.Class(name) {
+			case chaos.ClassBroker:
+				return checker.FaultBroker
+			case chaos.ClassDB:
+				return checker.FaultDB
+			case chaos.ClassRelay, chaos.ClassProducer:
+				return checker.FaultProcess
+			case chaos.ClassClock:
+				return checker.FaultClock
+			}
+			return ""
+		},
+		Features: scenarios.OurFeatures,
+	}
+	rep := checker.Check(c.rec.Ops(), st, cfg)
+	c.log(t, "checked: %d committed, %d delivered, %d duplicate deliveries, %d lost leases, %d parked",
+		rep.Counts.Committed, rep.Counts.Delivered, rep.Counts.DuplicateDeliveries, rep.Counts.LostLeases, rep.Counts.Parked)
+	return rep, nil
+}
+
+// drained reports no pending row, every committed healthy event applied
+// and an empty queue.
+func (c *infraCase) drained(ctx context.Context) (bool, error) {
+	var pending int
+	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+` WHERE processed_at IS NULL AND faulted_at IS NULL`).Scan(&pending); err != nil {
+		return false, nil
+	}
+	if pending > 0 {
+		return false, nil
+	}
+	committed := map[string]bool{}
+	for _, op := range c.rec.Ops() {
+		if op.F == history.Commit && op.Type == history.OK {
+			for _, id := range op.Events {
+				if !c.poison[id] {
+					committed[id] = true
+				}
+			}
+		}
+	}
+	rows, err := c.admin.Query(ctx, `SELECT message_id FROM `+pgx.Identifier{c.schema, "inbox"}.Sanitize())
+	if err != nil {
+		return false, nil
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, nil
+	}
+	got := map[string]bool{}
+	for _, id := range applied {
+		got[id] = true
+	}
+	for id := range committed {
+		if !got[id] {
+			return false, nil
+		}
+	}
+	ready := 0
+	err = relay.WithChannel(ctx, c.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(c.queue, true, false, false, false, nil)
+		ready = q.Messages
+		return err
+	})
+	return err == nil && ready == 0, nil
+}
+
+// state reads the outbox rows, the effects and what is left in the queue.
+func (c *infraCase) state(ctx context.Context) (checker.State, error) {
+	st := checker.State{Outbox: map[string]checker.RowState{}, Effects: map[string]int{}}
+	if err := c.admin.QueryRow(ctx, `SELECT now()`).Scan(&st.DBNow); err != nil {
+		return st, err
+	}
+	rows, err := c.admin.Query(ctx, `SELECT id::text, message_type, processed_at, faulted_at, attempts, occurred_at FROM `+c.table.Ident())
+	if err != nil {
+		return st, err
+	}
+	var row checker.RowState
+	if _, err := pgx.ForEachRow(rows, []any{&row.ID, &row.Type, &row.ProcessedAt, &row.FaultedAt, &row.Attempts, &row.OccurredAt}, func() error {
+		st.Outbox[row.ID] = row
+		return nil
+	}); err != nil {
+		return st, err
+	}
+	counts, err := consumer.EffectCounts(ctx, c.cons, "orders")
+	if err != nil {
+		return st, err
+	}
+	st.Effects = counts
+	err = relay.WithChannel(ctx, c.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
+		for _, q := range []string{c.queue, c.queue + ".dead"} {
+			for {
+				d, ok, err := ch.Get(q, false)
+				if err != nil || !ok {
+					break
+				}
+				st.Queued = append(st.Queued, d.MessageId)
+				_ = d.Ack(false)
+			}
+		}
+		return nil
+	})
+	return st, err
+}
+
+// cleanup releases paused ticks, heals, and removes what the case made.
+func (c *infraCase) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if c.nemesis != nil {
+		_ = c.nemesis.HealAll(ctx)
+	}
+	if c.consumerStop != nil {
+		c.consumerStop()
+		c.consumerDone.Wait()
+	}
+	for _, r := range c.relays {
+		if r.pub != nil {
+			_ = r.pub.Close()
+		}
+		if r.pool != nil {
+			r.pool.Close()
+		}
+	}
+	if c.admin != nil {
+		_, _ = c.admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{c.schema}.Sanitize()+` CASCADE`)
+		_, _ = c.admin.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1`, c.table.String())
+	}
+	_ = relay.WithChannel(ctx, c.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
+		_, _ = ch.QueueDelete(c.queue, false, false, false)
+		_, _ = ch.QueueDelete(c.queue+".dead", false, false, false)
+		_ = ch.ExchangeDelete(c.queue+".dlx", false, false)
+		return ch.ExchangeDelete(c.exchange, false, false)
+	})
+	for _, p := range []*pgxpool.Pool{c.admin, c.app, c.cons} {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+// recStore records the relay's store calls as Claim, Mark, Retry and Park
+// operations of its process, stamped by its own clock.
+type recStore struct {
+	relay.Store
+	rec     *history.Recorder
+	process string
+	now     func() time.Time
+}
+
+func (s *recStore) record(op history.Op) {
+	op.Process, op.Time = s.process, s.now()
+	s.rec.Record(op)
+}
+
+func strs(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+func (s *recStore) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
+	s.record(history.Op{Type: history.Invoke, F: history.Claim})
+	rows, err := s.Store.Claim(ctx, owner, limit, lease)
+	if err != nil {
+		s.record(history.Op{Type: history.Fail, F: history.Claim, Error: err.Error()})
+		return nil, err
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID.String()
+	}
+	s.record(history.Op{Type: history.OK, F: history.Claim, Events: ids})
+	return rows, nil
+}
+
+func (s *recStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
+	s.record(history.Op{Type: history.Invoke, F: history.Mark, Events: strs(ids)})
+	marked, err := s.Store.Mark(ctx, owner, ids)
+	if err != nil {
+		// The statement may have committed before its reply was lost.
+		s.record(history.Op{Type: history.Info, F: history.Mark, Error: err.Error()})
+		return nil, err
+	}
+	s.record(history.Op{Type: history.OK, F: history.Mark, Events: strs(marked)})
+	return marked, nil
+}
+
+func (s *recStore) Retry(ctx context.Context, owner string, id uuid.UUID, policy relay.RetryPolicy, cause string) (relay.RetryResult, error) {
+	ev := []string{id.String()}
+	s.record(history.Op{Type: history.Invoke, F: history.Retry, Events: ev})
+	res, err := s.Store.Retry(ctx, owner, id, policy, cause)
+	switch {
+	case err != nil:
+		s.record(history.Op{Type: history.Info, F: history.Retry, Events: ev, Error: err.Error()})
+	case !res.Applied:
+		s.record(history.Op{Type: history.Fail, F: history.Retry, Events: ev, Error: "lease lost"})
+	default:
+		s.record(history.Op{Type: history.OK, F: history.Retry, Events: ev, Value: checker.RetryValue(res.Attempts, res.Parked, time.Time{})})
+	}
+	return res, err
+}
+
+func (s *recStore) Park(ctx context.Context, owner string, id uuid.UUID, cause string) (bool, error) {
+	ev := []string{id.String()}
+	s.record(history.Op{Type: history.Invoke, F: history.Park, Events: ev})
+	ok, err := s.Store.Park(ctx, owner, id, cause)
+	switch {
+	case err != nil:
+		s.record(history.Op{Type: history.Info, F: history.Park, Events: ev, Error: err.Error()})
+	case !ok:
+		s.record(history.Op{Type: history.Fail, F: history.Park, Events: ev, Error: "lease lost"})
+	default:
+		s.record(history.Op{Type: history.OK, F: history.Park, Events: ev})
+	}
+	return ok, err
+}
+
+// recPublisher records each publish: invoke, then ok once confirmed, fail
+// when refused or nacked, info when the confirm never came.
+type recPublisher struct {
+	pub     relay.Publisher
+	rec     *history.Recorder
+	process string
+	now     func() time.Time
+}
+
+func (p *recPublisher) record(op history.Op) {
+	op.Process, op.Time = p.process, p.now()
+	p.rec.Record(op)
+}
+
+func (p *recPublisher) Publish(ctx context.Context, m relay.Message) (relay.Confirmation, error) {
+	ev := []string{m.ID}
+	p.record(history.Op{Type: history.Invoke, F: history.Publish, Events: ev})
+	conf, err := p.pub.Publish(ctx, m)
+	if err != nil {
+		p.record(history.Op{Type: history.Fail, F: history.Publish, Events: ev, Error: err.Error()})
+		return nil, err
+	}
+	return &recConfirmation{Confirmation: conf, p: p, ev: ev}, nil
+}
+
+type recConfirmation struct {
+	relay.Confirmation
+	p  *recPublisher
+	ev []string
+}
+
+func (c *recConfirmation) Wait(ctx context.Context) error {
+	err := c.Confirmation.Wait(ctx)
+	switch {
+	case err == nil:
+		c.p.record(history.Op{Type: history.OK, F: history.Publish, Events: c.ev})
+	case errors.Is(err, relay.ErrNacked) || errors.Is(err, relay.ErrReturned):
+		c.p.record(history.Op{Type: history.Fail, F: history.Publish, Events: c.ev, Error: err.Error()})
+	default:
+		c.p.record(history.Op{Type: history.Info, F: history.Publish, Events: c.ev, Error: err.Error()})
+	}
+	return err
+}
+
+// recInbox records the consumer's deliveries and applies around
+// consumer.PGInbox.
+type recInbox struct {
+	inner   consumer.Inbox
+	rec     *history.Recorder
+	process string
+}
+
+func (in *recInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	ev := []string{m.ID}
+	v := ""
+	if m.Redelivered {
+		v = checker.FlagRedelivered
+	}
+	in.rec.Record(history.Op{Process: in.process, Type: history.OK, F: history.Deliver, Events: ev, Value: v})
+	in.rec.Record(history.Op{Process: in.process, Type: history.Invoke, F: history.Apply, Events: ev})
+	dup, err := in.inner.Apply(ctx, m)
+	if err != nil {
+		in.rec.Record(history.Op{Process: in.process, Type: history.Info, F: history.Apply, Events: ev, Error: err.Error()})
+		return false, err
+	}
+	v = ""
+	if dup {
+		v = checker.FlagDuplicate
+	}
+	in.rec.Record(history.Op{Process: in.process, Type: history.OK, F: history.Apply, Events: ev, Value: v})
+	return dup, nil
+}
