@@ -1,10 +1,24 @@
 // Package scenarios holds the chaos catalogue: named, time-bounded runs on
 // containers. A scenario is a workload (producers staging events, a share
 // rolled back, transactions committing concurrently and out of id order),
-// relay replicas running as containers, an idempotent consumer, a seeded
-// fault schedule, a heal-and-drain phase and the checkers. One runner runs
-// every scenario against any relay that follows the black-box contract:
-// ours, a mutant, or another implementation given as an image or a command.
+// relay replicas running as containers (or host processes), idempotent
+// consumers, a fault schedule drawn from the run's seed, a heal-and-drain
+// phase and the checkers. One runner, Run, runs every scenario against any
+// relay that follows the black-box contract of DESIGN.md §3: ours, a
+// mutant, or another implementation given as an image or a command, with
+// capability flags (RelayUnderTest.Features and Failpoints) saying what
+// the harness may assume of it. The unsafe producer variants run through
+// the same runner with no relay at all, so that the checkers show the
+// events they lose or invent.
+//
+// Producers and consumers run in the harness's process and record every
+// commit, delivery and apply in the history; the nemesis records every
+// fault window. The relays run outside it and record nothing, so the
+// checkers judge them by those records and by the final state read from
+// PostgreSQL and RabbitMQ; Result.Unchecked lists what that leaves out,
+// and the scenarios that need more read it from the database (the rows a
+// paused relay held in lease-expiry) or from the relay's logs (lost
+// leases).
 package scenarios
 
 import (

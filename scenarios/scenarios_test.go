@@ -244,6 +244,17 @@ func TestBlackBoxImage(t *testing.T) {
 			sc, _ := Lookup(name)
 			opts := runOptions(t, seeds(t)[0])
 			opts.Relay = rut
+			var (
+				mu     sync.Mutex
+				phases = map[string]bool{}
+				most   int
+			)
+			opts.Progress = func(p Progress) {
+				mu.Lock()
+				defer mu.Unlock()
+				phases[p.Phase] = true
+				most = max(most, p.Delivered)
+			}
 			res, err := Run(context.Background(), env, sc, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -252,6 +263,11 @@ func TestBlackBoxImage(t *testing.T) {
 				t.Errorf("result names relay %q, want %q", res.Relay, rut.Name)
 			}
 			requireValid(t, res)
+			mu.Lock()
+			defer mu.Unlock()
+			if !phases["safety"] || most == 0 {
+				t.Errorf("progress reported phases %v and at most %d deliveries; want the safety phase and some deliveries", phases, most)
+			}
 		})
 	}
 	t.Run("not applicable", func(t *testing.T) {
