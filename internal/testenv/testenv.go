@@ -311,15 +311,23 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	e.toxi = toxiproxy.NewClient(net.JoinHostPort(e.host, strconv.Itoa(e.toxiHostPort)))
 
+	started := time.Since(began)
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i, c := range []*Container{e.postgres, e.rabbitmq, e.toxiproxy} {
-		wg.Go(func() { errs[i] = c.WaitReady(ctx) })
+	services := []*Container{e.postgres, e.rabbitmq, e.toxiproxy}
+	errs := make([]error, len(services))
+	readyAt := make([]time.Duration, len(services))
+	for i, c := range services {
+		wg.Go(func() {
+			errs[i] = c.WaitReady(ctx)
+			readyAt[i] = time.Since(began)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	e.logf("testenv: containers created and started after %s; ready after: postgres %s, rabbitmq %s, toxiproxy %s",
+		started.Round(time.Millisecond), readyAt[0].Round(time.Millisecond), readyAt[1].Round(time.Millisecond), readyAt[2].Round(time.Millisecond))
 	// Every link must carry traffic before a client is handed its URL.
 	for _, l := range e.links {
 		var err error
