@@ -32,6 +32,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -241,8 +242,17 @@ type Phase struct {
 	Complete   bool    `json:"complete"`
 	Seconds    float64 `json:"seconds"`
 	MsgsPerSec float64 `json:"msgs_per_sec"`
-	// CPU is the CPU time spent during the phase.
-	CPU CPU `json:"cpu"`
+	// CPU is the CPU time spent during the phase, and CPUMicrosPerMsg the
+	// part of it per message (process, PostgreSQL and RabbitMQ together,
+	// as far as they are readable). When the machine's cores are the
+	// limit, the ratio of two contenders' CPU per message bounds the ratio
+	// of their rates.
+	CPU             CPU     `json:"cpu"`
+	CPUMicrosPerMsg float64 `json:"cpu_us_per_msg"`
+	// LoadAverage is the machine's one-minute load average at the end of
+	// the phase: above the number of cores, the contenders shared the
+	// machine with other work and the figures are noisier.
+	LoadAverage float64 `json:"load_average"`
 	// QueueDepth is the queue's depth after the phase: every message
 	// once, no more.
 	QueueDepth int `json:"queue_depth"`
@@ -329,6 +339,14 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			return res, err
 		}
 	}
+	var busiest float64
+	for _, ph := range res.Phases {
+		busiest = max(busiest, ph.LoadAverage)
+	}
+	if cores := runtime.NumCPU(); busiest > float64(cores) {
+		res.Notes = append(res.Notes, fmt.Sprintf(
+			"the machine was busy with other work (load average up to %.1f on %d cores): the rates are noisy; compare the ratios of phases run close together", busiest, cores))
+	}
 	res.Seconds = time.Since(began).Seconds()
 	return res, nil
 }
@@ -395,9 +413,13 @@ func (b *runner) partial(res *Result, name string, done int, bound time.Duration
 // empties it and returns the phase's figures: the rate is timed events
 // over elapsed; total counts the ones confirmed after the bound too.
 func (b *runner) finishPhase(ctx context.Context, name string, timed, total int, elapsed time.Duration, c0, c1 cpuSample) (Phase, error) {
-	ph := Phase{Name: name, Events: timed, Complete: timed == b.w.len(), Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1)}
+	ph := Phase{Name: name, Events: timed, Complete: timed == b.w.len(), Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1),
+		LoadAverage: loadAverage()}
 	if elapsed > 0 {
 		ph.MsgsPerSec = float64(timed) / elapsed.Seconds()
+	}
+	if timed > 0 {
+		ph.CPUMicrosPerMsg = (ph.CPU.ProcessSeconds + ph.CPU.PostgresSeconds + ph.CPU.RabbitMQSeconds) * 1e6 / float64(timed)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := b.in.waitQueueDepth(wctx, total)
@@ -761,10 +783,11 @@ func (r Result) WriteTable(out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(out, "Throughput: draining %d events (batch %d, window %d, payload ~%d B)\n\n",
 		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes)
-	fmt.Fprintln(tw, "contender\tmsgs/s\tseconds\tvs raw\tCPU s (proc/pg/rmq)\t")
+	fmt.Fprintln(tw, "contender\tmsgs/s\tseconds\tvs raw\tCPU s (proc/pg/rmq)\tCPU us/msg\tload\t")
 	for _, ph := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f/%.1f/%.1f\t\n", ph.Name, ph.MsgsPerSec, ph.Seconds,
-			ratio(ph.MsgsPerSec, r.RawMsgsPerSec), ph.CPU.ProcessSeconds, ph.CPU.PostgresSeconds, ph.CPU.RabbitMQSeconds)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f/%.1f/%.1f\t%.0f\t%.1f\t\n", ph.Name, ph.MsgsPerSec, ph.Seconds,
+			ratio(ph.MsgsPerSec, r.RawMsgsPerSec), ph.CPU.ProcessSeconds, ph.CPU.PostgresSeconds, ph.CPU.RabbitMQSeconds,
+			ph.CPUMicrosPerMsg, ph.LoadAverage)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
