@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -71,15 +73,7 @@ func (o *simOptions) run(ctx context.Context, std *stdio) int {
 	}
 	start := std.now()
 	first := o.seed.orRandom(start)
-	header := fmt.Sprintf("SEED=%d", first)
-	if opts.Variant.Name != "" {
-		header += " variant=" + opts.Variant.Name
-	}
-	sw := sim.DrawSwarm(first)
-	if opts.Tune != nil {
-		opts.Tune(&sw)
-	}
-	header += " " + sw.String()
+	header := sim.Describe(first, opts)
 	if !o.json {
 		fmt.Fprintln(std.out, header)
 		if o.seeds > 1 {
@@ -91,6 +85,11 @@ func (o *simOptions) run(ctx context.Context, std *stdio) int {
 		meta = report.CollectMeta(ctx, start)
 	}
 
+	// A run allocates and drops whole worlds: collecting less often is
+	// worth more than the memory it keeps, unless GOGC says otherwise.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
 	pr := newProgress(std, false)
 	done := make(chan sim.Summary, 1)
 	go func() { done <- sim.RunMany(ctx, first, o.seeds, opts) }()
