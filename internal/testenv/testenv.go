@@ -246,13 +246,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
 
-	// Ryuk, testcontainers' reaper, is an image that would be pulled; the
-	// harness removes its own containers instead.
-	_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	// testcontainers logs through a process-wide logger (its banner names
-	// the engine and the negotiated API version); the harness reports
-	// through opts.Logf instead.
-	tclog.SetDefault(tclog.NewNoopLogger())
+	setupTestcontainers()
 
 	docker, err := dockerClient(ctx)
 	if err != nil {
@@ -348,6 +342,18 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// setupTestcontainers configures testcontainers once per process, before
+// its first use.
+var setupTestcontainers = sync.OnceFunc(func() {
+	// Ryuk, testcontainers' reaper, is an image that would be pulled; the
+	// harness removes its own containers instead.
+	_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	// testcontainers logs through a process-wide logger (its banner names
+	// the engine and the negotiated API version); the harness reports
+	// through Options.Logf instead.
+	tclog.SetDefault(tclog.NewNoopLogger())
+})
+
 // StartT starts an environment for a test or benchmark and removes it when
 // tb ends (t.Cleanup), also when the test fails or panics. It skips tb
 // under -short and when no Docker engine answers, unless the environment
@@ -430,6 +436,19 @@ func (e *Env) startServices(ctx context.Context, opts Options) error {
 			s.set(host)
 			*s.dst = c
 		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// WaitReady waits until PostgreSQL, RabbitMQ and toxiproxy all accept
+// connections, e.g. after faults were healed; see Container.WaitReady.
+func (e *Env) WaitReady(ctx context.Context) error {
+	var wg sync.WaitGroup
+	services := []*Container{e.postgres, e.rabbitmq, e.toxiproxy}
+	errs := make([]error, len(services))
+	for i, c := range services {
+		wg.Go(func() { errs[i] = c.WaitReady(ctx) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
