@@ -348,7 +348,9 @@ func shortestSafety(seed uint64, limit int, sopts sim.Options, disabled []string
 	if full == 0 {
 		full = 200
 	}
-	lo, hi := 0, full // kills(hi) holds; find the least steps that kill
+	// kills(hi) holds and lo is below the least length that kills (a
+	// zero Steps would mean the default length, so 1 is the least).
+	lo, hi := 0, full
 	if !kills(hi) {
 		return limit
 	}
@@ -359,9 +361,6 @@ func shortestSafety(seed uint64, limit int, sopts sim.Options, disabled []string
 		} else {
 			lo = mid
 		}
-	}
-	if hi == 1 && kills(0) {
-		return 0
 	}
 	return hi
 }

@@ -158,6 +158,16 @@ func TestSimMatrix(t *testing.T) {
 		if uint64(r.Tried) != r.Seed {
 			t.Errorf("%s: killed on seed %d after %d seeds from 1", r.Mutant, r.Seed, r.Tried)
 		}
+		if r.StepsOf == "scheduler steps" {
+			// The shortest safety phase that still kills: one step fewer
+			// does not.
+			at := func(steps int) string {
+				return Killer(sim.Run(r.Seed, sim.Options{Steps: steps, Variant: m.Variant(), Tune: m.Exposure.Tune}).Report, nil)
+			}
+			if at(r.Steps) == "" || (r.Steps > 1 && at(r.Steps-1) != "") {
+				t.Errorf("%s: %d scheduler steps is not the shortest safety phase that kills seed %d", r.Mutant, r.Steps, r.Seed)
+			}
+		}
 		seeds = append(seeds, r.Tried)
 		seconds = append(seconds, r.Seconds)
 		if r.Steps < 1 {

@@ -32,6 +32,9 @@ type Options struct {
 	// the host instead, e.g. a binary freshly built from ./cmd/relay.
 	Image   string
 	Command []string
+	// Seeds is how many consecutive seeds each of a mutant's scenarios
+	// may take to kill it (default DefaultSeeds).
+	Seeds int
 	// Log receives the scenario runs' lines; nil discards them.
 	Log func(string)
 }
@@ -43,40 +46,36 @@ func Tier(o Options) mutant.InfraTier {
 	}
 }
 
-// plan is one scenario run of a mutant or of the reference.
-type plan struct {
-	mutant   string
-	relayEnv bool // OUTBOX_MUTANT is set
-	run      mutant.InfraRun
-}
-
-// Plan returns the runs the tier makes for ms: first the reference, once
-// on every scenario some mutant runs on (with the outbox producers), then
-// each mutant's own runs. A mutant without an infrastructure form has no
-// run.
-func Plan(ms []mutant.Mutant) (reference []mutant.InfraRun, perMutant map[string][]mutant.InfraRun) {
-	perMutant = map[string][]mutant.InfraRun{}
-	seen := map[string]bool{}
+// Plan returns the runs the tier makes for ms, by mutant: each mutant's
+// scenarios, in order. A mutant without an infrastructure form has none.
+// The reference runs every scenario a mutant ran, on the same seeds.
+func Plan(ms []mutant.Mutant) map[string][]mutant.InfraRun {
+	per := map[string][]mutant.InfraRun{}
 	for _, m := range ms {
-		for _, r := range m.Infra {
-			perMutant[m.Name] = append(perMutant[m.Name], r)
-			if !seen[r.Scenario] {
-				seen[r.Scenario] = true
-				reference = append(reference, mutant.InfraRun{Scenario: r.Scenario})
-			}
-		}
+		per[m.Name] = append(per[m.Name], m.Infra...)
 	}
-	return reference, perMutant
+	return per
 }
 
-// Run runs the infrastructure tier: the reference's row first, then one
-// row per mutant with an infrastructure form, in catalogue order. A
-// mutant's runs stop at its first kill. mo supplies the seed (FirstSeed)
-// and the checkers switched off.
+// DefaultSeeds is how many seeds a mutant's scenario gets by default.
+const DefaultSeeds = 4
+
+// Run runs the infrastructure tier and returns the reference's row first,
+// then one row per mutant with an infrastructure form, in catalogue
+// order. Each of a mutant's scenarios runs on up to Options.Seeds
+// consecutive seeds from mo.FirstSeed (a fault that only sometimes
+// catches the broker holding messages, for instance, needs a few), and
+// the mutant's runs stop at its first kill. The reference then runs every
+// (scenario, seed) a mutant ran and must survive all of them. mo also
+// supplies the checkers switched off.
 func Run(ctx context.Context, ms []mutant.Mutant, o Options, mo mutant.Options) (rows []mutant.Row, err error) {
-	seed := mo.FirstSeed
-	if seed == 0 {
-		seed = 1
+	first := mo.FirstSeed
+	if first == 0 {
+		first = 1
+	}
+	seeds := o.Seeds
+	if seeds <= 0 {
+		seeds = DefaultSeeds
 	}
 	logf := func(format string, args ...any) {
 		if mo.Log != nil {
@@ -99,93 +98,177 @@ func Run(ctx context.Context, ms []mutant.Mutant, o Options, mo mutant.Options) 
 			err = errors.Join(err, env.Close(cctx))
 		}()
 	}
-	refRuns, perMutant := Plan(ms)
-	ref := runAll(ctx, env, o, mutant.Reference, false, refRuns, seed, mo.Disable, logf)
-	rows = append(rows, ref)
+	t := &tier{ctx: ctx, env: env, o: o, disabled: mo.Disable, logf: logf}
+	per := Plan(ms)
+	var (
+		mrows []mutant.Row
+		ran   []scenarioSeed
+	)
 	for _, m := range ms {
-		runs := perMutant[m.Name]
+		runs := per[m.Name]
 		if len(runs) == 0 {
 			logf("%s [infra]: no infrastructure form; simulation only", m.Name)
 			continue
 		}
 		if ctx.Err() != nil {
-			return rows, ctx.Err()
+			return mrows, ctx.Err()
 		}
-		rows = append(rows, runAll(ctx, env, o, m.Name, m.HasRelayForm(), runs, seed, mo.Disable, logf))
+		row, used := t.mutant(m, runs, first, seeds)
+		mrows = append(mrows, row)
+		for _, u := range used {
+			if !slices.Contains(ran, u) {
+				ran = append(ran, u)
+			}
+		}
 	}
-	return rows, nil
+	return append([]mutant.Row{t.reference(ran, first)}, mrows...), nil
 }
 
-// inconclusiveRetries is how many more seeds a scenario gets when a run's
-// intended faults did not all fire.
-const inconclusiveRetries = 1
+// scenarioSeed is one scenario run as the reference repeats it: the
+// scenario, with outbox producers, and the seed.
+type scenarioSeed struct {
+	scenario string
+	seed     uint64
+}
 
-// runAll runs one row's scenarios in order. A mutant's row stops at its
-// first kill; the reference's runs all of them, and is killed if any run
-// kills it.
-func runAll(ctx context.Context, env *testenv.Env, o Options, name string, relayEnv bool, runs []mutant.InfraRun, seed uint64,
-	disabled []string, logf func(string, ...any)) mutant.Row {
+// tier is one run of the infrastructure tier.
+type tier struct {
+	ctx      context.Context
+	env      *testenv.Env
+	o        Options
+	disabled []string
+	logf     func(string, ...any)
+}
+
+// verdict is what one scenario run says.
+type verdict struct {
+	res     scenarios.Result
+	killer  string
+	unfired []string // faults of the plan that never fired
+	other   []string // the scenario's own expectations that failed
+}
+
+func (t *tier) run(name string, relayEnv bool, r mutant.InfraRun, seed uint64) (verdict, error) {
+	res, err := runOne(t.ctx, t.env, t.o, name, relayEnv, r, seed)
+	if err != nil {
+		return verdict{}, fmt.Errorf("%s seed %d: %w", describe(r), seed, err)
+	}
+	v := verdict{res: res, killer: mutant.Killer(res.Report, t.disabled)}
+	v.unfired, v.other = problems(res)
+	t.logf("%s [infra] %s seed %d: killer=%q unfired=%v other=%v drain=%s", name, describe(r), seed, v.killer,
+		v.unfired, v.other, res.DrainTime.Round(time.Millisecond))
+	return v, nil
+}
+
+// mutant runs one mutant's scenarios, each on up to seeds seeds, until a
+// checker kills it; it returns its row and the runs it made.
+func (t *tier) mutant(m mutant.Mutant, runs []mutant.InfraRun, first uint64, seeds int) (mutant.Row, []scenarioSeed) {
 	start := time.Now()
-	row := mutant.Row{Mutant: name, Tier: mutant.TierInfra, Seed: seed, StepsOf: "none: runs on infrastructure are not shrunk"}
-	var names, inconclusive, others []string
+	row := mutant.Row{Mutant: m.Name, Tier: mutant.TierInfra, Seed: first, StepsOf: notShrunk}
+	var (
+		used  []scenarioSeed
+		names []string
+		notes []string
+	)
 runs:
 	for _, r := range runs {
 		names = append(names, describe(r))
-		// A run whose checkers pass but whose intended faults did not all
-		// fire proves nothing; the next seed draws another schedule.
-		for attempt := range inconclusiveRetries + 1 {
-			s := seed + uint64(attempt)
-			res, err := runOne(ctx, env, o, name, relayEnv, r, s)
+		for i := range seeds {
+			seed := first + uint64(i)
+			v, err := t.run(m.Name, m.HasRelayForm(), r, seed)
 			row.Tried++
 			if err != nil {
-				row.Err = fmt.Errorf("%s: %w", describe(r), err)
+				row.Err = err
 				break runs
 			}
-			killer := mutant.Killer(res.Report, disabled)
-			logf("%s [infra] %s seed %d: valid=%v killer=%q drain=%s problems=%v", name, describe(r), s, res.Valid, killer,
-				res.DrainTime.Round(time.Millisecond), res.Problems)
-			if killer != "" {
-				row.Killed, row.Checker, row.Scenario, row.Seed = true, killer, describe(r), s
-				row.Replay = res.Replay
-				if cr, ok := res.Report.Result(killer); ok {
+			used = append(used, scenarioSeed{r.Scenario, seed})
+			if v.killer != "" {
+				row.Killed, row.Checker, row.Scenario, row.Seed = true, v.killer, describe(r), seed
+				row.Replay = v.res.Replay
+				if cr, ok := v.res.Report.Result(v.killer); ok {
 					row.Detail = cr.Detail
 				}
 				break runs
 			}
-			unfired, other := problems(res)
-			if len(other) > 0 {
-				others = append(others, fmt.Sprintf("%s seed %d: %s", describe(r), s, strings.Join(other, "; ")))
+			if len(v.unfired)+len(v.other) > 0 {
+				notes = append(notes, fmt.Sprintf("%s seed %d: %s", describe(r), seed, strings.Join(append(v.unfired, v.other...), "; ")))
 			}
-			if len(unfired) == 0 {
-				continue runs
-			}
-			if attempt == inconclusiveRetries {
-				inconclusive = append(inconclusive, fmt.Sprintf("%s seed %d: %s", describe(r), s, strings.Join(unfired, "; ")))
-			}
-		}
-	}
-	if len(others) > 0 && !row.Killed {
-		// A scenario's own expectation failed with every checker passing:
-		// the reference must not do that; for a mutant it is a symptom
-		// but not a kill, which is a checker's to make.
-		row.Detail = "scenario checks: " + strings.Join(others, " | ")
-		if name == mutant.Reference && row.Err == nil {
-			row.Err = errors.New(row.Detail)
-		}
-	}
-	if len(inconclusive) > 0 && !row.Killed {
-		// For the reference that is an error: it was not shown to
-		// survive.
-		row.Detail = strings.TrimPrefix(row.Detail+" | inconclusive: "+strings.Join(inconclusive, " | "), " | ")
-		if name == mutant.Reference && row.Err == nil {
-			row.Err = errors.New(row.Detail)
 		}
 	}
 	if row.Scenario == "" {
 		row.Scenario = strings.Join(names, ", ")
+		row.Detail = fmt.Sprintf("survived %d run(s) on seeds %d..%d", row.Tried, first, first+uint64(seeds)-1)
+		if len(notes) > 0 {
+			row.Detail += "; " + strings.Join(notes, " | ")
+		}
 	}
 	row.Seconds = time.Since(start).Seconds()
+	t.logf("%s [infra]: %s", row.Mutant, verdictLine(row))
+	return row, used
+}
+
+// reference runs every (scenario, seed) a mutant ran. Any kill kills it.
+// A run whose faults did not all fire is run once more; if it still
+// proves nothing, or a scenario's own expectation failed, the row carries
+// an error: the reference was not shown to survive.
+func (t *tier) reference(ran []scenarioSeed, first uint64) mutant.Row {
+	start := time.Now()
+	row := mutant.Row{Mutant: mutant.Reference, Tier: mutant.TierInfra, Seed: first, StepsOf: notShrunk}
+	var names, problems []string
+	for _, ss := range ran {
+		if !slices.Contains(names, ss.scenario) {
+			names = append(names, ss.scenario)
+		}
+		r := mutant.InfraRun{Scenario: ss.scenario}
+		for attempt := 0; ; attempt++ {
+			v, err := t.run(mutant.Reference, false, r, ss.seed)
+			row.Tried++
+			if err != nil {
+				row.Err = err
+				break
+			}
+			if v.killer != "" {
+				row.Killed, row.Checker, row.Scenario, row.Seed = true, v.killer, ss.scenario, ss.seed
+				row.Replay = v.res.Replay
+				if cr, ok := v.res.Report.Result(v.killer); ok {
+					row.Detail = cr.Detail
+				}
+				break
+			}
+			if len(v.unfired) > 0 && attempt == 0 {
+				continue
+			}
+			if len(v.unfired)+len(v.other) > 0 {
+				problems = append(problems, fmt.Sprintf("%s seed %d: %s", ss.scenario, ss.seed, strings.Join(append(v.unfired, v.other...), "; ")))
+			}
+			break
+		}
+		if row.Killed || row.Err != nil {
+			break
+		}
+	}
+	if row.Scenario == "" {
+		row.Scenario = fmt.Sprintf("%s (%d runs: every scenario and seed a mutant ran)", strings.Join(names, ", "), len(ran))
+	}
+	if len(problems) > 0 && !row.Killed && row.Err == nil {
+		row.Err = errors.New("not shown to survive: " + strings.Join(problems, " | "))
+	}
+	row.Seconds = time.Since(start).Seconds()
+	t.logf("reference [infra]: %s", verdictLine(row))
 	return row
+}
+
+// notShrunk is what an infrastructure row's Steps counts: nothing.
+const notShrunk = "none: runs on infrastructure are not shrunk"
+
+func verdictLine(r mutant.Row) string {
+	switch {
+	case r.Err != nil:
+		return "could not run: " + r.Err.Error()
+	case r.Killed:
+		return fmt.Sprintf("killed by %s on %s seed %d (%.1fs)", r.Checker, r.Scenario, r.Seed, r.Seconds)
+	}
+	return fmt.Sprintf("survived %d run(s) of %s (%.1fs)", r.Tried, r.Scenario, r.Seconds)
 }
 
 // problems splits a run's problems that are not checker violations into

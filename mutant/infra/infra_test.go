@@ -77,28 +77,15 @@ func sharedEnv(t *testing.T) *testenv.Env {
 	return shared.env
 }
 
-// TestPlan: every scenario a mutant names exists, the reference runs each
-// scenario once, and the mutants whose fault needs real infrastructure
-// have a run.
+// TestPlan: every scenario a mutant names exists and every variant
+// parses, and the mutants whose fault needs real infrastructure have a
+// run.
 func TestPlan(t *testing.T) {
-	ref, per := Plan(mutant.All())
-	var refNames []string
-	for _, r := range ref {
-		if r.Variant != "" || len(r.Env) != 0 {
-			t.Errorf("the reference runs %+v, want the scenario alone", r)
-		}
-		refNames = append(refNames, r.Scenario)
-	}
-	if len(slices.Compact(slices.Sorted(slices.Values(refNames)))) != len(refNames) {
-		t.Errorf("the reference runs a scenario twice: %v", refNames)
-	}
+	per := Plan(mutant.All())
 	for name, runs := range per {
 		for _, r := range runs {
 			if _, ok := scenarios.Lookup(r.Scenario); !ok {
 				t.Errorf("%s: no scenario %q", name, r.Scenario)
-			}
-			if !slices.Contains(refNames, r.Scenario) {
-				t.Errorf("%s runs %s, which the reference does not", name, r.Scenario)
 			}
 			if r.Variant != "" {
 				if _, err := scenarios.ParseVariant(r.Variant); err != nil {
@@ -132,8 +119,8 @@ func relayCommand(t *testing.T) []string {
 // TestInfraMatrix runs the infrastructure tier for non-persistent (the
 // broker is killed while it holds transient messages) and
 // mark-before-publish (the relay's link to the broker goes down after its
-// claim marked the rows): both are killed, and the reference survives the
-// same scenarios with the same seed.
+// claim marked the rows): both are killed, and the reference survives
+// every scenario and seed they ran.
 func TestInfraMatrix(t *testing.T) {
 	env := sharedEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -167,6 +154,9 @@ func TestInfraMatrix(t *testing.T) {
 		t.Errorf("non-persistent: %+v, want killed by the %s scenario", np, scenarios.BrokerKilled)
 	} else if np.Checker != checker.NameLost {
 		t.Errorf("non-persistent was killed by %s, want %s", np.Checker, checker.NameLost)
+	}
+	if ref := rows[0]; ref.Tried < rows[1].Tried+rows[2].Tried {
+		t.Errorf("the reference ran %d scenario runs, the mutants %d and %d: it must run every one of theirs", ref.Tried, rows[1].Tried, rows[2].Tried)
 	}
 	if mb := rows[2]; mb.Mutant != "mark-before-publish" || !mb.Killed {
 		t.Errorf("mark-before-publish: %+v, want killed", mb)
