@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -224,15 +225,27 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	res = r.verdict(ctx, st, drain, steps)
 	res.Duration = time.Since(began)
 	if res.Valid {
-		r.logf("PASS %s in %s: %d committed, %d delivered, %d duplicate deliveries, drain %s",
+		r.logf("PASS %s in %s: %d committed, %d delivered, %d duplicate deliveries%s, drain %s",
 			sc.Name, res.Duration.Round(time.Millisecond), res.Counts.Committed, res.Counts.Delivered,
-			res.Counts.DuplicateDeliveries, res.DrainTime.Round(time.Millisecond))
+			res.Counts.DuplicateDeliveries, byCause(res.Counts.DuplicatesBy), res.DrainTime.Round(time.Millisecond))
 	} else {
 		r.logf("FAIL %s:\n  %s\n%s", sc.Name, strings.Join(res.Problems, "\n  "), res.Report.Summary())
 		r.logf("fault records:\n%s", r.faultRecords())
 		r.logf("replay: %s\n        %s", res.Replay, res.ReplayTest)
 	}
 	return res, nil
+}
+
+// byCause renders duplicates by the cause that explains them.
+func byCause(by map[string]int) string {
+	if len(by) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, by[k]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // newRun resolves the options: relay defaults, sizes, the plan.

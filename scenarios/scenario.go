@@ -99,7 +99,8 @@ type Result struct {
 	RelayLog RelayLog `json:"relay_log"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`
-	// Safety is the length of the safety phase.
+	// Safety is the planned length of the safety phase; a fault that a
+	// slow engine made start late still plays out in full after it.
 	Safety  time.Duration `json:"safety_ns"`
 	History []history.Op  `json:"-"`
 }

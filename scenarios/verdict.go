@@ -135,7 +135,7 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 	}
 	wl := r.workloadHits(h)
 	for _, name := range []string{WorkloadPoison, WorkloadHeld, WorkloadProducerCrash} {
-		if n, ok := wl[name]; ok && (n > 0 || slices.Contains(r.sc.WorkloadFaults, name)) {
+		if n := wl[name]; n > 0 || slices.Contains(r.sc.WorkloadFaults, name) {
 			res.Faults = append(res.Faults, FaultHits{Name: name, Class: "workload", Hits: int64(n)})
 		}
 	}
@@ -197,9 +197,6 @@ func (r *run) workloadHits(h []history.Op) map[string]int {
 		if op.F == history.Crash && strings.HasPrefix(op.Process, "producer-") {
 			out[WorkloadProducerCrash]++
 		}
-	}
-	for _, k := range []string{WorkloadPoison, WorkloadHeld, WorkloadProducerCrash} {
-		out[k] += 0
 	}
 	return out
 }
