@@ -314,19 +314,17 @@ func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relay
 		}
 		variant = v
 	}
-	u := scenarios.RelayUnderTest{
-		Name:       name,
-		Env:        maps.Clone(r.Env),
-		Features:   scenarios.OurFeatures, // a mutant keeps the promises of the relay it mutates
-		Failpoints: true,
+	// With no image or command given, the runner runs our image with its
+	// features and failpoints, and its replay names the relay as the
+	// run verb's --relay takes it: ours, or the mutant.
+	u := scenarios.RelayUnderTest{Name: name, Env: maps.Clone(r.Env)}
+	if name == mutant.Reference || !relayEnv {
+		u.Name = "ours"
 	}
-	if len(o.Command) > 0 {
-		u.Command = slices.Clone(o.Command)
-	} else {
-		u.Image = o.Image
-		if u.Image == "" {
-			u.Image = testenv.ImageRelay
-		}
+	if len(o.Command) > 0 || o.Image != "" {
+		// A mutant keeps the promises of the relay it mutates.
+		u.Command, u.Image = slices.Clone(o.Command), o.Image
+		u.Features, u.Failpoints = scenarios.OurFeatures, true
 	}
 	if relayEnv {
 		if u.Env == nil {
