@@ -76,7 +76,7 @@ func TestRunSmall(t *testing.T) {
 	if res.RatioToRaw != res.RelayMsgsPerSec/res.RawMsgsPerSec || res.RatioToWatermill != res.RelayMsgsPerSec/res.WatermillMsgsPerSec {
 		t.Errorf("ratios %+v do not follow from the rates", res.Summary())
 	}
-	if len(res.Latency) != 2 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" {
+	if len(res.Latency) != 3 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" || res.Latency[2].Mode != "notify-after-commit" {
 		t.Fatalf("latency runs = %+v", res.Latency)
 	}
 	for _, l := range res.Latency {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,11 @@ import (
 // Latency is the steady-state latency of one mode of waking the relay,
 // measured on every event of a run at a fixed rate.
 type Latency struct {
-	// Mode is "poll" (the relay only polls) or "notify" (the staging
-	// transaction sends NOTIFY and the relay LISTENs).
+	// Mode is "poll" (the relay only polls), "notify" (the staging
+	// transaction sends NOTIFY, outbox.StageOptions.Notify, and the relay
+	// LISTENs) or "notify-after-commit" (the producer sends the NOTIFY in
+	// a transaction of its own after its COMMIT, with synchronous_commit
+	// off: a variant this benchmark measures for comparison).
 	Mode string `json:"mode"`
 	// Events is how many events the producers committed.
 	Events int `json:"events"`
@@ -64,11 +68,14 @@ func percentiles(ds []time.Duration) Percentiles {
 
 // latencyOptions configures one latency run.
 type latencyOptions struct {
-	name      string
-	notify    bool
-	rate      float64
-	producers int
-	config    relay.Config
+	name   string
+	notify bool
+	// afterCommit sends the NOTIFY after the staging COMMIT, in a
+	// transaction of its own that does not wait for its WAL flush.
+	afterCommit bool
+	rate        float64
+	producers   int
+	config      relay.Config
 	// settle bounds the wait for the last confirm and delivery after the
 	// last COMMIT.
 	settle time.Duration
@@ -81,7 +88,7 @@ type latencyOptions struct {
 // its confirm and when the consumer received it.
 func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOptions) (Latency, error) {
 	res := Latency{Mode: o.name, TargetRate: o.rate, PollIntervalMs: float64(o.config.WithDefaults().PollInterval) / 1e6}
-	table, err := in.newOutbox(ctx, "outbox_latency_"+o.name)
+	table, err := in.newOutbox(ctx, "outbox_latency_"+strings.ReplaceAll(o.name, "-", "_"))
 	if err != nil {
 		return res, err
 	}
@@ -184,13 +191,30 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					return outbox.Stage(ctx, tx, table, outbox.Event{
 						ID: w.ids[k], Type: MessageType, Payload: w.payloads[k],
-					}, outbox.StageOptions{Notify: o.notify})
+					}, outbox.StageOptions{Notify: o.notify && !o.afterCommit})
 				})
 				if err != nil {
 					errs[p] = fmt.Errorf("producer %d: event %d: %w", p, k, err)
 					return
 				}
 				commitAt[k].Store(time.Now().UnixNano())
+				if o.afterCommit {
+					// The wake-up is a hint (the poll stays the safety
+					// net), so its transaction need not wait for the
+					// disk: PostgreSQL serialises notifying commits
+					// through their WAL flush.
+					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+							return err
+						}
+						_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, table.Channel())
+						return err
+					})
+					if err != nil {
+						errs[p] = fmt.Errorf("producer %d: notifying after event %d: %w", p, k, err)
+						return
+					}
+				}
 			}
 		})
 	}

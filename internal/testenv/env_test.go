@@ -244,6 +244,37 @@ func TestEnvironment(t *testing.T) {
 	assertGone(ctx, t, env.RunID())
 }
 
+// TestEnvironmentWithoutBroker starts PostgreSQL and toxiproxy alone.
+func TestEnvironmentWithoutBroker(t *testing.T) {
+	env := StartT(t, Options{NoBroker: true, Links: []Link{{Name: "relay-2-db", Service: ServiceDB}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if env.RabbitMQ() != nil {
+		t.Fatal("RabbitMQ() is not nil under NoBroker")
+	}
+	for _, l := range env.Links() {
+		if l.Service == ServiceBroker {
+			t.Errorf("broker link %s declared under NoBroker", l.Name)
+		}
+	}
+	db := connectPG(ctx, t, env.DatabaseURL("relay-2-db"))
+	mustExec(ctx, t, db, `CREATE TABLE testenv_rows (id int PRIMARY KEY, note text NOT NULL)`)
+	if n := countRows(ctx, t, env.DatabaseURL(LinkConsumerDB)); n != 0 {
+		t.Fatalf("%d rows in a new table", n)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("AMQPURL did not panic under NoBroker")
+			}
+		}()
+		env.AMQPURL(LinkRelayBroker)
+	}()
+	if err := env.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMissingImage checks that an image that was never built is reported
 // with the command that builds it, before anything is created.
 func TestMissingImage(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,6 +137,10 @@ type Options struct {
 	// Links are declared in addition to DefaultLinks, e.g. one pair per
 	// relay replica so that each replica's links can be cut alone.
 	Links []Link
+	// NoBroker starts no RabbitMQ and declares no broker links, for tests
+	// that need only PostgreSQL: such an environment is ready several
+	// seconds sooner (RabbitMQ's boot is the slowest part of a start).
+	NoBroker bool
 	// ReadyTimeout bounds the start of the environment, from creating the
 	// network until every service accepts connections. Default 3 minutes.
 	ReadyTimeout time.Duration
@@ -164,7 +169,7 @@ var linkNameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
 func (o Options) Validate() error {
 	var errs []error
 	seen := map[string]bool{}
-	for _, l := range append(DefaultLinks(), o.Links...) {
+	for _, l := range o.links() {
 		if !linkNameRe.MatchString(l.Name) {
 			errs = append(errs, fmt.Errorf("link name %q: want lowercase letters, digits and dashes", l.Name))
 		}
@@ -175,11 +180,27 @@ func (o Options) Validate() error {
 		if l.Service != ServiceDB && l.Service != ServiceBroker {
 			errs = append(errs, fmt.Errorf("link %q: unknown service %q (want %q or %q)", l.Name, l.Service, ServiceDB, ServiceBroker))
 		}
+		if l.Service == ServiceBroker && o.NoBroker {
+			errs = append(errs, fmt.Errorf("link %q leads to the broker, but NoBroker is set", l.Name))
+		}
 	}
 	if o.ReadyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReadyTimeout %s is negative", o.ReadyTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// links returns the links to declare: the default ones (without the
+// broker's under NoBroker), then o.Links.
+func (o Options) links() []Link {
+	var out []Link
+	for _, l := range DefaultLinks() {
+		if l.Service == ServiceBroker && o.NoBroker {
+			continue
+		}
+		out = append(out, l)
+	}
+	return append(out, o.Links...)
 }
 
 func (o Options) withDefaults() Options {
@@ -257,7 +278,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			_ = docker.Close()
 		}
 	}()
-	for _, img := range []string{opts.PostgresImage, opts.RabbitMQImage, opts.ToxiproxyImage} {
+	images := []string{opts.PostgresImage, opts.ToxiproxyImage}
+	if !opts.NoBroker {
+		images = append(images, opts.RabbitMQImage)
+	}
+	for _, img := range images {
 		if err := checkImage(ctx, docker, img); err != nil {
 			return nil, err
 		}
@@ -277,7 +302,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		names:     map[string]bool{},
 	}
 	e.network = "outboxlab-" + e.runID
-	for i, l := range append(DefaultLinks(), opts.Links...) {
+	for i, l := range opts.links() {
 		e.links = append(e.links, link{Link: l, listenPort: proxyPortBase + i})
 	}
 	for i := range e.links {
@@ -307,21 +332,21 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 
 	started := time.Since(began)
 	var wg sync.WaitGroup
-	services := []*Container{e.postgres, e.rabbitmq, e.toxiproxy}
+	services := e.services()
 	errs := make([]error, len(services))
-	readyAt := make([]time.Duration, len(services))
+	readyAt := make([]string, len(services))
 	for i, c := range services {
 		wg.Go(func() {
 			errs[i] = c.WaitReady(ctx)
-			readyAt[i] = time.Since(began)
+			readyAt[i] = c.Name() + " " + time.Since(began).Round(time.Millisecond).String()
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	e.logf("testenv: containers created and started after %s; ready after: postgres %s, rabbitmq %s, toxiproxy %s",
-		started.Round(time.Millisecond), readyAt[0].Round(time.Millisecond), readyAt[1].Round(time.Millisecond), readyAt[2].Round(time.Millisecond))
+	e.logf("testenv: containers created and started after %s; ready after: %s",
+		started.Round(time.Millisecond), strings.Join(readyAt, ", "))
 	// Every link must carry traffic before a client is handed its URL.
 	for _, l := range e.links {
 		var err error
@@ -336,9 +361,13 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}
 	e.ready = time.Since(began)
+	broker := "none"
+	if e.rabbitmq != nil {
+		broker = e.DirectAMQPURL()
+	}
 	e.logf("testenv: environment %s ready in %s (network %s; postgres %s, rabbitmq %s, toxiproxy %s)",
 		e.runID, e.ready.Round(time.Millisecond), e.network,
-		e.DirectDatabaseURL(), e.DirectAMQPURL(), e.ToxiproxyURL())
+		e.DirectDatabaseURL(), broker, e.ToxiproxyURL())
 	return e, nil
 }
 
@@ -398,35 +427,48 @@ func StartT(tb testing.TB, opts Options) *Env {
 // startServices creates and starts PostgreSQL, RabbitMQ and toxiproxy at
 // once, each with its ports fixed on the host.
 func (e *Env) startServices(ctx context.Context, opts Options) error {
+	// service is one service container to start.
+	type service struct {
+		dst  **Container
+		spec ContainerSpec
+		// ports are the container ports published on the host; set
+		// records the host ports they got.
+		ports []int
+		set   func(host map[int]int)
+	}
 	proxyPorts := make([]int, len(e.links))
 	for i, l := range e.links {
 		proxyPorts[i] = l.listenPort
 	}
-	specs := []struct {
-		dst  **Container
-		spec ContainerSpec
-		// ports are the container ports published on the host.
-		ports []int
-		set   func(host map[int]int)
-	}{
-		{&e.postgres, ContainerSpec{Name: "postgres", Image: opts.PostgresImage, Role: "postgres", StopTimeout: 10 * time.Second,
+	services := []service{{
+		dst: &e.postgres,
+		spec: ContainerSpec{Name: "postgres", Image: opts.PostgresImage, Role: "postgres", StopTimeout: 10 * time.Second,
 			Ready: func(ctx context.Context) error { return pingPostgres(ctx, e.DirectDatabaseURL()) }},
-			[]int{postgresPort}, func(h map[int]int) { e.pgHostPort = h[postgresPort] }},
-		{&e.rabbitmq, ContainerSpec{Name: "rabbitmq", Image: opts.RabbitMQImage, Role: "rabbitmq", StopTimeout: 15 * time.Second,
-			Ready: func(ctx context.Context) error { return pingRabbitMQ(ctx, e.DirectAMQPURL()) }},
-			[]int{rabbitMQPort}, func(h map[int]int) { e.amqpHostPort = h[rabbitMQPort] }},
-		{&e.toxiproxy, ContainerSpec{Name: "toxiproxy", Image: opts.ToxiproxyImage, Role: "toxiproxy", StopTimeout: 5 * time.Second,
-			Ready: e.declareProxies},
-			append([]int{toxiproxyAPIPort}, proxyPorts...), func(h map[int]int) {
-				e.toxiHostPort = h[toxiproxyAPIPort]
-				for i := range e.links {
-					e.links[i].hostPort = h[e.links[i].listenPort]
-				}
-			}},
+		ports: []int{postgresPort},
+		set:   func(h map[int]int) { e.pgHostPort = h[postgresPort] },
+	}, {
+		dst:   &e.toxiproxy,
+		spec:  ContainerSpec{Name: "toxiproxy", Image: opts.ToxiproxyImage, Role: "toxiproxy", StopTimeout: 5 * time.Second, Ready: e.declareProxies},
+		ports: append([]int{toxiproxyAPIPort}, proxyPorts...),
+		set: func(h map[int]int) {
+			e.toxiHostPort = h[toxiproxyAPIPort]
+			for i := range e.links {
+				e.links[i].hostPort = h[e.links[i].listenPort]
+			}
+		},
+	}}
+	if !opts.NoBroker {
+		services = append(services, service{
+			dst: &e.rabbitmq,
+			spec: ContainerSpec{Name: "rabbitmq", Image: opts.RabbitMQImage, Role: "rabbitmq", StopTimeout: 15 * time.Second,
+				Ready: func(ctx context.Context) error { return pingRabbitMQ(ctx, e.DirectAMQPURL()) }},
+			ports: []int{rabbitMQPort},
+			set:   func(h map[int]int) { e.amqpHostPort = h[rabbitMQPort] },
+		})
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(specs))
-	for i, s := range specs {
+	errs := make([]error, len(services))
+	for i, s := range services {
 		wg.Go(func() {
 			c, host, err := e.run(ctx, s.spec, s.ports)
 			if err != nil {
@@ -445,13 +487,23 @@ func (e *Env) startServices(ctx context.Context, opts Options) error {
 // connections, e.g. after faults were healed; see Container.WaitReady.
 func (e *Env) WaitReady(ctx context.Context) error {
 	var wg sync.WaitGroup
-	services := []*Container{e.postgres, e.rabbitmq, e.toxiproxy}
+	services := e.services()
 	errs := make([]error, len(services))
 	for i, c := range services {
 		wg.Go(func() { errs[i] = c.WaitReady(ctx) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// services returns the service containers: PostgreSQL, RabbitMQ (unless
+// NoBroker) and toxiproxy.
+func (e *Env) services() []*Container {
+	out := []*Container{e.postgres}
+	if e.rabbitmq != nil {
+		out = append(out, e.rabbitmq)
+	}
+	return append(out, e.toxiproxy)
 }
 
 // RunID returns the environment's id, part of every container's name and
@@ -468,7 +520,7 @@ func (e *Env) ReadyAfter() time.Duration { return e.ready }
 // Postgres returns the PostgreSQL container.
 func (e *Env) Postgres() *Container { return e.postgres }
 
-// RabbitMQ returns the RabbitMQ container.
+// RabbitMQ returns the RabbitMQ container, nil under Options.NoBroker.
 func (e *Env) RabbitMQ() *Container { return e.rabbitmq }
 
 // Toxiproxy returns the toxiproxy container. Its Start and Restart declare
@@ -506,6 +558,9 @@ func (e *Env) Links() []Link {
 func (e *Env) mustLink(name string, want Service) *link {
 	l, ok := e.linkIndex[name]
 	if !ok {
+		if want == ServiceBroker && e.amqpHostPort == 0 {
+			panic(fmt.Sprintf("testenv: no link %q: the environment was started with NoBroker", name))
+		}
 		panic(fmt.Sprintf("testenv: unknown link %q (declared: %v)", name, e.Links()))
 	}
 	if want != "" && l.Service != want {
@@ -544,16 +599,29 @@ func (e *Env) ContainerAMQPURL(link string) string {
 // administration and for the checkers' final reads from this process.
 func (e *Env) DirectDatabaseURL() string { return postgresURL(e.host, e.pgHostPort) }
 
-// DirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy.
-func (e *Env) DirectAMQPURL() string { return amqpURL(e.host, e.amqpHostPort) }
+// DirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy. It
+// panics under Options.NoBroker.
+func (e *Env) DirectAMQPURL() string {
+	e.mustBroker()
+	return amqpURL(e.host, e.amqpHostPort)
+}
+
+func (e *Env) mustBroker() {
+	if e.amqpHostPort == 0 {
+		panic("testenv: the environment was started with NoBroker: it has no RabbitMQ")
+	}
+}
 
 // ContainerDirectDatabaseURL returns the PostgreSQL URL that bypasses
 // toxiproxy, for containers on the network.
 func (e *Env) ContainerDirectDatabaseURL() string { return postgresURL(AliasPostgres, postgresPort) }
 
 // ContainerDirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy,
-// for containers on the network.
-func (e *Env) ContainerDirectAMQPURL() string { return amqpURL(AliasRabbitMQ, rabbitMQPort) }
+// for containers on the network. It panics under Options.NoBroker.
+func (e *Env) ContainerDirectAMQPURL() string {
+	e.mustBroker()
+	return amqpURL(AliasRabbitMQ, rabbitMQPort)
+}
 
 func postgresURL(host string, port int) string {
 	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", DBUser, DBPassword, net.JoinHostPort(host, strconv.Itoa(port)), DBName)

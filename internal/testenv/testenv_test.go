@@ -28,6 +28,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"duplicate of a default", Options{Links: []Link{{LinkAppDB, ServiceDB}}}, "declared twice"},
 		{"unknown service", Options{Links: []Link{{"x", "cache"}}}, "unknown service"},
 		{"negative timeout", Options{ReadyTimeout: -time.Second}, "negative"},
+		{"no broker", Options{NoBroker: true, Links: []Link{{"relay-2-db", ServiceDB}}}, ""},
+		{"broker link without a broker", Options{NoBroker: true, Links: []Link{{"relay-2-broker", ServiceBroker}}}, "NoBroker"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
