@@ -116,9 +116,21 @@ func TestSummarizeProfileFindsTheBusyFunction(t *testing.T) {
 	if prof.Path != path || prof.SampledSeconds <= 0 || len(prof.TopFlat) == 0 {
 		t.Fatalf("profile summary = %+v", prof)
 	}
+	// On a loaded machine the few samples taken may land on the runtime's
+	// preemption stub inside spin, so the busy function is asserted by its
+	// cumulative share rather than by being first in the flat list.
 	const want = "github.com/outboxlab/outboxlab/bench.spin"
-	if prof.TopFlat[0].Func != want {
-		t.Errorf("top flat function = %s, want %s (top: %+v)", prof.TopFlat[0].Func, want, prof.TopFlat)
+	found := false
+	for _, e := range prof.TopCum {
+		if e.Func == want {
+			found = true
+			if e.CumShare < 0.5 {
+				t.Errorf("%s holds %.2f of the samples, want most of them (top: %+v)", want, e.CumShare, prof.TopCum)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("%s not in the cumulative top: %+v", want, prof.TopCum)
 	}
 	for _, e := range prof.TopCum {
 		if e.Func == "runtime.goexit" || strings.HasPrefix(e.Func, "testing.") {

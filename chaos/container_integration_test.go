@@ -32,7 +32,7 @@ func TestContainerFaultsOnPostgres(t *testing.T) {
 			t.Errorf("healing all: %v", err)
 		}
 	})
-	waitPG(t, ctx, url, time.Minute)
+	waitPG(t, ctx, url, 3*time.Minute)
 
 	for _, f := range []*chaos.ContainerFault{kill, stop} {
 		t.Run(f.Name(), func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestContainerFaultsOnPostgres(t *testing.T) {
 					t.Errorf("new connection succeeded after %s", f.Name())
 				}
 			})
-			waitPG(t, ctx, url, time.Minute)
+			waitPG(t, ctx, url, 3*time.Minute)
 		})
 	}
 	t.Run(pause.Name(), func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestContainerFaultsOnPostgres(t *testing.T) {
 		if _, _, err := timed(ctx, conn, "SELECT 'x'", 5*time.Second); err == nil {
 			t.Error("a connection from before the restart still answers")
 		}
-		waitPG(t, ctx, url, time.Minute)
+		waitPG(t, ctx, url, 3*time.Minute)
 		after, _, err := pgQuery(ctx, url, "SELECT pg_postmaster_start_time()::text", 10*time.Second)
 		if err != nil || after == before {
 			t.Fatalf("postmaster start time %q -> %q (%v): the server did not restart", before, after, err)
@@ -134,7 +134,7 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 			t.Fatalf("broker not back within %s: %v (last: %v)", within, err, last)
 		}
 	}
-	declare(t, time.Minute)
+	declare(t, 3*time.Minute)
 	t.Cleanup(func() {
 		_ = relay.WithChannel(context.Background(), env.amqpURL, func(ch *amqp.Channel) error {
 			for _, q := range []string{queue, queue + ".dead"} {
@@ -150,7 +150,7 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 	// durable queue: persistent, confirmed messages survive a kill.
 	healed := func(t *testing.T) {
 		t.Helper()
-		declare(t, time.Minute)
+		declare(t, 3*time.Minute)
 		if err := publishOnce(ctx, env.amqpURL, exchange, fmt.Sprintf("after-%d", confirmed), 20*time.Second); err != nil {
 			t.Fatalf("publish after heal: %v", err)
 		}
@@ -196,7 +196,7 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 		confirmed++
 		dials := pub.Dials()
 		startStop(t, ctx, rec, n, restart, func() {})
-		declare(t, time.Minute)
+		declare(t, 3*time.Minute)
 		// The old connection died with the broker: the publisher has to
 		// dial again.
 		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
