@@ -562,11 +562,16 @@ func (r *run) planFaults() ([]chaos.Step, error) {
 	return steps, nil
 }
 
+// warmUp bounds the wait for the first event delivered end to end before
+// the fault schedule starts.
+const warmUp = 10 * time.Second
+
 // faultActionTimeout bounds one injection or heal.
 const faultActionTimeout = 90 * time.Second
 
 // runSafety records the safety phase and runs the workload for the
-// safety phase's length beside the fault schedule. Every step of the
+// safety phase's length beside the fault schedule, whose clock starts
+// with the first event delivered (or after warmUp). Every step of the
 // schedule plays out in full, even when a slow Docker engine makes it
 // start late: a fault cut short by the end of the phase would not have
 // been tested. Steps of one lane (by default, of one fault) run one after
@@ -574,11 +579,17 @@ const faultActionTimeout = 90 * time.Second
 // returned; lanes run side by side.
 func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
 	chaos.RecordPhase(r.rec, chaos.PhaseSafety)
-	began := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, r.safety)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.runWorkload(wctx) })
+	// The schedule's clock starts once the first event went all the way
+	// through: every connection is open by then, so that a fault on a
+	// link finds traffic on it even when a busy machine slows the start.
+	warm, cancelWarm := context.WithTimeout(ctx, warmUp)
+	_ = chaos.WaitFor(warm, 20*time.Millisecond, func(context.Context) (bool, error) { return r.applied.Load() > 0, nil })
+	cancelWarm()
+	began := time.Now()
 	lanes := map[string][]chaos.Step{}
 	var order []string
 	for _, s := range steps {
