@@ -22,8 +22,10 @@ import (
 // TestPGStore runs the suite against relay.PGStore on PostgreSQL: each case
 // gets a schema of its own with a migrated outbox table. Time passes for
 // real: Advance waits, polling now() of the database, until the database
-// clock has moved far enough, so Unit is small (200 ms; the longest case
-// waits a little over two seconds).
+// clock has moved far enough. Unit is one second: a case checks that a row
+// is not yet claimable a few statements after a retry, and on a loaded
+// machine two statements can be hundreds of milliseconds apart, so a unit
+// must be well above that (the longest case waits about ten seconds).
 func TestPGStore(t *testing.T) {
 	base := databaseURL(t)
 	storetest.Run(t, func(t *testing.T) storetest.Backend {
@@ -96,7 +98,7 @@ func TestPGStore(t *testing.T) {
 				}
 				return r, true
 			},
-			Unit:       200 * time.Millisecond,
+			Unit:       time.Second,
 			Concurrent: true,
 		}
 	})
