@@ -61,7 +61,8 @@ type Options struct {
 	Relay relay.Config
 	// LatencyDuration is how long the producers run at half capacity in
 	// each latency run: the event count is fixed from it and the measured
-	// capacity, the same for both modes. Default 10 s.
+	// capacity, the same for every mode. Producers that fall behind stop
+	// at twice this. Default 5 s.
 	LatencyDuration time.Duration
 	// Producers is how many connections stage events in the latency runs.
 	// Default 16.
@@ -69,13 +70,13 @@ type Options struct {
 	// DrainTimeout bounds the raw publishing and each relay drain; when it
 	// runs out, the rate is over what was confirmed until then and
 	// Result.Notes says so. Every drain keeps the whole backlog staged, so
-	// the rate is that of draining from a backlog of Events. Default 30 s,
+	// the rate is that of draining from a backlog of Events. Default 25 s,
 	// which keeps the whole run within five minutes on a two-core machine
 	// and the phases close together in time.
 	DrainTimeout time.Duration
 	// WatermillTimeout bounds the watermill drain; when it runs out, the
 	// rate is what watermill forwarded until then and Result.Notes says so.
-	// Default 30 s: the forwarder handles one message at a time, so its
+	// Default 25 s: the forwarder handles one message at a time, so its
 	// rate is steady from the start.
 	WatermillTimeout time.Duration
 	// SkipWatermill and SkipLatency leave out those phases.
@@ -96,10 +97,10 @@ type Options struct {
 const (
 	DefaultEvents           = 100_000
 	DefaultPayloadBytes     = 256
-	DefaultLatencyDuration  = 10 * time.Second
+	DefaultLatencyDuration  = 5 * time.Second
 	DefaultProducers        = 16
-	DefaultDrainTimeout     = 30 * time.Second
-	DefaultWatermillTimeout = 30 * time.Second
+	DefaultDrainTimeout     = 25 * time.Second
+	DefaultWatermillTimeout = 25 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -730,16 +731,17 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
 		l, err := measureLatency(ctx, b.in, b.w.slice(count), latencyOptions{
 			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, rate: rate, producers: b.o.Producers,
-			config: b.o.Relay, settle: settle,
+			config: b.o.Relay, settle: settle, produceFor: 2 * b.o.LatencyDuration,
 		})
 		if err != nil {
 			return err
 		}
 		b.o.Logf("bench: latency %s: commit->confirm p50 %.1f ms, p99 %.1f ms, max %.1f ms (rate %.0f/s)",
 			mode.name, l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Rate)
-		if l.Rate < 0.9*rate {
+		if l.Rate < 0.9*rate || l.Events < count {
 			res.Notes = append(res.Notes, fmt.Sprintf(
-				"latency %s: the producers reached %.0f of the %.0f events/s scheduled", mode.name, l.Rate, rate))
+				"latency %s: the producers reached %.0f of the %.0f events/s scheduled (%d of %d events committed)",
+				mode.name, l.Rate, rate, l.Events, count))
 		}
 		res.Latency = append(res.Latency, l)
 		switch {

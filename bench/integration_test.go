@@ -80,7 +80,9 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("latency runs = %+v", res.Latency)
 	}
 	for _, l := range res.Latency {
-		if l.Events != res.Config.LatencyEvents || l.Events < 100 {
+		// Producers that fall behind stop at twice the duration: the run
+		// then measures the events committed until then.
+		if l.Events < 1 || l.Events > res.Config.LatencyEvents {
 			t.Errorf("%s: %d events, config says %d", l.Mode, l.Events, res.Config.LatencyEvents)
 		}
 		for _, p := range []Percentiles{l.Confirm, l.Delivery} {

@@ -28,7 +28,9 @@ type Latency struct {
 	// a transaction of its own after its COMMIT, with synchronous_commit
 	// off: a variant this benchmark measures for comparison).
 	Mode string `json:"mode"`
-	// Events is how many events the producers committed.
+	// Events is how many events the producers committed: all that were
+	// scheduled, or those committed within twice the run's duration when
+	// the producers fell behind.
 	Events int `json:"events"`
 	// TargetRate is the producers' schedule in events per second; Rate is
 	// what they achieved, from the first COMMIT to the last.
@@ -79,6 +81,9 @@ type latencyOptions struct {
 	// settle bounds the wait for the last confirm and delivery after the
 	// last COMMIT.
 	settle time.Duration
+	// produceFor bounds the producers: when they fall behind the
+	// schedule, the run measures the events they committed within it.
+	produceFor time.Duration
 }
 
 // measureLatency stages every event of w, one per transaction, from
@@ -174,6 +179,11 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 			defer timer.Stop()
 			<-timer.C
 			for {
+				// Past the bound no event is taken any more, so the
+				// events produced are always the first ones.
+				if o.produceFor > 0 && time.Since(t0) > o.produceFor {
+					return
+				}
 				k := int(next.Add(1) - 1)
 				if k >= n || ctx.Err() != nil {
 					return
@@ -223,19 +233,27 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		return res, fmt.Errorf("latency %s: %w", o.name, err)
 	}
 	first, last := int64(math.MaxInt64), int64(0)
+	produced := 0
 	for i := range commitAt {
 		c := commitAt[i].Load()
+		if c == 0 {
+			continue
+		}
+		produced++
 		first, last = min(first, c), max(last, c)
 	}
-	res.Events = n
+	if produced == 0 {
+		return res, fmt.Errorf("latency %s: the producers committed no event within %s", o.name, o.produceFor)
+	}
+	res.Events = produced
 	if last > first {
-		res.Rate = float64(n-1) / (float64(last-first) / 1e9)
+		res.Rate = float64(produced-1) / (float64(last-first) / 1e9)
 	}
 
 	wctx, cancel = context.WithTimeout(ctx, o.settle)
 	err = testenv.WaitUntil(wctx, 10*time.Millisecond, func(context.Context) error {
-		if c, d := confirmed.Load(), delivered.Load(); c < int64(n) || d < int64(n) {
-			return fmt.Errorf("%d of %d events confirmed, %d delivered", c, n, d)
+		if c, d := confirmed.Load(), delivered.Load(); c < int64(produced) || d < int64(produced) {
+			return fmt.Errorf("%d of %d events confirmed, %d delivered", c, produced, d)
 		}
 		return nil
 	})
@@ -249,12 +267,15 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	cons.stop()
 	res.Duplicates = int(duplicates.Load())
 
-	conf := make([]time.Duration, n)
-	del := make([]time.Duration, n)
+	conf := make([]time.Duration, 0, produced)
+	del := make([]time.Duration, 0, produced)
 	for i := range n {
 		c := commitAt[i].Load()
-		conf[i] = time.Duration(confirmAt[i].Load() - c)
-		del[i] = time.Duration(deliverAt[i].Load() - c)
+		if c == 0 {
+			continue
+		}
+		conf = append(conf, time.Duration(confirmAt[i].Load()-c))
+		del = append(del, time.Duration(deliverAt[i].Load()-c))
 	}
 	res.Confirm = percentiles(conf)
 	res.Delivery = percentiles(del)

@@ -23,8 +23,8 @@ const watermillTopic = "outboxlab_bench_forwarder"
 
 // watermillStageChunk is how many events one staging transaction inserts
 // through watermill's SQL publisher (three parameters each; PostgreSQL
-// takes at most 65,535 per statement).
-const watermillStageChunk = 1000
+// takes at most 65,535 per statement). Staging is not timed.
+const watermillStageChunk = 5000
 
 // watermillPeer is watermill's outbox: producers publish through the SQL
 // publisher, wrapped in the forwarder's envelope, inside their own
