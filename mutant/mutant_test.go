@@ -228,7 +228,7 @@ func TestSwitchedOffCheckerLetsMutantSurvive(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.checker, func(t *testing.T) {
-			opts := Options{Mutants: []string{c.mutant}, Seeds: 300, ExposureSeeds: 1, Cases: 200}
+			opts := Options{Mutants: []string{c.mutant}, Seeds: 300, ExposureSeeds: 1, Cases: -1}
 			on, err := RunMatrix(context.Background(), TierSim, opts)
 			if err != nil {
 				t.Fatal(err)
