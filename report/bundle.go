@@ -133,6 +133,13 @@ type MutantRow struct {
 	// FirstKill is the first seed that killed it; Replay replays it.
 	FirstKill uint64 `json:"first_kill_seed,omitempty"`
 	Replay    string `json:"replay,omitempty"`
+	// Checker is the checker that killed it, Scenario the scenario or
+	// simulation swarm it was killed in, Seconds the time to the kill and
+	// Steps the size of the shrunk counterexample (0 when not shrunk).
+	Checker  string  `json:"checker,omitempty"`
+	Scenario string  `json:"scenario,omitempty"`
+	Seconds  float64 `json:"seconds,omitempty"`
+	Steps    int     `json:"steps,omitempty"`
 }
 
 // BenchFile is the content of FileBench: the benchmark's tables, and its

@@ -125,17 +125,9 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 				killed++
 			}
 		}
-		fmt.Fprintf(&s, "Tier %s: %d of %d mutants killed. Seeds: how many ran (until the first kill, for a killed mutant). "+
-			"A cell counts the seeds on which that checker killed the mutant.\n\n", mdCode(mf.Tier), killed, mutants)
-		s.WriteString("| mutant | seeds | killed |")
-		for _, c := range mf.Checkers {
-			fmt.Fprintf(&s, " %s |", cell(c))
-		}
-		s.WriteString("\n|---|--:|---|")
-		for range mf.Checkers {
-			s.WriteString("--:|")
-		}
-		s.WriteString("\n")
+		fmt.Fprintf(&s, "Tier %s: %d of %d mutants killed. Seeds: how many ran (until the first kill, for a killed mutant); "+
+			"seconds: time to the kill; steps: actions in the shrunk counterexample.\n\n", mdCode(mf.Tier), killed, mutants)
+		s.WriteString("| mutant | killed | checker | scenario | seed | seeds | seconds | steps |\n|---|---|---|---|--:|--:|--:|--:|\n")
 		for _, m := range mf.Mutants {
 			var k string
 			switch {
@@ -148,15 +140,15 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 			default:
 				k = "**no: survived**"
 			}
-			fmt.Fprintf(&s, "| %s | %d | %s |", cell(m.Name), m.Seeds, k)
-			for _, c := range mf.Checkers {
-				if n := m.KilledBy[c]; n > 0 {
-					fmt.Fprintf(&s, " %d |", n)
-				} else {
-					s.WriteString(" · |")
-				}
+			seed, steps := "·", "·"
+			if m.Killed {
+				seed = fmt.Sprint(m.FirstKill)
 			}
-			s.WriteString("\n")
+			if m.Steps > 0 {
+				steps = fmt.Sprint(m.Steps)
+			}
+			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %d | %.3f | %s |\n", cell(m.Name), k, cell(orDot(m.Checker)),
+				cell(orDot(m.Scenario)), seed, m.Seeds, m.Seconds, steps)
 			if m.Replay != "" {
 				replays = append(replays, m.Replay)
 			}
@@ -295,6 +287,14 @@ func orUnknown(s string) string { return orValue(s, "unknown") }
 func orValue(s, dflt string) string {
 	if s == "" {
 		return dflt
+	}
+	return s
+}
+
+// orDot returns s, or a dot for an empty cell.
+func orDot(s string) string {
+	if s == "" {
+		return "·"
 	}
 	return s
 }

@@ -23,7 +23,8 @@ func TestBundleRoundTripAndMarkdown(t *testing.T) {
 	mf := MutantFile{Meta: later, Tier: "sim", Checkers: []string{checker.NameLost, checker.NamePhantom},
 		Mutants: []MutantRow{
 			{Name: "reference", Reference: true, Seeds: 10},
-			{Name: "publish-before-commit", Seeds: 10, Killed: true, KilledBy: map[string]int{checker.NamePhantom: 7}, FirstKill: 3, Replay: "replay-mutant-1"},
+			{Name: "publish-before-commit", Seeds: 10, Killed: true, KilledBy: map[string]int{checker.NamePhantom: 7}, FirstKill: 3, Replay: "replay-mutant-1",
+				Checker: checker.NamePhantom, Scenario: "sim swarm rollback>=0.2", Seconds: 0.25, Steps: 2},
 			{Name: "a|b", Seeds: 10},
 		}}
 	if err := WriteFile(dir, FileMutants, mf); err != nil {
@@ -50,9 +51,9 @@ func TestBundleRoundTripAndMarkdown(t *testing.T) {
 		"_Run on 2026-01-02T03:04:05Z at commit abc123._", // the older section says when it ran
 		"| 20 | 0 |", sum.HistorySHA256,
 		"Tier `sim`: 1 of 2 mutants killed.",
-		"| reference | 10 | no (the reference, as it must) | · | · |",
-		"| publish-before-commit | 10 | yes | · | 7 |",
-		`| a\|b | 10 | **no: survived** | · | · |`,
+		"| reference | no (the reference, as it must) | · | · | · | 10 | 0.000 | · |",
+		"| publish-before-commit | yes | phantom | sim swarm rollback>=0.2 | 3 | 10 | 0.250 | 2 |",
+		`| a\|b | **no: survived** | · | · | · | 10 | 0.000 | · |`,
 		"## Chaos scenarios\n\nNot run", "## Demo: the dual-write story\n\nNot run", "## Benchmark\n\nNot run",
 		"replay-mutant-1\n", "go run ./cmd/outboxlab sim --seeds 20 --seed 1\n",
 	} {

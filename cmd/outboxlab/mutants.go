@@ -225,7 +225,8 @@ func mutantFile(meta report.Meta, tier mutant.Tier, rows []mutant.Row) report.Mu
 		if tier == mutant.TierAll && r.Tier == mutant.TierInfra {
 			name += " (infra)"
 		}
-		mr := report.MutantRow{Name: name, Seeds: r.Tried, Killed: r.Killed, Replay: r.Replay, Reference: r.Mutant == mutant.Reference}
+		mr := report.MutantRow{Name: name, Seeds: r.Tried, Killed: r.Killed, Replay: r.Replay, Reference: r.Mutant == mutant.Reference,
+			Checker: r.Checker, Scenario: r.Scenario, Seconds: r.Seconds, Steps: r.Steps}
 		if m, ok := mutant.Lookup(r.Mutant); ok {
 			mr.Description = m.Description
 		} else {
