@@ -70,13 +70,13 @@ type Options struct {
 	// DrainTimeout bounds the raw publishing and each relay drain; when it
 	// runs out, the rate is over what was confirmed until then and
 	// Result.Notes says so. Every drain keeps the whole backlog staged, so
-	// the rate is that of draining from a backlog of Events. Default 25 s,
+	// the rate is that of draining from a backlog of Events. Default 20 s,
 	// which keeps the whole run within five minutes on a two-core machine
 	// and the phases close together in time.
 	DrainTimeout time.Duration
 	// WatermillTimeout bounds the watermill drain; when it runs out, the
 	// rate is what watermill forwarded until then and Result.Notes says so.
-	// Default 25 s: the forwarder handles one message at a time, so its
+	// Default 20 s: the forwarder handles one message at a time, so its
 	// rate is steady from the start.
 	WatermillTimeout time.Duration
 	// SkipWatermill and SkipLatency leave out those phases.
@@ -99,8 +99,8 @@ const (
 	DefaultPayloadBytes     = 256
 	DefaultLatencyDuration  = 5 * time.Second
 	DefaultProducers        = 16
-	DefaultDrainTimeout     = 25 * time.Second
-	DefaultWatermillTimeout = 25 * time.Second
+	DefaultDrainTimeout     = 20 * time.Second
+	DefaultWatermillTimeout = 20 * time.Second
 )
 
 func (o Options) withDefaults() Options {
