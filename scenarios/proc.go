@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -29,6 +28,22 @@ type procRelay struct {
 	status  int
 	stopped bool // SIGSTOPped
 	out     *syncBuffer
+}
+
+// procSignal is what the harness does to a relay process.
+type procSignal int
+
+// Signals of a relay process: SIGTERM, SIGKILL, SIGSTOP and SIGCONT on a
+// Unix host.
+const (
+	sigTerm procSignal = iota
+	sigKill
+	sigStop
+	sigCont
+)
+
+func (s procSignal) String() string {
+	return [...]string{"SIGTERM", "SIGKILL", "SIGSTOP", "SIGCONT"}[s]
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a
@@ -84,7 +99,7 @@ func (p *procRelay) Start(ctx context.Context) error {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s (%s): %w", p.name, strings.Join(p.argv, " "), err)
 	}
@@ -95,11 +110,7 @@ func (p *procRelay) Start(ctx context.Context) error {
 		status := 0
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				status = 128 + int(ws.Signal())
-			} else {
-				status = exit.ExitCode()
-			}
+			status = exitStatus(exit)
 		}
 		p.mu.Lock()
 		p.status = status
@@ -116,7 +127,7 @@ func (p *procRelay) current() (*exec.Cmd, chan struct{}) {
 }
 
 // signal sends sig to the process group of the running command.
-func (p *procRelay) signal(sig syscall.Signal) error {
+func (p *procRelay) signal(sig procSignal) error {
 	cmd, done := p.current()
 	if cmd == nil {
 		return fmt.Errorf("%s: not started", p.name)
@@ -126,7 +137,7 @@ func (p *procRelay) signal(sig syscall.Signal) error {
 		return nil // exited already
 	default:
 	}
-	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := signalGroup(cmd.Process, sig); err != nil {
 		return fmt.Errorf("sending %s to %s: %w", sig, p.name, err)
 	}
 	return nil
@@ -147,7 +158,7 @@ func (p *procRelay) wait(ctx context.Context) error {
 
 // Kill sends SIGKILL and waits for the exit.
 func (p *procRelay) Kill(ctx context.Context) error {
-	if err := p.signal(syscall.SIGKILL); err != nil {
+	if err := p.signal(sigKill); err != nil {
 		return err
 	}
 	return p.wait(ctx)
@@ -160,7 +171,7 @@ func (p *procRelay) Stop(ctx context.Context, timeout time.Duration) error {
 		timeout = relayStopTimeout
 	}
 	_ = p.Unpause(ctx)
-	if err := p.signal(syscall.SIGTERM); err != nil {
+	if err := p.signal(sigTerm); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -181,7 +192,7 @@ func (p *procRelay) Restart(ctx context.Context) error {
 
 // Pause freezes the process group with SIGSTOP.
 func (p *procRelay) Pause(ctx context.Context) error {
-	if err := p.signal(syscall.SIGSTOP); err != nil {
+	if err := p.signal(sigStop); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -192,7 +203,7 @@ func (p *procRelay) Pause(ctx context.Context) error {
 
 // Unpause thaws the process group with SIGCONT.
 func (p *procRelay) Unpause(ctx context.Context) error {
-	if err := p.signal(syscall.SIGCONT); err != nil {
+	if err := p.signal(sigCont); err != nil {
 		return err
 	}
 	p.mu.Lock()

@@ -297,12 +297,19 @@ func TestBlackBoxCommand(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building ./cmd/relay: %v\n%s", err, out)
 	}
-	sc, _ := Lookup(BrokerDown)
-	opts := runOptions(t, seeds(t)[0])
-	opts.Relay = RelayUnderTest{Name: "command relay", Command: []string{bin}, Features: OurFeatures, Failpoints: true}
-	res, err := Run(context.Background(), env, sc, opts)
-	if err != nil {
-		t.Fatal(err)
+	rut := RelayUnderTest{Name: "command relay", Command: []string{bin}, Features: OurFeatures, Failpoints: true}
+	// broker-down cuts the processes' link; crash-between-publish-and-mark
+	// kills one at a failpoint and starts it again.
+	for _, name := range []string{BrokerDown, CrashBeforeMark} {
+		t.Run(name, func(t *testing.T) {
+			sc, _ := Lookup(name)
+			opts := runOptions(t, seeds(t)[0])
+			opts.Relay = rut
+			res, err := Run(context.Background(), env, sc, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireValid(t, res)
+		})
 	}
-	requireValid(t, res)
 }
