@@ -165,16 +165,28 @@ func brokerDown() Scenario {
 func brokerKilled() Scenario {
 	return Scenario{
 		Name:     BrokerKilled,
-		Summary:  "the RabbitMQ container is killed under load and started again",
+		Summary:  "the RabbitMQ container is killed with a backlog in its queue and started again",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
 		Exposes:  []Variant{Optimistic},
 		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := newServiceKill(r.env.RabbitMQ(), chaos.ClassBroker)
-			if err := r.nemesis.Add(f); err != nil {
-				return nil, err
+			// The consumers are cut off first, so that the kill finds
+			// published messages waiting in the queue: only their
+			// persistence decides whether they survive the restart.
+			cut := chaos.Down(r.link(testenv.LinkConsumerBroker))
+			kill := newServiceKill(r.env.RabbitMQ(), chaos.ClassBroker)
+			for _, f := range []chaos.Fault{cut, kill} {
+				if err := r.nemesis.Add(f); err != nil {
+					return nil, err
+				}
 			}
-			return []chaos.Step{step(f, between(rng, 1500*time.Millisecond, 3*time.Second), between(rng, 500*time.Millisecond, 1500*time.Millisecond))}, nil
+			killAt := between(rng, 1500*time.Millisecond, 3*time.Second)
+			killFor := between(rng, 500*time.Millisecond, 1500*time.Millisecond)
+			cutAt := killAt - time.Second
+			return []chaos.Step{
+				step(cut, cutAt, killAt+killFor+time.Second-cutAt),
+				step(kill, killAt, killFor),
+			}, nil
 		},
 	}
 }
