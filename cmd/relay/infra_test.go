@@ -1,13 +1,7 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"log"
-	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/outboxlab/outboxlab/internal/testenv"
 )
@@ -18,43 +12,19 @@ type infra struct {
 	AMQPURL     string
 }
 
-var (
-	envOnce       sync.Once
-	sharedTestEnv *testenv.Env
-	envErr        error
-)
+// shared is the package's one environment.
+var shared testenv.Shared
 
 // testEnv starts the package's one environment on first use (the tests
 // of this package run one at a time and share it), or skips: under -short,
 // and when no Docker engine answers unless OUTBOXLAB_REQUIRE_DOCKER is set.
 func testEnv(t testing.TB) *testenv.Env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs Docker (skipped with -short)")
-	}
-	envOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		sharedTestEnv, envErr = testenv.Start(ctx, testenv.Options{Logf: log.Printf})
-	})
-	if envErr != nil {
-		if errors.Is(envErr, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
-			t.Skipf("integration test: %v", envErr)
-		}
-		t.Fatalf("starting the test environment: %v", envErr)
-	}
-	return sharedTestEnv
+	return shared.Get(t)
 }
 
 // closeEnv removes the environment, if one was started.
-func closeEnv() error {
-	if sharedTestEnv == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	return sharedTestEnv.Close(ctx)
-}
+func closeEnv() error { return shared.Close() }
 
 // sharedEnv returns the URLs of the environment that bypass toxiproxy.
 func sharedEnv(t testing.TB) infra {

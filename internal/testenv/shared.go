@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Shared is one environment that the tests of a package start on first use
+// and share, for packages whose tests run one at a time and leave the
+// environment as they found it. Its zero value starts an Env with default
+// Options; TestMain calls Close after the tests ran.
+type Shared struct {
+	// Options configures the environment; Logf defaults to log.Printf.
+	Options Options
+
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Get returns the shared environment, starting it on the first call. It
+// skips the test under -short, and when no Docker engine answers unless
+// OUTBOXLAB_REQUIRE_DOCKER is set; any other failure to start fails it.
+func (s *Shared) Get(tb testing.TB) *Env {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("integration test: needs Docker (skipped with -short)")
+	}
+	s.once.Do(func() {
+		opts := s.Options
+		if opts.Logf == nil {
+			opts.Logf = log.Printf
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		s.env, s.err = Start(ctx, opts)
+	})
+	if s.err != nil {
+		if errors.Is(s.err, ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
+			tb.Skipf("integration test: %v", s.err)
+		}
+		tb.Fatalf("starting the test environment: %v", s.err)
+	}
+	return s.env
+}
+
+// Close removes the environment, if one was started.
+func (s *Shared) Close() error {
+	if s.env == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return s.env.Close(ctx)
+}
