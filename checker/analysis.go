@@ -567,3 +567,23 @@ func (a *analysis) deliveriesByQueue() []deliveryGroup {
 	}
 	return out
 }
+
+// FaultWindow is the span of one fault in a history, by op Index: from the
+// record that opened it to the one that healed it. Healed is false for a
+// fault never healed, whose End is then math.MaxInt64.
+type FaultWindow struct {
+	Name       string
+	Start, End int64
+	Healed     bool
+}
+
+// FaultWindows returns the fault windows of h as the checkers read them
+// (see faultWindows), for reports that draw them.
+func FaultWindows(h []history.Op) []FaultWindow {
+	ws := faultWindows(history.Pairs(h))
+	out := make([]FaultWindow, len(ws))
+	for i, w := range ws {
+		out[i] = FaultWindow{Name: w.name, Start: w.start, End: w.end, Healed: w.end != math.MaxInt64}
+	}
+	return out
+}

@@ -427,61 +427,17 @@ func doneMark(op history.Op) (Mark, bool) {
 	return "", false
 }
 
-// faultWindows pairs FaultStart and FaultStop records by fault name, with
-// the checkers' reading: a start on its own that is not a fail, or an
-// invoke, opens a window; a stop on its own that is not a fail, or a stop
-// invoke completed ok, closes it. A start invoke completed fail closes
-// what it opened; a stop completed info (a failed heal) leaves the fault
-// on. A window never closed lasts to end.
+// faultWindows returns the fault windows of h as the checkers read them,
+// in the time of the records that opened and healed them; a window never
+// healed lasts to end.
 func faultWindows(h []history.Op, timeOf map[int64]time.Time, end time.Time) []Window {
-	type edge struct {
-		at   int64
-		name string
-		open bool
-	}
-	var edges []edge
-	for _, p := range history.Pairs(h) {
-		start := p.Start()
-		switch start.F {
-		case history.FaultStart:
-			if p.Invoke == nil && p.Done.Type == history.Fail {
-				continue
-			}
-			edges = append(edges, edge{start.Index, start.Value, true})
-			if p.Invoke != nil && p.Done != nil && p.Done.Type == history.Fail {
-				edges = append(edges, edge{p.Done.Index, start.Value, false})
-			}
-		case history.FaultStop:
-			switch {
-			case p.Invoke != nil && p.Done != nil && p.Done.Type == history.OK:
-				edges = append(edges, edge{p.Done.Index, start.Value, false})
-			case p.Invoke == nil && p.Done.Type != history.Fail:
-				edges = append(edges, edge{p.Done.Index, start.Value, false})
-			}
-		}
-	}
-	slices.SortStableFunc(edges, func(x, y edge) int {
-		switch {
-		case x.at < y.at:
-			return -1
-		case x.at > y.at:
-			return 1
-		}
-		return 0
-	})
 	var out []Window
-	open := map[string]int{}
-	for _, e := range edges {
-		pos, isOpen := open[e.name]
-		switch {
-		case e.open && !isOpen:
-			open[e.name] = len(out)
-			out = append(out, Window{Name: e.name, Start: timeOf[e.at], Stop: end})
-		case !e.open && isOpen:
-			out[pos].Stop = timeOf[e.at]
-			out[pos].Healed = true
-			delete(open, e.name)
+	for _, w := range checker.FaultWindows(h) {
+		win := Window{Name: w.Name, Start: timeOf[w.Start], Stop: end, Healed: w.Healed}
+		if w.Healed {
+			win.Stop = timeOf[w.End]
 		}
+		out = append(out, win)
 	}
 	return out
 }
