@@ -386,7 +386,7 @@ func autovacuumCount(t *testing.T, ctx context.Context, db *testDB) (int64, time
 }
 
 // TestAutovacuumSettingsShipped checks that the migration leaves the
-// settings 002_autovacuum explains on a new outbox table.
+// settings 002_autovacuum and 003_fillfactor explain on a new outbox table.
 func TestAutovacuumSettingsShipped(t *testing.T) {
 	env := sharedEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -401,7 +401,7 @@ func TestAutovacuumSettingsShipped(t *testing.T) {
 	for _, want := range []string{
 		"autovacuum_vacuum_threshold=1000", "autovacuum_vacuum_scale_factor=0.01",
 		"autovacuum_vacuum_insert_threshold=1000", "autovacuum_vacuum_insert_scale_factor=0.01",
-		"autovacuum_vacuum_cost_delay=0", "fillfactor=80",
+		"autovacuum_vacuum_cost_delay=0", "fillfactor=50",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("reloptions %q lack %s", got, want)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/outbox"
@@ -93,16 +94,25 @@ func (s *PGStore) Table() outbox.Table { return s.table }
 func (s *PGStore) ClaimSQL() string { return s.claimSQL }
 
 // Claim leases up to limit eligible rows to owner in one statement and
-// returns them oldest occurred_at first.
+// returns them oldest occurred_at first. It commits without waiting for
+// the WAL flush (see queryAsync).
 func (s *PGStore) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]Row, error) {
-	rows, err := s.pool.Query(ctx, s.claimSQL, limit, owner, lease.Microseconds())
-	if err != nil {
-		return nil, fmt.Errorf("claiming from %s: %w", s.table, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var row Row
-		err := r.Scan(&row.ID, &row.Type, &row.Payload, &row.CorrelationID, &row.OccurredAt, &row.Attempts)
-		return row, err
+	var out []Row
+	err := s.queryAsync(ctx, s.claimSQL, []any{limit, owner, lease.Microseconds()}, func(rows pgx.Rows) (err error) {
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+			var (
+				row      Row
+				id, corr pgtype.UUID
+			)
+			err := r.Scan(&id, &row.Type, &row.Payload, &corr, &row.OccurredAt, &row.Attempts)
+			row.ID = id.Bytes
+			if corr.Valid {
+				c := uuid.UUID(corr.Bytes)
+				row.CorrelationID = &c
+			}
+			return row, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming from %s: %w", s.table, err)
@@ -119,20 +129,69 @@ func (s *PGStore) Claim(ctx context.Context, owner string, limit int, lease time
 }
 
 // Mark sets processed_at on the rows of ids that owner still holds under an
-// unexpired lease and returns the ids it marked.
+// unexpired lease and returns the ids it marked. It commits without
+// waiting for the WAL flush (see queryAsync).
 func (s *PGStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, s.markSQL, ids, owner)
-	if err != nil {
-		return nil, fmt.Errorf("marking %d rows in %s: %w", len(ids), s.table, err)
+	var marked []uuid.UUID
+	// pgtype.UUID encodes straight to the wire; uuid.UUID would go through
+	// its driver.Valuer, a string per id that the driver parses back.
+	arg := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		arg[i] = pgtype.UUID{Bytes: id, Valid: true}
 	}
-	marked, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	err := s.queryAsync(ctx, s.markSQL, []any{arg, owner}, func(rows pgx.Rows) (err error) {
+		marked, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
+			var id pgtype.UUID
+			err := r.Scan(&id)
+			return id.Bytes, err
+		})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("marking %d rows in %s: %w", len(ids), s.table, err)
 	}
 	return marked, nil
+}
+
+// asyncCommitSQL turns synchronous_commit off until the end of the
+// transaction it runs in.
+const asyncCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// queryAsync runs sql in one round trip as the second statement of an
+// implicit transaction whose first turns synchronous_commit off, and hands
+// its rows to collect. The transaction commits when the rows are read,
+// without waiting for its WAL record to reach the disk.
+//
+// Claims and marks commit this way. Neither carries the guarantee: the
+// event is durable from the application's own COMMIT, which stays
+// synchronous. A claim or mark that a database crash loses a moment after
+// its commit is undone as a whole (asynchronous commit never tears a
+// transaction): a lost claim frees its rows, whose mark then finds no lease
+// and counts it lost; a lost mark leaves its row pending under its lease
+// until the lease expires. Either way the row is published again, which is
+// a duplicate that the crash explains and the consumer's inbox absorbs.
+// Retry and Park stay synchronous: the attempt count is what parks a
+// poison row within its limit.
+//
+// On a disk where a flush costs milliseconds, skipping it takes most of
+// the time of a claim or mark off the relay's critical path.
+func (s *PGStore) queryAsync(ctx context.Context, sql string, args []any, collect func(pgx.Rows) error) error {
+	var b pgx.Batch
+	b.Queue(asyncCommitSQL)
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		return errors.Join(err, br.Close())
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return errors.Join(err, br.Close())
+	}
+	err = collect(rows)
+	return errors.Join(err, br.Close())
 }
 
 // Retry records a row-level failure of a row owner still holds: one more

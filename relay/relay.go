@@ -25,6 +25,15 @@ type Options struct {
 	Failpoints Failpoints
 	// Decoder resolves message types; nil accepts every type and payload.
 	Decoder Decoder
+	// SerialStore makes the relay call the store only from the goroutine
+	// that runs it, one call at a time. By default a mark runs on a
+	// goroutine of its own while the relay claims and publishes the next
+	// batch, so the Store must allow concurrent calls, as PGStore does
+	// (every call takes its own pooled connection). The simulation's fakes
+	// step a deterministic scheduler on every call and set it; the relay's
+	// decisions are the same either way, only when it waits for a mark
+	// differs.
+	SerialStore bool
 }
 
 // Relay drains one outbox table. Several relays with distinct RelayIDs may
@@ -37,6 +46,7 @@ type Relay struct {
 	log    *slog.Logger
 	m      *Metrics
 	fp     Failpoints
+	serial bool
 	totals Totals
 
 	lastSweep  time.Time
@@ -83,13 +93,14 @@ func New(cfg Config, store Store, pub Publisher, opts Options) (*Relay, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Relay{
-		cfg:   cfg,
-		store: store,
-		pub:   pub,
-		dec:   opts.Decoder,
-		log:   log.With("relay", cfg.RelayID),
-		m:     opts.Metrics,
-		fp:    opts.Failpoints,
+		cfg:    cfg,
+		store:  store,
+		pub:    pub,
+		dec:    opts.Decoder,
+		log:    log.With("relay", cfg.RelayID),
+		m:      opts.Metrics,
+		fp:     opts.Failpoints,
+		serial: opts.SerialStore,
 	}, nil
 }
 
@@ -122,7 +133,7 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 			}
 		}
 		start := r.cfg.Now()
-		res, err := r.tick(work, ctx.Done())
+		res, err := r.tick(work, ctx.Done(), wake)
 		if err != nil {
 			if r.m != nil {
 				r.m.TickFailures.Inc()
@@ -143,27 +154,16 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 // due, and refreshes the backlog metrics. It stops at the first failed
 // batch and returns the error; what that batch got confirmed is marked.
 func (r *Relay) Tick(ctx context.Context) (TickResult, error) {
-	return r.tick(ctx, nil)
+	return r.tick(ctx, nil, nil)
 }
 
-func (r *Relay) tick(ctx context.Context, stop <-chan struct{}) (TickResult, error) {
+func (r *Relay) tick(ctx context.Context, stop, wake <-chan struct{}) (TickResult, error) {
 	r.totals.Ticks.Add(1)
-	var total TickResult
-	for {
-		res, err := r.batch(ctx)
-		total.add(res)
-		if err != nil {
-			return total, err
-		}
-		if res.Claimed < r.cfg.BatchSize {
-			break
-		}
-		select {
-		case <-stop:
-			return total, nil
-		default:
-		}
+	d := &drain{r: r, ctx: ctx}
+	if err := d.run(stop, wake); err != nil {
+		return d.res, err
 	}
+	total := d.res
 	if now := r.cfg.Now(); r.lastSweep.IsZero() || now.Sub(r.lastSweep) >= r.cfg.SweepInterval {
 		n, err := r.sweep(ctx)
 		total.Swept += n
@@ -183,124 +183,411 @@ func (r *Relay) tick(ctx context.Context, stop <-chan struct{}) (TickResult, err
 	return total, nil
 }
 
+// flight is one claimed batch on its way to the broker: how many of its
+// publishes still await their confirms and which rows were confirmed. It is
+// marked once it is sealed (every row published or filed) and nothing of
+// it is open.
+type flight struct {
+	confirmed []uuid.UUID
+	open      int
+	sealed    bool
+	done      bool
+}
+
 // inflight is a publish awaiting its confirm.
 type inflight struct {
 	row    Row
 	conf   Confirmation
 	ctx    context.Context
 	cancel context.CancelFunc
+	f      *flight
 }
 
-// batch claims, publishes and marks one batch.
-func (r *Relay) batch(ctx context.Context) (res TickResult, err error) {
-	cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
-	rows, err := r.store.Claim(cctx, r.cfg.RelayID, r.cfg.BatchSize, r.cfg.Lease)
-	cancel()
-	if err != nil {
-		return res, fmt.Errorf("claiming outbox rows: %w", err)
-	}
-	res.Batches = 1
-	res.Claimed = len(rows)
-	r.totals.Claimed.Add(int64(len(rows)))
-	if len(rows) == 0 {
-		return res, nil
-	}
-	if err := r.failpoint(ctx, FailAfterClaim); err != nil {
-		return res, err
-	}
+// drain is one tick: it claims batch after batch and keeps the publish
+// window full across them. While a batch is published, the claim of the
+// next one runs (when this one was full) and the marks of earlier batches
+// whose confirms are all in run too, each on a pooled connection of its
+// own; the broker confirms meanwhile. The publishes of a batch wait until
+// fewer than PublishWindow publishes await their confirms, so the rows
+// leased and not yet marked stay below PublishWindow + 2 x BatchSize.
+// With Options.SerialStore every store call runs on the relay's goroutine
+// instead, at the moment it would start.
+//
+// A batch is still marked only after every confirm of it came in, only for
+// its confirmed rows, and fenced by the lease: pipelining changes when the
+// relay waits, never what it marks.
+type drain struct {
+	r       *Relay
+	ctx     context.Context
+	res     TickResult
+	pending []inflight // oldest first, across batches
 
-	var (
-		confirmed []uuid.UUID
-		brokerErr error
-		pending   = make([]inflight, 0, min(len(rows), r.cfg.PublishWindow))
-	)
-	// settle waits for the oldest publish in flight and files its outcome.
-	settle := func() {
-		p := pending[0]
-		pending = pending[1:]
-		werr := p.conf.Wait(p.ctx)
-		p.cancel()
-		if werr == nil {
-			confirmed = append(confirmed, p.row.ID)
-			return
-		}
-		r.confirmFailed(werr)
-		if Classify(werr) == ClassBroker {
-			if brokerErr == nil {
-				brokerErr = fmt.Errorf("confirming %s: %w", p.row.ID, werr)
+	// brokerErr stops publishing: what is in flight is settled and its
+	// confirmed rows marked, the rest waits for its lease to expire.
+	brokerErr error
+	// storeErr stops claiming and marking: what is in flight is settled,
+	// nothing more is marked.
+	storeErr error
+	// onWay holds the rows published and not yet marked or filed. A claim
+	// may return one of them again when its lease ran out while the relay
+	// stood still (a pause, a stalled disk): the claim renewed the lease of
+	// the publish already on its way, which will mark or file it, so it is
+	// not published a second time.
+	onWay map[uuid.UUID]struct{}
+	// marks are the marks on their way, oldest first.
+	marks []markCall
+	// next is the claim of the next batch, started while the current one
+	// is published; nil when none is on its way.
+	next *call[[]Row]
+}
+
+// markCall is the mark of one batch's confirmed rows, on its way.
+type markCall struct {
+	ids  []uuid.UUID
+	call *call[[]uuid.UUID]
+}
+
+// maxMarks bounds the marks on their way at once, and so the pooled
+// connections they hold.
+const maxMarks = 2
+
+// run drains until a claim comes back short, stop closes or a failure
+// halts it, then settles and marks what is in flight. A short claim does
+// not end the drain when a wake-up came in meanwhile (new rows committed)
+// and the drain is younger than the poll interval: the next claim then
+// runs while this batch is published and confirmed, so that under a
+// steady trickle of commits the relay does not wait for one batch's
+// confirms and mark before it claims the rows committed meanwhile. The
+// bound lets the sweep and the backlog report run between drains.
+func (d *drain) run(stop, wake <-chan struct{}) error {
+	r := d.r
+	began := r.cfg.Now()
+	stopping := false
+	for {
+		// Room in the window first: the next batch's publishes go out
+		// while the rest of the window is being confirmed.
+		for len(d.pending) >= r.cfg.PublishWindow {
+			if err := d.settle(); err != nil {
+				return d.abort(err)
 			}
-			return
 		}
-		r.rowFailed(ctx, p.row, werr, &res)
-	}
-
-	for _, row := range rows {
-		if brokerErr != nil {
+		if err := d.reapMarks(false); err != nil {
+			return d.abort(err)
+		}
+		if d.halted() {
 			break
+		}
+		c := d.next
+		d.next = nil
+		if c == nil {
+			c = d.startClaim()
+		}
+		rows, err := d.claimed(c)
+		if err != nil {
+			break
+		}
+		if len(rows) == 0 {
+			break
+		}
+		if err := r.failpoint(d.ctx, FailAfterClaim); err != nil {
+			return d.abort(err)
+		}
+		full := len(rows) == r.cfg.BatchSize
+		more := full || woken(wake) && r.cfg.Now().Sub(began) < r.cfg.PollInterval
+		if more && !stopping {
+			select {
+			case <-stop:
+				stopping = true
+			default:
+				// The next claim runs while this batch is published.
+				d.next = d.startClaim()
+			}
+		}
+		f := &flight{}
+		if err := d.publish(f, rows); err != nil {
+			return d.abort(err)
+		}
+		f.sealed = true
+		if err := d.complete(f); err != nil {
+			return d.abort(err)
+		}
+		if d.halted() || d.next == nil {
+			break
+		}
+		if !full {
+			// A trickle: take this batch's confirms (and start its mark)
+			// while the next claim runs, rather than after it.
+			for len(d.pending) > 0 {
+				if err := d.settle(); err != nil {
+					return d.abort(err)
+				}
+			}
+		}
+	}
+	return d.finish()
+}
+
+// woken reports, and takes, a pending wake-up.
+func woken(wake <-chan struct{}) bool {
+	select {
+	case _, ok := <-wake:
+		return ok
+	default:
+		return false
+	}
+}
+
+// startClaim starts the claim of the next batch.
+func (d *drain) startClaim() *call[[]Row] {
+	r := d.r
+	return start(r.serial, func() ([]Row, error) {
+		cctx, cancel := context.WithTimeout(d.ctx, r.cfg.StoreTimeout)
+		defer cancel()
+		return r.store.Claim(cctx, r.cfg.RelayID, r.cfg.BatchSize, r.cfg.Lease)
+	})
+}
+
+// claimed waits for the claim c and counts what it leased; a failed claim
+// halts the drain.
+func (d *drain) claimed(c *call[[]Row]) ([]Row, error) {
+	rows, err := c.wait()
+	if err != nil {
+		if d.storeErr == nil {
+			d.storeErr = fmt.Errorf("claiming outbox rows: %w", err)
+		}
+		return nil, err
+	}
+	d.res.Batches++
+	d.res.Claimed += len(rows)
+	d.r.totals.Claimed.Add(int64(len(rows)))
+	return rows, nil
+}
+
+// publish sends the rows of f, settling the oldest publish whenever the
+// window is full. It returns only a failpoint's error; failures of the
+// broker or the store halt the drain and are returned by finish.
+func (d *drain) publish(f *flight, rows []Row) error {
+	r := d.r
+	for _, row := range rows {
+		if d.halted() {
+			return nil
+		}
+		if _, ok := d.onWay[row.ID]; ok {
+			continue
 		}
 		if r.dec != nil {
 			if _, derr := r.dec.Decode(row.Type, row.Payload); derr != nil {
-				r.rowFailed(ctx, row, derr, &res)
+				r.rowFailed(d.ctx, row, derr, &d.res)
 				continue
 			}
 		}
-		if len(pending) == r.cfg.PublishWindow {
-			settle()
-			if brokerErr != nil {
-				break
+		if len(d.pending) >= r.cfg.PublishWindow {
+			if err := d.settle(); err != nil {
+				return err
+			}
+			if d.halted() {
+				return nil
 			}
 		}
-		pctx, pcancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+		pctx, pcancel := context.WithTimeout(d.ctx, r.cfg.PublishTimeout)
 		conf, perr := r.pub.Publish(pctx, MessageOf(row))
 		if perr != nil {
 			pcancel()
 			r.confirmFailed(perr)
 			if Classify(perr) == ClassBroker {
-				brokerErr = fmt.Errorf("publishing %s: %w", row.ID, perr)
-				break
+				d.brokerErr = fmt.Errorf("publishing %s: %w", row.ID, perr)
+				return nil
 			}
-			r.rowFailed(ctx, row, perr, &res)
+			r.rowFailed(d.ctx, row, perr, &d.res)
 			continue
 		}
-		pending = append(pending, inflight{row: row, conf: conf, ctx: pctx, cancel: pcancel})
-		if err := r.failpoint(ctx, FailAfterPublishBeforeConfirm); err != nil {
-			for _, p := range pending {
-				p.cancel()
-			}
-			return res, err
+		d.pending = append(d.pending, inflight{row: row, conf: conf, ctx: pctx, cancel: pcancel, f: f})
+		f.open++
+		if d.onWay == nil {
+			d.onWay = make(map[uuid.UUID]struct{})
+		}
+		d.onWay[row.ID] = struct{}{}
+		if err := r.failpoint(d.ctx, FailAfterPublishBeforeConfirm); err != nil {
+			return err
 		}
 	}
-	for len(pending) > 0 {
-		settle()
-	}
-	if brokerErr != nil {
-		r.totals.BrokerFailures.Add(1)
-	}
-	if len(confirmed) > 0 {
-		if err := r.failpoint(ctx, FailAfterConfirmBeforeMark); err != nil {
-			return res, err
-		}
-		if err := r.mark(ctx, confirmed, &res); err != nil {
-			return res, errors.Join(err, brokerErr)
-		}
-		if err := r.failpoint(ctx, FailAfterMark); err != nil {
-			return res, err
-		}
-	}
-	if brokerErr != nil {
-		return res, brokerErr
-	}
-	return res, nil
+	return nil
 }
 
-// mark marks the confirmed rows and counts those whose lease was lost.
-func (r *Relay) mark(ctx context.Context, ids []uuid.UUID, res *TickResult) error {
-	mctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
-	marked, err := r.store.Mark(mctx, r.cfg.RelayID, ids)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("marking %d confirmed rows: %w", len(ids), err)
+// settle waits for the oldest publish in flight, files its outcome and
+// marks its batch when that was the batch's last open publish.
+func (d *drain) settle() error {
+	r := d.r
+	p := d.pending[0]
+	d.pending[0] = inflight{}
+	d.pending = d.pending[1:]
+	werr := p.conf.Wait(p.ctx)
+	p.cancel()
+	p.f.open--
+	switch {
+	case werr == nil:
+		p.f.confirmed = append(p.f.confirmed, p.row.ID)
+	case Classify(werr) == ClassBroker:
+		delete(d.onWay, p.row.ID)
+		r.confirmFailed(werr)
+		if d.brokerErr == nil {
+			d.brokerErr = fmt.Errorf("confirming %s: %w", p.row.ID, werr)
+		}
+	default:
+		delete(d.onWay, p.row.ID)
+		r.confirmFailed(werr)
+		r.rowFailed(d.ctx, p.row, werr, &d.res)
 	}
+	return d.complete(p.f)
+}
+
+// complete starts the mark of f once it is sealed and nothing of it is in
+// flight. It returns only a failpoint's error; a failed mark halts the
+// drain when its outcome comes in.
+func (d *drain) complete(f *flight) error {
+	if !f.sealed || f.open > 0 || f.done {
+		return nil
+	}
+	f.done = true
+	if len(f.confirmed) == 0 || d.storeErr != nil {
+		return nil
+	}
+	r := d.r
+	if err := r.failpoint(d.ctx, FailAfterConfirmBeforeMark); err != nil {
+		return err
+	}
+	if len(d.marks) >= maxMarks {
+		if err := d.reapOldest(); err != nil {
+			return err
+		}
+	}
+	ids := f.confirmed
+	d.marks = append(d.marks, markCall{ids: ids, call: start(r.serial, func() ([]uuid.UUID, error) {
+		mctx, cancel := context.WithTimeout(d.ctx, r.cfg.StoreTimeout)
+		defer cancel()
+		return r.store.Mark(mctx, r.cfg.RelayID, ids)
+	})})
+	return d.reapMarks(false)
+}
+
+// reapMarks files the outcome of the marks that are done, oldest first,
+// or of every mark when wait is set. It returns only a failpoint's error.
+func (d *drain) reapMarks(wait bool) error {
+	for len(d.marks) > 0 && (wait || d.marks[0].call.ready()) {
+		if err := d.reapOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reapOldest waits for the oldest mark on its way and files its outcome:
+// published rows, lost leases, or a store failure that halts the drain.
+func (d *drain) reapOldest() error {
+	m := d.marks[0]
+	d.marks[0] = markCall{}
+	d.marks = d.marks[1:]
+	marked, err := m.call.wait()
+	for _, id := range m.ids {
+		delete(d.onWay, id)
+	}
+	if err != nil {
+		if d.storeErr == nil {
+			d.storeErr = fmt.Errorf("marking %d confirmed rows: %w", len(m.ids), err)
+		}
+		return nil
+	}
+	d.r.marked(m.ids, marked, &d.res)
+	return d.r.failpoint(d.ctx, FailAfterMark)
+}
+
+// halted reports whether a broker or store failure stopped the drain.
+func (d *drain) halted() bool { return d.brokerErr != nil || d.storeErr != nil }
+
+// finish settles every publish still in flight, marking each batch as it
+// completes, and returns what halted the drain, if anything.
+func (d *drain) finish() error {
+	for len(d.pending) > 0 {
+		if err := d.settle(); err != nil {
+			return d.abort(err)
+		}
+	}
+	if err := d.reapMarks(true); err != nil {
+		return d.abort(err)
+	}
+	if d.next != nil {
+		// A failure halted the drain after the next claim started: its rows
+		// stay leased, as the rest of a halted batch does, until the lease
+		// runs out.
+		_, _ = d.claimed(d.next)
+		d.next = nil
+	}
+	if d.brokerErr != nil {
+		d.r.totals.BrokerFailures.Add(1)
+	}
+	return errors.Join(d.storeErr, d.brokerErr)
+}
+
+// abort gives up the publishes in flight (a failpoint ended the tick),
+// lets the marks on their way end without filing them, and returns err.
+func (d *drain) abort(err error) error {
+	for _, p := range d.pending {
+		p.cancel()
+	}
+	d.pending = nil
+	for _, m := range d.marks {
+		_, _ = m.call.wait()
+	}
+	d.marks = nil
+	if d.next != nil {
+		_, _ = d.next.wait()
+		d.next = nil
+	}
+	return err
+}
+
+// call is a store call on its way. start runs fn on a goroutine of its own,
+// or at once on the caller's when serial is set; either way wait returns
+// its outcome.
+type call[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+func start[T any](serial bool, fn func() (T, error)) *call[T] {
+	c := &call[T]{done: make(chan struct{})}
+	if serial {
+		c.v, c.err = fn()
+		close(c.done)
+		return c
+	}
+	go func() {
+		defer close(c.done)
+		c.v, c.err = fn()
+	}()
+	return c
+}
+
+// ready reports whether the call has ended.
+func (c *call[T]) ready() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait returns the call's outcome once it has ended.
+func (c *call[T]) wait() (T, error) {
+	<-c.done
+	return c.v, c.err
+}
+
+// marked counts the rows a mark of ids marked and those whose lease was
+// lost.
+func (r *Relay) marked(ids, marked []uuid.UUID, res *TickResult) {
 	res.Published += len(marked)
 	r.totals.Published.Add(int64(len(marked)))
 	if r.m != nil {
@@ -315,7 +602,6 @@ func (r *Relay) mark(ctx context.Context, ids []uuid.UUID, res *TickResult) erro
 		r.log.Warn("lease lost before mark: rows published but left to their new holder",
 			"lost", lost, "ids", missing(ids, marked))
 	}
-	return nil
 }
 
 // rowFailed files a row-level failure: park poison at once, otherwise one

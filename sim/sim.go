@@ -215,12 +215,14 @@ func Describe(seed uint64, opts Options) string {
 	return Result{Seed: seed, Swarm: swarmOf(seed, opts).String(), Variant: opts.Variant.Name}.Header()
 }
 
-// sane bounds the step time so that no batch outlives its lease without a
-// fault: a batch takes about three calls per row, and every other process
-// may step between two of them.
+// sane bounds the step time so that no lease runs out without a fault: a
+// row stays leased until the publishes ahead of it in the window, the rest
+// of its batch and the next claim are through (fewer than Window +
+// 2 x BatchSize rows, about three calls each), and every other process may
+// step between two calls.
 func (sw Swarm) sane() Swarm {
 	procs := sw.Producers + sw.Replicas + sw.Consumers
-	bound := sw.Lease / time.Duration(4*procs*(3*sw.BatchSize+8))
+	bound := sw.Lease / time.Duration(4*procs*(3*(2*sw.BatchSize+sw.Window)+8))
 	if sw.StepTime > bound {
 		sw.StepTime = bound.Truncate(time.Millisecond)
 	}

@@ -30,6 +30,26 @@ func TestProductionPasses(t *testing.T) {
 	}
 }
 
+// regressions are seeds that once caught a bug of the production relay,
+// with what they caught. Each must pass now.
+var regressions = []struct {
+	seed uint64
+	bug  string
+}{
+	{25890, "a relay paused past its lease re-claimed its own rows while their first publishes were still " +
+		"awaiting confirms, published them again and counted two attempts for one nack"},
+}
+
+// TestRegressions replays the seeds of regressions.
+func TestRegressions(t *testing.T) {
+	for _, r := range regressions {
+		res := Run(r.seed, Options{})
+		if !res.Valid {
+			t.Errorf("seed %d (%s) fails again:\n%s", r.seed, r.bug, res.Report.Summary())
+		}
+	}
+}
+
 // TestSwarmFaultsFire checks that every fault the swarm draws fires in some
 // seed, and that faults produce the effects they exist for.
 func TestSwarmFaultsFire(t *testing.T) {

@@ -297,7 +297,7 @@ func (w *world) relayBody(p *proc) {
 	if w.v.WrapPublisher != nil {
 		pub = w.v.WrapPublisher(p, pub)
 	}
-	r, err := relay.New(cfg, store, pub, relay.Options{Logger: discard, Decoder: w.dec})
+	r, err := relay.New(cfg, store, pub, relay.Options{Logger: discard, Decoder: w.dec, SerialStore: true})
 	if err != nil {
 		w.err = fmt.Errorf("building %s: %w", p.name, err)
 		p.dying = true

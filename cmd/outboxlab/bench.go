@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/report"
 )
 
@@ -33,7 +34,7 @@ func benchVerb() verb {
 	return verb{
 		name:    "bench",
 		summary: "measure the relay's throughput and latency on containers",
-		args:    "[--events N] [--duration D] [--seed S] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
+		args:    "[--events N] [--batch N] [--window N] [--duration D] [--seed S] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
 		about: `Measures this repository's relay on real PostgreSQL and RabbitMQ containers
 (built by ` + "`make images`" + `; a Docker engine is needed), with no fault injected:
 the rate at which one and two replicas drain a backlog of --events staged
@@ -41,12 +42,17 @@ events, side by side with amqp091 publishing the same messages straight from
 memory (the broker's limit) and with watermill's SQL forwarder; then the
 latency from COMMIT to the broker's confirm and to the consumer, at half
 the measured capacity for --duration, polling and with LISTEN/NOTIFY. A
-drain that loses or duplicates a message fails the run (exit 1). --json
+drain that loses or duplicates a message fails the run (exit 1). --batch
+and --window set the relay's batch size and publish window (the raw
+publisher uses the same window), so that a change of either can be
+measured against the defaults. --json
 prints the summary as one JSON object; --out DIR writes bench.json, the
 tables REPORT.md shows.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
 			o := &benchOptions{}
 			fs.IntVar(&o.events, "events", bench.DefaultEvents, "the backlog each drain starts from (`N` events)")
+			fs.IntVar(&o.batch, "batch", relay.DefaultBatchSize, "the relay's batch size (`N` rows per claim)")
+			fs.IntVar(&o.window, "window", relay.DefaultPublishWindow, "the publish window: at most `N` publishes awaiting confirms")
 			fs.DurationVar(&o.duration, "duration", bench.DefaultLatencyDuration, "how long each latency run sends at half capacity")
 			fs.Var(&o.seed, "seed", "the `seed` of the payloads and ids (default 1)")
 			fs.BoolVar(&o.skipWatermill, "skip-watermill", false, "leave out the watermill forwarder")
@@ -60,6 +66,8 @@ tables REPORT.md shows.`,
 
 type benchOptions struct {
 	events        int
+	batch         int
+	window        int
 	duration      time.Duration
 	seed          seedFlag
 	skipWatermill bool
@@ -75,8 +83,12 @@ func (o *benchOptions) run(ctx context.Context, std *stdio) int {
 	if o.duration <= 0 {
 		return usageErr(std, "bench", "--duration must be positive")
 	}
+	if o.batch < 1 || o.window < 1 {
+		return usageErr(std, "bench", "--batch and --window must be at least 1, not %d and %d", o.batch, o.window)
+	}
 	opts := bench.Options{
 		Events: o.events, LatencyDuration: o.duration, Seed: 1,
+		Relay:         relay.Config{BatchSize: o.batch, PublishWindow: o.window},
 		SkipWatermill: o.skipWatermill, SkipLatency: o.skipLatency,
 	}
 	if o.seed.set {
