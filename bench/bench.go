@@ -4,9 +4,9 @@
 //
 //  1. raw: amqp091 publishing the events straight from memory with
 //     asynchronous publisher confirms, as many in flight as the relay's
-//     publish window: the broker's limit for this workload; and
-//     raw-batched, the same waiting for a whole window's confirms before
-//     the next window, as a relay batch does, without its database work;
+//     publish window: the broker's limit for this workload. It runs before
+//     and after the relay's drains (raw-after), and the higher rate is the
+//     limit the relay is compared with;
 //  2. relay: the production relay (relay.New over relay.PGStore and
 //     relay.AMQPPublisher, in this process) draining a backlog of N staged
 //     events, with one replica and with two, each replica with its own
@@ -200,13 +200,19 @@ type Result struct {
 	// LatencyPollMaxMs and LatencyNotifyMaxMs complete the summary.
 	LatencyPollMaxMs   float64 `json:"latency_poll_max_ms"`
 	LatencyNotifyMaxMs float64 `json:"latency_notify_max_ms"`
+	// LatencyBrokerP50Ms and LatencyBrokerP99Ms are publish -> confirm of
+	// the same messages published from memory at the rate the NOTIFY run
+	// reached: the broker's own share, which no relay can beat.
+	LatencyBrokerP50Ms float64 `json:"latency_broker_p50_ms"`
+	LatencyBrokerP99Ms float64 `json:"latency_broker_p99_ms"`
 	// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
 	Ratio2ToRaw float64 `json:"ratio2_to_raw"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
 	// Latency holds the latency runs in full: poll, notify (the summary's
-	// two) and notify-after-commit.
+	// two), notify-after-commit and broker (publish -> confirm from memory,
+	// no database: the floor).
 	Latency []Latency `json:"latency,omitempty"`
 	// Profile summarises the CPU profile of the one-replica drain.
 	Profile *Profile `json:"profile,omitempty"`
@@ -242,7 +248,7 @@ type RunConfig struct {
 
 // Phase is one drain of the backlog.
 type Phase struct {
-	// Name is raw, raw-batched, relay-1, relay-2 or watermill.
+	// Name is raw, relay-1, relay-2, raw-after or watermill.
 	Name string `json:"name"`
 	// Events is how many messages the phase got confirmed within its
 	// bound: N, or fewer when the bound ran out (Complete is false and
@@ -330,15 +336,17 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	}
 	b := &runner{o: o, in: in, w: w, cpu: cpuClock{in: in}}
 
-	// 1. raw
-	if err := b.raw(ctx, &res); err != nil {
+	// 1. raw, 2. the relay with one replica then two, 1 again: raw-after.
+	if err := b.raw(ctx, &res, "raw"); err != nil {
 		return res, err
 	}
-	// 2. relay, one replica then two
 	for _, replicas := range []int{1, 2} {
 		if err := b.relayDrain(ctx, &res, replicas); err != nil {
 			return res, err
 		}
+	}
+	if err := b.raw(ctx, &res, "raw-after"); err != nil {
+		return res, err
 	}
 	// 3. watermill
 	if !o.SkipWatermill {
@@ -376,6 +384,50 @@ type runner struct {
 	cpu cpuClock
 }
 
+// Quiet is how busy PostgreSQL and RabbitMQ may be, together, for a phase
+// to start: a tenth of a core over quietWindow. A purge of 100,000
+// persistent messages or the vacuum after a load keeps them busy for
+// seconds, which the next phase would otherwise pay for.
+const (
+	quietShare   = 0.10
+	quietWindow  = 500 * time.Millisecond
+	quietTimeout = 30 * time.Second
+)
+
+// quiesce waits until the service containers are quiet, so that every
+// phase starts on a broker and a database that are not still finishing the
+// previous one. Where their CPU time cannot be read it returns at once; when
+// they do not settle within quietTimeout, Result.Notes says so.
+func (b *runner) quiesce(ctx context.Context, res *Result, phase string) {
+	began := time.Now()
+	prev := b.cpu.sample()
+	if len(prev.services) == 0 {
+		return
+	}
+	timer := time.NewTimer(quietWindow)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		cur := b.cpu.sample()
+		c := cpuBetween(prev, cur)
+		busy := (c.PostgresSeconds + c.RabbitMQSeconds) / cur.wall.Sub(prev.wall).Seconds()
+		if busy < quietShare {
+			return
+		}
+		if time.Since(began) > quietTimeout {
+			res.Notes = append(res.Notes, fmt.Sprintf(
+				"%s started with PostgreSQL and RabbitMQ still busy (%.0f%% of a core after %s)", phase, 100*busy, quietTimeout))
+			return
+		}
+		prev = cur
+		timer.Reset(quietWindow)
+	}
+}
+
 func ratio(a, b float64) float64 {
 	if b == 0 {
 		return 0
@@ -383,32 +435,29 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// raw publishes the backlog from memory twice: with a sliding window
-// (the broker's limit, "raw") and window by window ("raw-batched"), which
-// is what a relay batch without any database work would reach.
-func (b *runner) raw(ctx context.Context, res *Result) error {
-	for _, batched := range []bool{false, true} {
-		name := "raw"
-		if batched {
-			name = "raw-batched"
-		}
-		b.o.Logf("bench: %s: publishing %d messages, window %d", name, b.w.len(), b.o.Relay.PublishWindow)
-		c0 := b.cpu.sample()
-		confirmed, elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow, batched, b.o.DrainTimeout)
-		c1 := b.cpu.sample()
-		if err != nil {
-			return err
-		}
-		b.partial(res, name, confirmed, b.o.DrainTimeout)
-		ph, err := b.finishPhase(ctx, name, confirmed, confirmed, elapsed, c0, c1)
-		if err != nil {
-			return err
-		}
-		res.Phases = append(res.Phases, ph)
-		if !batched {
-			res.RawMsgsPerSec = ph.MsgsPerSec
-		}
+// raw publishes the backlog from memory with a sliding window of the
+// relay's size: the broker's limit. It runs twice, before and after the
+// relay's drains, and the higher rate counts as the limit: a broker that
+// was slower in one of the runs (a cold start, a purge still settling)
+// would otherwise flatter the relay.
+func (b *runner) raw(ctx context.Context, res *Result, name string) error {
+	b.quiesce(ctx, res, name)
+	b.o.Logf("bench: %s: publishing %d messages, window %d", name, b.w.len(), b.o.Relay.PublishWindow)
+	c0 := b.cpu.sample()
+	confirmed, elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow, b.o.DrainTimeout)
+	c1 := b.cpu.sample()
+	if err != nil {
+		return err
 	}
+	b.partial(res, name, confirmed, b.o.DrainTimeout)
+	ph, err := b.finishPhase(ctx, name, confirmed, confirmed, elapsed, c0, c1)
+	if err != nil {
+		return err
+	}
+	res.Phases = append(res.Phases, ph)
+	res.RawMsgsPerSec = max(res.RawMsgsPerSec, ph.MsgsPerSec)
+	res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
+	res.Ratio2ToRaw = ratio(res.Relay2MsgsPerSec, res.RawMsgsPerSec)
 	return nil
 }
 
@@ -481,6 +530,7 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 	if err := b.in.purge(ctx); err != nil {
 		return err
 	}
+	b.quiesce(ctx, res, name)
 	var prof *cpuProfile
 	if replicas == 1 {
 		if prof, err = startCPUProfile(filepath.Join(b.o.ProfileDir, "relay-cpu.pprof")); err != nil {
@@ -704,6 +754,7 @@ func (b *runner) watermill(ctx context.Context, res *Result) error {
 	if err := b.in.purge(ctx); err != nil {
 		return err
 	}
+	b.quiesce(ctx, res, "watermill")
 	b.o.Logf("bench: watermill: draining (at most %s)", b.o.WatermillTimeout)
 	c0 := b.cpu.sample()
 	start := time.Now()
@@ -765,6 +816,7 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		name                string
 		notify, afterCommit bool
 	}{{"poll", false, false}, {"notify", true, false}, {"notify-after-commit", true, true}} {
+		b.quiesce(ctx, res, "latency "+mode.name)
 		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
 		l, err := measureLatency(ctx, b.in, b.w.slice(count), latencyOptions{
 			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, rate: rate, producers: b.o.Producers,
@@ -788,6 +840,28 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 			res.LatencyNotifyP50Ms, res.LatencyNotifyP99Ms, res.LatencyNotifyMaxMs = l.Confirm.P50, l.Confirm.P99, l.Confirm.Max
 		}
 	}
+	// The broker's own share: the same messages at the rate the NOTIFY
+	// producers reached, published from memory.
+	brate := rate
+	for _, l := range res.Latency {
+		if l.Mode == "notify" && l.Rate > 0 {
+			brate = min(rate, l.Rate)
+		}
+	}
+	bcount := min(count, max(100, int(brate*b.o.LatencyDuration.Seconds())))
+	b.quiesce(ctx, res, "latency broker")
+	b.o.Logf("bench: latency broker: %d messages at %.0f/s, no database", bcount, brate)
+	l, err := measureBrokerLatency(ctx, b.in, b.w.slice(bcount), brate)
+	if err != nil {
+		return err
+	}
+	b.o.Logf("bench: latency broker: publish->confirm p50 %.1f ms, p99 %.1f ms, max %.1f ms (rate %.0f/s)",
+		l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Rate)
+	res.Latency = append(res.Latency, l)
+	res.LatencyBrokerP50Ms, res.LatencyBrokerP99Ms = l.Confirm.P50, l.Confirm.P99
+	res.Notes = append(res.Notes, fmt.Sprintf(
+		"latency broker: no relay and no database; %d messages published from memory at %.0f/s (the rate the notify producers reached), timed from each publish: the broker's own share of every other mode's latency",
+		l.Events, brate))
 	return nil
 }
 
@@ -857,7 +931,8 @@ func (r Result) WriteTable(out io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms (target <= 20 ms)\n", r.LatencyNotifyP99Ms)
+		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms (target <= 20 ms); the broker alone, publish -> confirm at that rate: p99 %.1f ms\n",
+			r.LatencyNotifyP99Ms, r.LatencyBrokerP99Ms)
 	}
 	for _, ph := range r.Phases {
 		if b := ph.Breakdown; b != nil {

@@ -248,13 +248,14 @@ func (in *infra) newOutbox(ctx context.Context, name string) (outbox.Table, erro
 }
 
 // stageCopy stages every event of w in table with one COPY, then runs
-// ANALYZE as autovacuum would after such a load.
+// VACUUM ANALYZE as autovacuum would after such a load (its insert
+// threshold would otherwise start one in the middle of the drain).
 func (in *infra) stageCopy(ctx context.Context, table outbox.Table, w *workload) error {
 	return stageCopy(ctx, in.admin, table, w)
 }
 
 // stageCopy stages every event of w in table with one COPY on pool, then
-// runs ANALYZE.
+// runs VACUUM ANALYZE.
 func stageCopy(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, w *workload) error {
 	rows := make([][]any, w.len())
 	for i := range rows {
@@ -272,8 +273,8 @@ func stageCopy(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, w *w
 	if int(n) != w.len() {
 		return fmt.Errorf("staging %d events in %s: copied %d", w.len(), table, n)
 	}
-	if _, err := pool.Exec(ctx, `ANALYZE `+table.Ident()); err != nil {
-		return fmt.Errorf("analyzing %s: %w", table, err)
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+table.Ident()); err != nil {
+		return fmt.Errorf("vacuuming %s: %w", table, err)
 	}
 	return nil
 }

@@ -22,7 +22,9 @@ import (
 // Latency is the steady-state latency of one mode of waking the relay,
 // measured on every event of a run at a fixed rate.
 type Latency struct {
-	// Mode is "poll" (the relay only polls), "notify" (the staging
+	// Mode is "broker" (no relay and no database: the messages published
+	// from memory at the rate, Confirm and Delivery counted from the
+	// publish), "poll" (the relay only polls), "notify" (the staging
 	// transaction sends NOTIFY, outbox.StageOptions.Notify, and the relay
 	// LISTENs) or "notify-after-commit" (the producer sends the NOTIFY in
 	// a transaction of its own after its COMMIT, with synchronous_commit

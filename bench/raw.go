@@ -2,10 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxlab/outboxlab/internal/testenv"
 )
 
 // publishRaw publishes every event of w straight from memory with amqp091:
@@ -15,11 +19,7 @@ import (
 // this workload: what a relay would reach if reading and marking rows
 // cost nothing. It stops publishing once bound has passed and returns how
 // many messages were confirmed and when the last confirm came.
-//
-// With batched, it waits for every confirm of a full window before it
-// publishes the next one, as a relay batch of window rows does: the
-// difference from the sliding window is what that barrier costs.
-func publishRaw(ctx context.Context, in *infra, w *workload, window int, batched bool, bound time.Duration) (int, time.Duration, error) {
+func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound time.Duration) (int, time.Duration, error) {
 	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-raw")
 	if err != nil {
 		return 0, 0, err
@@ -59,13 +59,10 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int, batched
 		default:
 		}
 		if len(pending) == window {
-			// Sliding: wait for the oldest. Batched: wait for them all.
-			for first := true; first || batched && len(pending) > 0; first = false {
-				if err := settle(); err != nil {
-					return 0, 0, err
-				}
-				confirmed++
+			if err := settle(); err != nil {
+				return 0, 0, err
 			}
+			confirmed++
 		}
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
 			ContentType:  "application/json",
@@ -101,4 +98,120 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int, batched
 		return 0, 0, fmt.Errorf("raw: %d messages returned unroutable", returned)
 	}
 	return confirmed, elapsed, nil
+}
+
+// measureBrokerLatency publishes the events of w straight from memory on
+// the open-loop schedule of a latency run (rate events per second), each
+// with a confirm, and returns COMMIT-free latencies: publish -> confirm
+// and publish -> delivery to a consumer of the queue. No database is
+// involved, so it is the broker's own share of the relay's latency at that
+// rate on this machine: no relay can confirm faster than the broker does.
+func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate float64) (Latency, error) {
+	res := Latency{Mode: "broker", TargetRate: rate}
+	if err := in.purge(ctx); err != nil {
+		return res, err
+	}
+	n := w.len()
+	sentAt := make([]atomic.Int64, n)
+	deliverAt := make([]atomic.Int64, n)
+	var delivered atomic.Int64
+	cons, err := startConsumer(ctx, in, func(id string, at time.Time) {
+		if i, ok := w.index[id]; ok && deliverAt[i].CompareAndSwap(0, at.UnixNano()) {
+			delivered.Add(1)
+		}
+	})
+	if err != nil {
+		return res, err
+	}
+	defer cons.stop()
+	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-broker-latency")
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return res, fmt.Errorf("broker latency: opening channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		return res, fmt.Errorf("broker latency: enabling confirms: %w", err)
+	}
+
+	// One goroutine takes the confirms in publishing order as they come.
+	type sent struct {
+		i  int
+		dc *amqp.DeferredConfirmation
+	}
+	queue := make(chan sent, n)
+	conf := make([]time.Duration, 0, n)
+	waited := make(chan error, 1)
+	go func() {
+		for s := range queue {
+			ok, err := s.dc.WaitContext(ctx)
+			if err != nil {
+				waited <- fmt.Errorf("broker latency: awaiting confirm %d: %w", s.i, err)
+				return
+			}
+			if !ok {
+				waited <- fmt.Errorf("broker latency: confirm %d: nacked", s.i)
+				return
+			}
+			conf = append(conf, time.Duration(time.Now().UnixNano()-sentAt[s.i].Load()))
+		}
+		waited <- nil
+	}()
+
+	interval := time.Duration(float64(time.Second) / rate)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	t0 := time.Now()
+	var perr error
+	for i := range n {
+		if wait := time.Until(t0.Add(time.Duration(i) * interval)); wait > 0 {
+			timer.Reset(wait)
+			<-timer.C
+		}
+		sentAt[i].Store(time.Now().UnixNano())
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
+			ContentType:  "application/json",
+			DeliveryMode: amqp.Persistent,
+			MessageId:    w.idStr[i],
+			Type:         MessageType,
+			Timestamp:    time.Now().UTC(),
+			Body:         w.payloads[i],
+		})
+		if err != nil {
+			perr = fmt.Errorf("broker latency: publishing %d: %w", i, err)
+			break
+		}
+		queue <- sent{i: i, dc: dc}
+	}
+	if last := time.Since(t0); n > 1 && last > 0 {
+		res.Rate = float64(n-1) / last.Seconds()
+	}
+	close(queue)
+	if err := errors.Join(perr, <-waited); err != nil {
+		return res, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = testenv.WaitUntil(wctx, 10*time.Millisecond, func(context.Context) error {
+		if d := delivered.Load(); d < int64(n) {
+			return fmt.Errorf("%d of %d delivered", d, n)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("broker latency: %w", err)
+	}
+	cons.stop()
+	del := make([]time.Duration, 0, n)
+	for i := range n {
+		del = append(del, time.Duration(deliverAt[i].Load()-sentAt[i].Load()))
+	}
+	res.Events = n
+	res.Confirm = percentiles(conf)
+	res.Delivery = percentiles(del)
+	return res, in.purge(ctx)
 }

@@ -172,8 +172,7 @@ func (rs *replicaSet) breakdown(wall time.Duration) *Breakdown {
 		first += f
 		last += l
 	}
-	// Every replica runs one batch at a time, so the replicas' time adds
-	// up to count x wall.
+	// Shares are of count x wall: each replica's loop is one goroutine.
 	busy := wall * time.Duration(len(rs.reps))
 	b := &Breakdown{
 		Claim:       claim.report(busy),
@@ -192,8 +191,10 @@ func (rs *replicaSet) breakdown(wall time.Duration) *Breakdown {
 
 // Breakdown says where the relay replicas spent a drain, added up over the
 // replicas: time inside each call of the store, the publisher and the
-// decoder, and its share of the replicas' wall time (what is left is the
-// relay's own bookkeeping and scheduling).
+// decoder, and its share of the replicas' wall time. Publishing, waiting
+// for confirms and decoding happen on the relay's own goroutine (what they
+// leave is its bookkeeping); claims and marks run on goroutines of their
+// own while it publishes, so their shares overlap the others.
 type Breakdown struct {
 	Claim       CallTime `json:"claim"`
 	Mark        CallTime `json:"mark"`
