@@ -151,8 +151,9 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 }
 
 // Tick drains every eligible row, batch by batch, sweeps when the sweep is
-// due, and refreshes the backlog metrics. It stops at the first failed
-// batch and returns the error; what that batch got confirmed is marked.
+// due, and refreshes the backlog metrics. It stops at the first failure and
+// returns the error; what got confirmed before it is marked (unless the
+// failure was the store's) and every call it started has ended.
 func (r *Relay) Tick(ctx context.Context) (TickResult, error) {
 	return r.tick(ctx, nil, nil)
 }

@@ -172,6 +172,59 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 		}
 		f.Tables = append(f.Tables, lt)
 	}
+	tt := report.Table{
+		Title:   "Targets",
+		Columns: []string{"figure", "measured", "target", "met"},
+		Rows: [][]string{
+			{"ratio_to_raw (relay-1 / the higher raw run)", fmt.Sprintf("%.2f", r.RatioToRaw), ">= 0.8", yesNo(r.RatioToRaw >= 0.8)},
+			{"ratio_to_watermill (relay-1 / watermill)", fmt.Sprintf("%.1f", r.RatioToWatermill), ">= 5", yesNo(r.RatioToWatermill >= 5)},
+		},
+	}
+	for _, l := range r.Latency {
+		if l.Mode == "notify" {
+			tt.Rows = append(tt.Rows, []string{"NOTIFY p99 commit -> confirm, ms", fmt.Sprintf("%.1f", l.Confirm.P99), "<= 20", yesNo(l.Confirm.P99 <= 20)})
+		}
+	}
+	if r.WatermillMsgsPerSec == 0 {
+		tt.Rows[1] = []string{"ratio_to_watermill", "not run", ">= 5", "-"}
+	}
+	f.Tables = append(f.Tables, tt)
+	bt := report.Table{
+		Title: "Where the relay spent each drain (share of the replicas' wall time; claims and marks run beside the loop, so their shares overlap the rest)",
+		Columns: []string{"drain", "claim", "claim mean ms", "mark", "mark mean ms", "publish", "confirm wait", "decode", "lost leases"},
+	}
+	pct := func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+	for _, ph := range r.Phases {
+		if b := ph.Breakdown; b != nil {
+			bt.Rows = append(bt.Rows, []string{ph.Name, pct(b.Claim.ShareOfWall), fmt.Sprintf("%.2f", b.Claim.MeanMs),
+				pct(b.Mark.ShareOfWall), fmt.Sprintf("%.2f", b.Mark.MeanMs), pct(b.Publish.ShareOfWall),
+				pct(b.ConfirmWait.ShareOfWall), pct(b.Decode.ShareOfWall), fmt.Sprint(b.LostLeases)})
+		}
+	}
+	if len(bt.Rows) > 0 {
+		f.Tables = append(f.Tables, bt)
+	}
+	if p := r.Profile; p != nil && len(p.TopFlat) > 0 {
+		pt := report.Table{
+			Title:   fmt.Sprintf("CPU profile of the one-replica drain, this process (%.1f s sampled): functions with the most time of their own", p.SampledSeconds),
+			Columns: []string{"function", "flat", "cum"},
+		}
+		for _, e := range p.TopFlat[:min(12, len(p.TopFlat))] {
+			pt.Rows = append(pt.Rows, []string{e.Func, pct(e.FlatShare), pct(e.CumShare)})
+		}
+		f.Tables = append(f.Tables, pt)
+	}
+	if len(r.Hygiene) > 0 {
+		ht := report.Table{
+			Title:   "Outbox table hygiene (the one-replica table; claim uses the pending index: " + yesNo(r.ClaimUsesPendingIndex) + ")",
+			Columns: []string{"moment", "live tuples", "dead tuples", "table bytes", "index bytes", "updates", "HOT updates"},
+		}
+		for _, h := range r.Hygiene {
+			ht.Rows = append(ht.Rows, []string{h.Moment, fmt.Sprint(h.LiveTuples), fmt.Sprint(h.DeadTuples),
+				fmt.Sprint(h.TableBytes), fmt.Sprint(h.IndexBytes), fmt.Sprint(h.Updates), fmt.Sprint(h.HOTUpdates)})
+		}
+		f.Tables = append(f.Tables, ht)
+	}
 	return f, nil
 }
 

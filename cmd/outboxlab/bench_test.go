@@ -53,8 +53,21 @@ func TestBenchWritesItsTablesAndBundle(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 	b, err := report.ReadBundle(dir)
-	if err != nil || b.Bench == nil || len(b.Bench.Tables) != 2 {
+	if err != nil || b.Bench == nil || len(b.Bench.Tables) != 3 {
 		t.Fatalf("bench.json: %v %+v", err, b.Bench)
+	}
+	targets := b.Bench.Tables[2]
+	if targets.Title != "Targets" || len(targets.Rows) != 3 {
+		t.Fatalf("targets table %+v", targets)
+	}
+	if got := targets.Rows[0]; got[1] != "0.80" || got[3] != "yes" {
+		t.Errorf("ratio_to_raw row %v", got)
+	}
+	if got := targets.Rows[1]; got[1] != "not run" {
+		t.Errorf("ratio_to_watermill row %v, watermill was skipped", got)
+	}
+	if got := targets.Rows[2]; got[1] != "9.2" && got[1] != "9.3" || got[3] != "yes" {
+		t.Errorf("NOTIFY row %v", got)
 	}
 	if got := b.Bench.Tables[0].Rows[1]; got[0] != "relay-1" || got[1] != "8000" || got[3] != "0.80" {
 		t.Errorf("throughput row %v", got)
@@ -88,5 +101,41 @@ func TestBenchJSONAndFailure(t *testing.T) {
 	code, _, errOut := invoke(t, "bench")
 	if code != exitFail || !strings.Contains(errOut, "999 of 1000") {
 		t.Errorf("failing drain: exit %d, %q", code, errOut)
+	}
+}
+
+// TestBenchFileShowsWhereTheTimeGoes checks that a result with a
+// breakdown, a profile and hygiene figures carries them into bench.json,
+// where REPORT.md takes them from, and that a missed target says so.
+func TestBenchFileShowsWhereTheTimeGoes(t *testing.T) {
+	r := benchResult()
+	r.RatioToRaw = 0.66
+	r.Phases[1].Breakdown = &bench.Breakdown{
+		Claim:       bench.CallTime{ShareOfWall: 0.35, MeanMs: 8.7},
+		Mark:        bench.CallTime{ShareOfWall: 0.29, MeanMs: 7.1},
+		Publish:     bench.CallTime{ShareOfWall: 0.18},
+		ConfirmWait: bench.CallTime{ShareOfWall: 0.72},
+	}
+	r.Profile = &bench.Profile{SampledSeconds: 5, TopFlat: []bench.ProfileEntry{{Func: "syscall.Syscall6", FlatShare: 0.13, CumShare: 0.13}}}
+	r.Hygiene = []bench.TableStats{{Moment: "after drain", LiveTuples: 1000, Updates: 2000, HOTUpdates: 1000}}
+	f, err := benchFile(report.Meta{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	titles := map[string]report.Table{}
+	for _, tb := range f.Tables {
+		titles[strings.SplitN(tb.Title, " ", 2)[0]] = tb
+	}
+	if got := titles["Targets"].Rows[0]; got[1] != "0.66" || got[3] != "no" {
+		t.Errorf("ratio_to_raw row %v, want 0.66 and not met", got)
+	}
+	if got := titles["Where"].Rows; len(got) != 1 || got[0][0] != "relay-1" || got[0][1] != "35.0%" || got[0][6] != "72.0%" {
+		t.Errorf("breakdown rows %v", got)
+	}
+	if got := titles["CPU"].Rows; len(got) != 1 || got[0][0] != "syscall.Syscall6" || got[0][1] != "13.0%" {
+		t.Errorf("profile rows %v", got)
+	}
+	if got := titles["Outbox"].Rows; len(got) != 1 || got[0][5] != "2000" || got[0][6] != "1000" {
+		t.Errorf("hygiene rows %v", got)
 	}
 }
