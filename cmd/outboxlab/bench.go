@@ -190,7 +190,7 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	}
 	f.Tables = append(f.Tables, tt)
 	bt := report.Table{
-		Title: "Where the relay spent each drain (share of the replicas' wall time; claims and marks run beside the loop, so their shares overlap the rest)",
+		Title:   "Where the relay spent each drain (share of the replicas' wall time; claims and marks run beside the loop, so their shares overlap the rest)",
 		Columns: []string{"drain", "claim", "claim mean ms", "mark", "mark mean ms", "publish", "confirm wait", "decode", "lost leases"},
 	}
 	pct := func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
