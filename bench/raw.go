@@ -64,14 +64,7 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound t
 			}
 			confirmed++
 		}
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
-			ContentType:  "application/json",
-			DeliveryMode: amqp.Persistent,
-			MessageId:    w.idStr[i],
-			Type:         MessageType,
-			Timestamp:    time.Now().UTC(),
-			Body:         w.payloads[i],
-		})
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, w.publishing(i))
 		if err != nil {
 			return 0, 0, fmt.Errorf("raw: publishing %d: %w", i, err)
 		}
@@ -173,14 +166,7 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 			<-timer.C
 		}
 		sentAt[i].Store(time.Now().UnixNano())
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, amqp.Publishing{
-			ContentType:  "application/json",
-			DeliveryMode: amqp.Persistent,
-			MessageId:    w.idStr[i],
-			Type:         MessageType,
-			Timestamp:    time.Now().UTC(),
-			Body:         w.payloads[i],
-		})
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, in.exchange, MessageType, true, false, w.publishing(i))
 		if err != nil {
 			perr = fmt.Errorf("broker latency: publishing %d: %w", i, err)
 			break
@@ -214,4 +200,17 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 	res.Confirm = percentiles(conf)
 	res.Delivery = percentiles(del)
 	return res, in.purge(ctx)
+}
+
+// publishing is event i of w as the relay publishes it: persistent,
+// JSON, its id as message id and its type.
+func (w *workload) publishing(i int) amqp.Publishing {
+	return amqp.Publishing{
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		MessageId:    w.idStr[i],
+		Type:         MessageType,
+		Timestamp:    time.Now().UTC(),
+		Body:         w.payloads[i],
+	}
 }
