@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 
 	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -19,35 +17,12 @@ import (
 
 // shared is the environment of the package's tests and benchmarks, started
 // by the first one that needs it and removed when they all end.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
+var shared testenv.Shared
 
+// TestMain runs the tests and benchmarks, removes the environment and fails
+// the package if a goroutine was left behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if err := shared.env.Close(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: removing the environment: %v\n", err)
-			code = 1
-		}
-		cancel()
-	}
-	if code == 0 {
-		if err := goleak.Find(
-			// The toxiproxy client uses http.DefaultClient, whose idle
-			// keep-alive connections outlive the environment.
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: goroutines left behind: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 // sharedEnv returns the package's environment, starting it once. It skips
@@ -55,21 +30,7 @@ func TestMain(m *testing.M) {
 // engine answers.
 func sharedEnv(tb testing.TB) *testenv.Env {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("bench: needs PostgreSQL and RabbitMQ containers (skipped with -short)")
-	}
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		shared.env, shared.err = testenv.Start(ctx, testenv.Options{})
-	})
-	if shared.err != nil {
-		if errors.Is(shared.err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
-			tb.Skipf("bench: %v (set OUTBOXLAB_REQUIRE_DOCKER=1 to fail instead)", shared.err)
-		}
-		tb.Fatalf("bench: starting the environment: %v", shared.err)
-	}
-	return shared.env
+	return shared.Get(tb)
 }
 
 // testDB is one test's schema with a migrated outbox table.

@@ -23,9 +23,6 @@ func testEnv(t testing.TB) *testenv.Env {
 	return shared.Get(t)
 }
 
-// closeEnv removes the environment, if one was started.
-func closeEnv() error { return shared.Close() }
-
 // sharedEnv returns the URLs of the environment that bypass toxiproxy.
 func sharedEnv(t testing.TB) infra {
 	t.Helper()

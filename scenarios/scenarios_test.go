@@ -16,8 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/outboxlab/outboxlab/internal/testenv"
 )
 
@@ -28,36 +26,13 @@ var (
 
 // shared is the environment every test of the package runs in, one run
 // after another: starting the containers is the slow part.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
+var shared = testenv.Shared{Options: EnvOptions()}
 
+// TestMain parses the package's flags, runs the tests, removes the
+// environment and fails the package if a goroutine was left behind.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	if shared.env != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if err := shared.env.Close(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "closing the environment: %v\n", err)
-			code = 1
-		}
-		cancel()
-	}
-	if code == 0 {
-		if err := goleak.Find(
-			// The toxiproxy client and testcontainers use HTTP clients whose
-			// idle keep-alive connections outlive the runs.
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 // sharedEnv returns the package's environment, starting it on first use.
@@ -65,23 +40,7 @@ func TestMain(m *testing.M) {
 // is set.
 func sharedEnv(t *testing.T) *testenv.Env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("scenarios run on containers; skipped under -short")
-	}
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		opts := EnvOptions()
-		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		shared.env, shared.err = testenv.Start(ctx, opts)
-	})
-	if shared.err != nil {
-		if errors.Is(shared.err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
-			t.Skipf("scenarios need Docker: %v", shared.err)
-		}
-		t.Fatalf("starting the environment: %v", shared.err)
-	}
-	return shared.env
+	return shared.Get(t)
 }
 
 // baseSeed is the seed of every run of the test binary.

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
-	if err := closeEnv(); err != nil {
+	if err := shared.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "removing the test environment: %v\n", err)
 		code = 1
 	}

@@ -3,17 +3,20 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // Shared is one environment that the tests of a package start on first use
 // and share, for packages whose tests run one at a time and leave the
 // environment as they found it. Its zero value starts an Env with default
-// Options; TestMain calls Close after the tests ran.
+// Options; TestMain calls Main, or Close after the tests ran.
 type Shared struct {
 	// Options configures the environment; Logf defaults to log.Printf.
 	Options Options
@@ -57,4 +60,28 @@ func (s *Shared) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return s.env.Close(ctx)
+}
+
+// Main runs the package's tests, removes the environment if one was
+// started, and fails the package when the tests left a goroutine behind;
+// TestMain passes what it returns to os.Exit. The HTTP clients of toxiproxy
+// and Docker keep idle keep-alive connections after the tests that opened
+// them: those are not leaks.
+func (s *Shared) Main(m *testing.M) int {
+	code := m.Run()
+	if err := s.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "removing the test environment: %v\n", err)
+		code = 1
+	}
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	); err != nil {
+		fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)
+		return 1
+	}
+	return 0
 }

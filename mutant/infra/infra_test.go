@@ -2,17 +2,12 @@ package infra
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/internal/testenv"
@@ -22,35 +17,12 @@ import (
 
 // shared is the environment the package's tests run in, one after
 // another: starting the containers is the slow part.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
+var shared = testenv.Shared{Options: scenarios.EnvOptions()}
 
+// TestMain runs the tests, removes the environment and fails the package if
+// a goroutine was left behind.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.env != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if err := shared.env.Close(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "closing the environment: %v\n", err)
-			code = 1
-		}
-		cancel()
-	}
-	if code == 0 {
-		if err := goleak.Find(
-			// The toxiproxy client and testcontainers keep idle HTTP
-			// keep-alive connections.
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 // sharedEnv returns the package's environment, starting it on first use.
@@ -58,23 +30,7 @@ func TestMain(m *testing.M) {
 // OUTBOXLAB_REQUIRE_DOCKER is set.
 func sharedEnv(t *testing.T) *testenv.Env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs on containers; skipped under -short")
-	}
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		opts := scenarios.EnvOptions()
-		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		shared.env, shared.err = testenv.Start(ctx, opts)
-	})
-	if shared.err != nil {
-		if errors.Is(shared.err, testenv.ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
-			t.Skipf("needs Docker: %v", shared.err)
-		}
-		t.Fatalf("starting the environment: %v", shared.err)
-	}
-	return shared.env
+	return shared.Get(t)
 }
 
 // TestPlan: every scenario a mutant names exists and every variant
