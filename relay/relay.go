@@ -294,7 +294,9 @@ func (d *drain) run(stop, wake <-chan struct{}) error {
 			return d.abort(err)
 		}
 		full := len(rows) == r.cfg.BatchSize
-		more := full || woken(wake) && r.cfg.Now().Sub(began) < r.cfg.PollInterval
+		// The age is checked first: a wake-up taken and then not acted on
+		// would leave its rows to the next poll.
+		more := full || r.cfg.Now().Sub(began) < r.cfg.PollInterval && woken(wake)
 		if more && !stopping {
 			select {
 			case <-stop:

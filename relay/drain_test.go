@@ -1,0 +1,105 @@
+package relay
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// scriptedStore hands out the batches of claims in order (then nothing)
+// and moves the clock on by step at every claim; every mark succeeds.
+type scriptedStore struct {
+	claims [][]Row
+	calls  int
+	now    *time.Time
+	step   time.Duration
+}
+
+func (s *scriptedStore) Claim(context.Context, string, int, time.Duration) ([]Row, error) {
+	s.calls++
+	*s.now = s.now.Add(s.step)
+	if len(s.claims) == 0 {
+		return nil, nil
+	}
+	rows := s.claims[0]
+	s.claims = s.claims[1:]
+	return rows, nil
+}
+
+func (s *scriptedStore) Mark(_ context.Context, _ string, ids []uuid.UUID) ([]uuid.UUID, error) {
+	return ids, nil
+}
+
+func (s *scriptedStore) Retry(context.Context, string, uuid.UUID, RetryPolicy, string) (RetryResult, error) {
+	return RetryResult{Applied: true, Attempts: 1}, nil
+}
+
+func (s *scriptedStore) Park(context.Context, string, uuid.UUID, string) (bool, error) {
+	return true, nil
+}
+func (s *scriptedStore) Sweep(context.Context, time.Duration, int) (int, error) { return 0, nil }
+func (s *scriptedStore) Stats(context.Context) (Stats, error)                   { return Stats{}, nil }
+
+// ackingPublisher confirms every publish at once.
+type ackingPublisher struct{ published int }
+
+type acked struct{}
+
+func (acked) Wait(context.Context) error { return nil }
+
+func (p *ackingPublisher) Publish(context.Context, Message) (Confirmation, error) {
+	p.published++
+	return acked{}, nil
+}
+
+func rowsOf(n int) []Row {
+	rows := make([]Row, n)
+	for i := range rows {
+		rows[i] = Row{ID: uuid.New(), Type: "t", Payload: []byte(`{}`)}
+	}
+	return rows
+}
+
+// TestDrainClaimsAgainOnAWakeUp: a short claim ends the drain unless a
+// wake-up came in meanwhile and the drain is younger than the poll
+// interval. A wake-up it does not act on stays in the channel for Run.
+func TestDrainClaimsAgainOnAWakeUp(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		step       time.Duration // clock movement per claim
+		wantClaims int
+		wantWake   bool // the wake-up is still pending afterwards
+	}{
+		{"young drain takes the wake-up and claims again", time.Millisecond, 2, false},
+		{"old drain leaves the wake-up to the next tick", 2 * time.Second, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			store := &scriptedStore{claims: [][]Row{rowsOf(2), rowsOf(1)}, now: &now, step: c.step}
+			pub := &ackingPublisher{}
+			r, err := New(Config{RelayID: "r", BatchSize: 5, PollInterval: time.Second, Now: func() time.Time { return now }},
+				store, pub, Options{SerialStore: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wake := make(chan struct{}, 1)
+			wake <- struct{}{}
+			res, err := r.tick(context.Background(), nil, wake)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if store.calls != c.wantClaims {
+				t.Errorf("%d claims, want %d", store.calls, c.wantClaims)
+			}
+			if got := len(wake) == 1; got != c.wantWake {
+				t.Errorf("wake-up pending = %v, want %v", got, c.wantWake)
+			}
+			if res.Published != pub.published || res.Claimed != pub.published {
+				t.Errorf("claimed %d, published %d, marked %d: every claimed row is published and marked",
+					res.Claimed, pub.published, res.Published)
+			}
+		})
+	}
+}
