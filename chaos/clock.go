@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"context"
 	"fmt"
 	"os"
@@ -101,14 +103,16 @@ type ClockSkew struct {
 // names whose clock it is ("producer-1", "relay-a"); the fault is named
 // "<process> clock <offset>", e.g. "relay-a clock -5m0s".
 func NewClockSkew(process string, clock *Clock, offset time.Duration) *ClockSkew {
-	return &ClockSkew{name: process + " clock " + FormatClockOffset(offset), clock: clock, offset: offset}
+	f := &ClockSkew{name: process + " clock " + FormatClockOffset(offset), clock: clock, offset: offset}
+	f.targets = []string{process}
+	return f
 }
 
 // Name returns the fault's name.
 func (f *ClockSkew) Name() string { return f.name }
 
-// Class returns ClassClock.
-func (f *ClockSkew) Class() string { return ClassClock }
+// Class returns history.ClassClock.
+func (f *ClockSkew) Class() history.FaultClass { return history.ClassClock }
 
 // Kind returns KindClockSkew.
 func (f *ClockSkew) Kind() string { return KindClockSkew }

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"context"
 	"strings"
 	"testing"
@@ -27,7 +29,7 @@ func TestClockOffset(t *testing.T) {
 func TestClockSkewFault(t *testing.T) {
 	c := NewClock(time.Second)
 	f := NewClockSkew("producer-1", c, -90*time.Second)
-	if f.Name() != "producer-1 clock -1m30s" || f.Class() != ClassClock || f.Kind() != KindClockSkew {
+	if f.Name() != "producer-1 clock -1m30s" || f.Class() != history.ClassClock || f.Kind() != KindClockSkew {
 		t.Fatalf("fault = %q %q %q", f.Name(), f.Class(), f.Kind())
 	}
 	ctx := context.Background()

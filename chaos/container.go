@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"context"
 	"fmt"
 	"sync"
@@ -32,26 +34,34 @@ type ContainerFault struct {
 	marks
 	c           Container
 	name        string
-	class, kind string
+	class       history.FaultClass
+	kind        string
 	stopTimeout time.Duration
 	mu          sync.Mutex
 	failed      bool // the last injection failed: heal must bring it back
 }
 
-func newContainerFault(c Container, class, kind string) *ContainerFault {
-	return &ContainerFault{c: c, name: c.Name() + " " + kind, class: class, kind: kind}
+// newContainerFault returns the fault; one of class ClassProcess targets
+// the process that is the container (its name), any other every process.
+func newContainerFault(c Container, class history.FaultClass, kind string) *ContainerFault {
+	f := &ContainerFault{c: c, name: c.Name() + " " + kind, class: class, kind: kind}
+	if class == history.ClassProcess {
+		f.targets = []string{c.Name()}
+	}
+	return f
 }
 
 // KillContainer returns the fault that SIGKILLs c and starts it again when
 // healed, named "<container> kill". class is the container's role
-// (ClassBroker, ClassDB, ClassRelay, ...).
-func KillContainer(c Container, class string) *ContainerFault {
+// (history.ClassBroker, history.ClassDB, ClassProcess, ...); a process container
+// is its own target.
+func KillContainer(c Container, class history.FaultClass) *ContainerFault {
 	return newContainerFault(c, class, KindKill)
 }
 
 // StopContainer returns the fault that stops c (SIGTERM, then SIGKILL
 // after timeout) and starts it when healed, named "<container> stop".
-func StopContainer(c Container, class string, timeout time.Duration) *ContainerFault {
+func StopContainer(c Container, class history.FaultClass, timeout time.Duration) *ContainerFault {
 	f := newContainerFault(c, class, KindStop)
 	f.stopTimeout = timeout
 	return f
@@ -60,25 +70,31 @@ func StopContainer(c Container, class string, timeout time.Duration) *ContainerF
 // PauseContainer returns the fault that freezes c and thaws it when
 // healed, named "<container> pause". A relay paused past its lease loses
 // its claims to another replica.
-func PauseContainer(c Container, class string) *ContainerFault {
+func PauseContainer(c Container, class history.FaultClass) *ContainerFault {
 	return newContainerFault(c, class, KindPause)
 }
 
 // RestartContainer returns the one-shot fault that restarts c, named
 // "<container> restart". Its heal only starts the container when the
 // restart failed half-way.
-func RestartContainer(c Container, class string) *ContainerFault {
+func RestartContainer(c Container, class history.FaultClass) *ContainerFault {
 	return newContainerFault(c, class, KindRestart)
 }
 
 // WithName renames the fault and returns it.
 func (f *ContainerFault) WithName(name string) *ContainerFault { f.name = name; return f }
 
+// WithTargets sets the processes the fault affects and returns f.
+func (f *ContainerFault) WithTargets(processes ...string) *ContainerFault {
+	f.targets = processes
+	return f
+}
+
 // Name returns the fault's name.
 func (f *ContainerFault) Name() string { return f.name }
 
 // Class returns the container's role.
-func (f *ContainerFault) Class() string { return f.class }
+func (f *ContainerFault) Class() history.FaultClass { return f.class }
 
 // Kind returns KindKill, KindStop, KindPause or KindRestart.
 func (f *ContainerFault) Kind() string { return f.kind }

@@ -19,10 +19,10 @@ func TestContainerFaultsOnPostgres(t *testing.T) {
 	url := env.dbURL
 	rec := &history.Recorder{}
 	pg := env.postgres
-	kill := chaos.KillContainer(pg, chaos.ClassDB)
-	stop := chaos.StopContainer(pg, chaos.ClassDB, 10*time.Second)
-	pause := chaos.PauseContainer(pg, chaos.ClassDB)
-	restart := chaos.RestartContainer(pg, chaos.ClassDB)
+	kill := chaos.KillContainer(pg, history.ClassDB)
+	stop := chaos.StopContainer(pg, history.ClassDB, 10*time.Second)
+	pause := chaos.PauseContainer(pg, history.ClassDB)
+	restart := chaos.RestartContainer(pg, history.ClassDB)
 	n, err := chaos.NewNemesis(rec, kill, stop, pause, restart)
 	if err != nil {
 		t.Fatal(err)
@@ -105,10 +105,10 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 	ctx := context.Background()
 	rec := &history.Recorder{}
 	rmq := env.rabbitmq
-	kill := chaos.KillContainer(rmq, chaos.ClassBroker)
-	stop := chaos.StopContainer(rmq, chaos.ClassBroker, 10*time.Second)
-	pause := chaos.PauseContainer(rmq, chaos.ClassBroker)
-	restart := chaos.RestartContainer(rmq, chaos.ClassBroker)
+	kill := chaos.KillContainer(rmq, history.ClassBroker)
+	stop := chaos.StopContainer(rmq, history.ClassBroker, 10*time.Second)
+	pause := chaos.PauseContainer(rmq, history.ClassBroker)
+	restart := chaos.RestartContainer(rmq, history.ClassBroker)
 	n, err := chaos.NewNemesis(rec, kill, stop, pause, restart)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"context"
 	"errors"
 	"fmt"
@@ -479,15 +481,16 @@ type FailpointFault struct {
 	fp    *Failpoints
 	point string
 	terms string
-	class string
+	class history.FaultClass
 	base  int64
 }
 
 // NewFailpointFault returns a fault that programs failpoint name of fp with
 // terms while it is injected. class is the class of the process that
-// passes the failpoint (ClassRelay when empty). Its hits are the
-// failpoint's hits since the fault was built.
-func NewFailpointFault(fp *Failpoints, name, terms, class string) (*FailpointFault, error) {
+// passes the failpoint (history.ClassProcess when empty); targets names
+// those processes. Its hits are the failpoint's hits since the fault was
+// built.
+func NewFailpointFault(fp *Failpoints, name, terms string, class history.FaultClass, targets ...string) (*FailpointFault, error) {
 	if fp == nil {
 		return nil, errors.New("failpoint fault: nil failpoints")
 	}
@@ -498,16 +501,18 @@ func NewFailpointFault(fp *Failpoints, name, terms, class string) (*FailpointFau
 		return nil, fmt.Errorf("failpoint fault %s: %w", name, err)
 	}
 	if class == "" {
-		class = ClassRelay
+		class = history.ClassProcess
 	}
-	return &FailpointFault{fp: fp, point: name, terms: terms, class: class, base: fp.Hits(name)}, nil
+	f := &FailpointFault{fp: fp, point: name, terms: terms, class: class, base: fp.Hits(name)}
+	f.targets = targets
+	return f, nil
 }
 
 // Name returns "failpoint NAME=TERMS".
 func (f *FailpointFault) Name() string { return "failpoint " + f.point + "=" + f.terms }
 
 // Class returns the class of the process that passes the failpoint.
-func (f *FailpointFault) Class() string { return f.class }
+func (f *FailpointFault) Class() history.FaultClass { return f.class }
 
 // Kind returns KindFailpoint.
 func (f *FailpointFault) Kind() string { return KindFailpoint }

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"bytes"
 	"context"
 	"errors"
@@ -314,7 +316,7 @@ func TestFailpointFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Name() != "failpoint after-claim=1*error->off" || f.Class() != ClassRelay || f.Kind() != KindFailpoint {
+	if f.Name() != "failpoint after-claim=1*error->off" || f.Class() != history.ClassProcess || f.Kind() != KindFailpoint {
 		t.Fatalf("fault = %q %q %q", f.Name(), f.Class(), f.Kind())
 	}
 	ctx := context.Background()

@@ -12,18 +12,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 // Fault is one injectable failure with its heal.
 type Fault interface {
-	// Name is stable and unique within a run, e.g. "relay->broker down". It
-	// is the Value of the fault-start and fault-stop ops in the history.
+	// Name is stable and unique within a run, e.g. "relay->broker down": it
+	// pairs the fault-start and fault-stop ops of a window in the history,
+	// and people read it. Nothing parses it.
 	Name() string
-	// Class says what the fault hits, for checkers that attribute
-	// anomalies: "network", "broker", "db", "relay", "producer", "clock".
-	Class() string
+	// Class says what part of the system the fault hits, for checkers that
+	// attribute anomalies.
+	Class() history.FaultClass
+	// Targets names the history processes the fault affects; none means
+	// every process.
+	Targets() []string
 	// Kind says what the fault does, independent of its target: "down",
 	// "latency", "kill", "pause", "clock-skew", "failpoint", ... Schedules
 	// filter on it.
@@ -38,15 +45,10 @@ type Fault interface {
 	Hits() int64
 }
 
-// Class values of the faults in this package.
-const (
-	ClassNetwork  = "network"
-	ClassBroker   = "broker"
-	ClassDB       = "db"
-	ClassRelay    = "relay"
-	ClassProducer = "producer"
-	ClassClock    = "clock"
-)
+// Ref returns the identity of f as the history records it.
+func Ref(f Fault) history.Fault {
+	return history.Fault{Name: f.Name(), Kind: f.Kind(), Class: f.Class(), Targets: slices.Clone(f.Targets())}
+}
 
 // Kind values of the faults in this package.
 const (
@@ -72,9 +74,14 @@ var ErrEmptyName = errors.New("fault has no name")
 // (an injection that failed may still have half-applied) until a heal
 // succeeds.
 type marks struct {
-	hits   atomic.Int64
-	active atomic.Bool
+	hits    atomic.Int64
+	active  atomic.Bool
+	targets []string
 }
+
+// Targets returns the processes the fault affects; none means every
+// process.
+func (m *marks) Targets() []string { return m.targets }
 
 // Hits counts how many times the fault fired.
 func (m *marks) Hits() int64 { return m.hits.Load() }
@@ -87,23 +94,27 @@ func (m *marks) Active() bool { return m.active.Load() }
 // of their own (an in-process producer crash, a custom script).
 type FuncFault struct {
 	marks
-	name, class, kind string
-	mu                sync.Mutex
-	inject, heal      func(ctx context.Context) error
+	name, kind   string
+	class        history.FaultClass
+	mu           sync.Mutex
+	inject, heal func(ctx context.Context) error
 }
 
 // NewFuncFault returns a fault that calls inject and heal. A nil heal means
 // the fault needs no heal (a one-shot action). Each successful inject is a
 // hit.
-func NewFuncFault(name, class, kind string, inject, heal func(ctx context.Context) error) *FuncFault {
+func NewFuncFault(name string, class history.FaultClass, kind string, inject, heal func(ctx context.Context) error) *FuncFault {
 	return &FuncFault{name: name, class: class, kind: kind, inject: inject, heal: heal}
 }
+
+// WithTargets sets the processes the fault affects and returns f.
+func (f *FuncFault) WithTargets(processes ...string) *FuncFault { f.targets = processes; return f }
 
 // Name returns the fault's name.
 func (f *FuncFault) Name() string { return f.name }
 
 // Class returns the fault's class.
-func (f *FuncFault) Class() string { return f.class }
+func (f *FuncFault) Class() history.FaultClass { return f.class }
 
 // Kind returns the fault's kind.
 func (f *FuncFault) Kind() string { return f.kind }

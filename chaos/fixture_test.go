@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // fixture is one test's own environment (the tests kill and pause its

@@ -91,7 +91,7 @@ func startStop(t *testing.T, ctx context.Context, rec *history.Recorder, n *chao
 	}
 	var got []string
 	for _, op := range rec.Ops()[from:] {
-		if op.Process == chaos.NemesisProcess && op.Value == f.Name() {
+		if op.Process == chaos.NemesisProcess && op.Fault != nil && op.Fault.Name == f.Name() {
 			got = append(got, string(op.Type)+" "+string(op.F))
 		}
 	}
@@ -393,7 +393,7 @@ func TestToxicsOnRelayBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if down.Class() != chaos.ClassBroker {
+	if down.Class() != history.ClassBroker {
 		t.Fatalf("%s has class %s, want broker", down.Name(), down.Class())
 	}
 	t.Cleanup(func() {

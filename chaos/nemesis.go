@@ -73,13 +73,13 @@ func (n *Nemesis) Fault(name string) (Fault, bool) {
 	return f, ok
 }
 
-// Class returns the class of the fault registered under name, or "" when
-// there is none; checkers use it to attribute an anomaly to a fault window.
-func (n *Nemesis) Class(name string) string {
+// Ref returns the identity of the fault registered under name, as the
+// history records it.
+func (n *Nemesis) Ref(name string) (history.Fault, bool) {
 	if f, ok := n.Fault(name); ok {
-		return f.Class()
+		return Ref(f), true
 	}
-	return ""
+	return history.Fault{}, false
 }
 
 // Hits returns the hit count of every registered fault by name.
@@ -131,7 +131,12 @@ func (n *Nemesis) record(t history.Type, f history.Func, name string, err error)
 	if n.rec == nil {
 		return
 	}
-	op := history.Op{Process: NemesisProcess, Type: t, F: f, Value: name}
+	op := history.Op{Process: NemesisProcess, Type: t, F: f}
+	if ref, ok := n.Ref(name); ok {
+		op.Fault = &ref
+	} else {
+		op.Fault = &history.Fault{Name: name, Class: history.ClassOther}
+	}
 	if err != nil {
 		op.Error = err.Error()
 	}

@@ -23,7 +23,7 @@ type countingFault struct {
 
 func newCountingFault(name string) *countingFault {
 	c := &countingFault{}
-	c.FuncFault = NewFuncFault(name, ClassBroker, KindDown,
+	c.FuncFault = NewFuncFault(name, history.ClassBroker, KindDown,
 		func(context.Context) error {
 			c.injects.Add(1)
 			if c.failInject.Load() {
@@ -49,7 +49,11 @@ func render(ops []history.Op) string {
 		if op.Process != NemesisProcess && op.Process != RunnerProcess {
 			continue
 		}
-		fmt.Fprintf(&b, "%s %s %s", op.Type, op.F, op.Value)
+		value := op.Phase
+		if op.Fault != nil {
+			value = op.Fault.Name
+		}
+		fmt.Fprintf(&b, "%s %s %s", op.Type, op.F, value)
 		if op.Error != "" {
 			b.WriteString(" !")
 		}
@@ -111,8 +115,11 @@ ok fault-stop b down
 	if err := n.RequireFired("a down"); err != nil {
 		t.Fatalf("RequireFired(a) = %v", err)
 	}
-	if n.Class("a down") != ClassBroker || n.Class("zzz") != "" {
-		t.Fatal("Class lookup")
+	if ref, ok := n.Ref("a down"); !ok || ref.Class != history.ClassBroker || ref.Name != "a down" || ref.Kind != KindDown {
+		t.Fatalf("Ref(a down) = %+v, %v", ref, ok)
+	}
+	if _, ok := n.Ref("zzz"); ok {
+		t.Fatal("Ref of an unregistered fault")
 	}
 	if h := n.Hits(); h["a down"] != 1 || h["b down"] != 0 {
 		t.Fatalf("Hits() = %v", h)

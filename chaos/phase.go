@@ -10,23 +10,13 @@ import (
 	"github.com/outboxlab/outboxlab/history"
 )
 
-// Phase names, the Value of history.Phase ops.
-const (
-	// PhaseSafety runs the workload under faults.
-	PhaseSafety = "safety"
-	// PhaseLiveness heals every fault and waits for the backlog to drain.
-	PhaseLiveness = "liveness"
-	// PhaseCheck runs the checkers over the history and final state.
-	PhaseCheck = "check"
-)
-
 // RunnerProcess is the history process that records phase ops.
 const RunnerProcess = "runner"
 
 // RecordPhase records the start of phase in rec (nil records nothing) and
 // returns the op.
 func RecordPhase(rec *history.Recorder, phase string) history.Op {
-	op := history.Op{Process: RunnerProcess, Type: history.OK, F: history.Phase, Value: phase}
+	op := history.Op{Process: RunnerProcess, Type: history.OK, F: history.Phase, Meta: history.Meta{Phase: phase}}
 	if rec == nil {
 		return op
 	}
@@ -69,7 +59,7 @@ type Phases struct {
 // phase. Faults the schedule left open are healed before RunSafety
 // returns.
 func (p *Phases) RunSafety(ctx context.Context, workload func(ctx context.Context) error) error {
-	RecordPhase(p.Recorder, PhaseSafety)
+	RecordPhase(p.Recorder, history.PhaseSafety)
 	sctx, cancel := context.WithTimeout(ctx, p.Safety)
 	defer cancel()
 	var (
@@ -127,7 +117,7 @@ func phaseOverJoined(err error, keep func(error) error) error {
 // reports true. It returns how long the phase took; the error wraps
 // ErrNotDrained when the deadline passed first.
 func (p *Phases) RunLiveness(ctx context.Context, drained func(ctx context.Context) (bool, error)) (time.Duration, error) {
-	RecordPhase(p.Recorder, PhaseLiveness)
+	RecordPhase(p.Recorder, history.PhaseLiveness)
 	within, every := p.DrainWithin, p.PollEvery
 	if within <= 0 {
 		within = DefaultDrainWithin
@@ -165,7 +155,7 @@ func (p *Phases) RunLiveness(ctx context.Context, drained func(ctx context.Conte
 }
 
 // StartCheck records the check phase.
-func (p *Phases) StartCheck() { RecordPhase(p.Recorder, PhaseCheck) }
+func (p *Phases) StartCheck() { RecordPhase(p.Recorder, history.PhaseCheck) }
 
 // WaitFor calls cond every interval until it reports true (nil), returns
 // an error (that error), or ctx ends (ctx's error). The first call is

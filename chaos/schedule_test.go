@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"context"
 	"reflect"
 	"slices"
@@ -15,12 +17,12 @@ func fakeFaults() []Fault {
 	var fs []Fault
 	for _, target := range []string{"relay->broker", "relay->db", "app->db"} {
 		for _, kind := range []string{KindDown, KindLatency, KindTimeout, KindResetPeer} {
-			fs = append(fs, NewFuncFault(target+" "+kind, ClassNetwork, kind, noop, noop))
+			fs = append(fs, NewFuncFault(target+" "+kind, history.ClassOther, kind, noop, noop))
 		}
 	}
-	for _, c := range []string{"rabbitmq", "postgres", "relay-a"} {
+	for c, class := range map[string]history.FaultClass{"rabbitmq": history.ClassBroker, "postgres": history.ClassDB, "relay-a": history.ClassProcess} {
 		for _, kind := range []string{KindKill, KindPause} {
-			fs = append(fs, NewFuncFault(c+" "+kind, c, kind, noop, noop))
+			fs = append(fs, NewFuncFault(c+" "+kind, class, kind, noop, noop))
 		}
 	}
 	return fs
@@ -175,7 +177,7 @@ func TestGenerateUniformEnablesEveryKind(t *testing.T) {
 }
 
 func TestGenerateZeroGapsTerminates(t *testing.T) {
-	one := []Fault{NewFuncFault("x down", ClassNetwork, KindDown, noop, noop)}
+	one := []Fault{NewFuncFault("x down", history.ClassOther, KindDown, noop, noop)}
 	cfg := ScheduleConfig{Span: time.Second, MinGap: 0, MaxGap: time.Nanosecond, MinDuration: 100 * time.Millisecond,
 		MaxDuration: 100 * time.Millisecond, MaxConcurrent: 4, Uniform: true}
 	s, err := Generate(3, one, cfg)

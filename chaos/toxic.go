@@ -8,6 +8,8 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 // Stream is the direction of a link a toxic applies to: downstream is from
@@ -22,42 +24,26 @@ const (
 )
 
 // Link is a named network link that runs through a toxiproxy proxy, such
-// as "relay->broker" or "app->db". Its faults are named after it.
+// as "relay->broker" or "app->db". Its faults are named after it, and
+// carry its class and targets.
 type Link struct {
-	name   string
-	class  string
-	proxy  *toxiproxy.Proxy
-	client *toxiproxy.Client
+	name    string
+	class   history.FaultClass
+	targets []string
+	proxy   *toxiproxy.Proxy
+	client  *toxiproxy.Client
 }
 
 // NewLink returns the link through proxy p, named name (p.Name when name
-// is empty). The class of its faults is that of the link's far end: for a
-// link to the broker ("relay->broker", "relay-a->rabbitmq") ClassBroker,
-// to the database ("app->db", "relay->postgres") ClassDB, otherwise
-// ClassNetwork; WithClass overrides it.
+// is empty). Its faults are of class history.ClassOther and hit every
+// process until WithClass and WithTargets say what the link's far end is
+// and who uses it: a link to the broker is history.ClassBroker for the processes
+// that publish or consume through it.
 func NewLink(name string, p *toxiproxy.Proxy) *Link {
 	if name == "" {
 		name = p.Name
 	}
-	return &Link{name: name, class: linkClass(name), proxy: p}
-}
-
-// linkClass classifies a link by the words of its far end.
-func linkClass(name string) string {
-	if i := strings.LastIndex(name, "->"); i >= 0 {
-		name = name[i+2:]
-	}
-	for _, w := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
-		return (r < 'a' || r > 'z') && (r < '0' || r > '9')
-	}) {
-		switch w {
-		case "broker", "rabbit", "rabbitmq", "amqp":
-			return ClassBroker
-		case "db", "database", "postgres", "postgresql", "pg":
-			return ClassDB
-		}
-	}
-	return ClassNetwork
+	return &Link{name: name, class: history.ClassOther, proxy: p}
 }
 
 // LinkByName looks up the proxy named proxyName through c and returns its
@@ -78,10 +64,19 @@ func LinkByName(ctx context.Context, c *toxiproxy.Client, proxyName, name string
 }
 
 // WithClass sets the class of the link's faults and returns l.
-func (l *Link) WithClass(class string) *Link {
+func (l *Link) WithClass(class history.FaultClass) *Link {
 	l.class = class
 	return l
 }
+
+// WithTargets sets the processes the link's faults affect and returns l.
+func (l *Link) WithTargets(processes ...string) *Link {
+	l.targets = processes
+	return l
+}
+
+// Class returns the class of the link's faults.
+func (l *Link) Class() history.FaultClass { return l.class }
 
 // Name returns the link's name.
 func (l *Link) Name() string { return l.name }
@@ -150,7 +145,10 @@ func (f *LinkDown) WithName(name string) *LinkDown { f.name = name; return f }
 func (f *LinkDown) Name() string { return f.name }
 
 // Class returns the link's class.
-func (f *LinkDown) Class() string { return f.link.class }
+func (f *LinkDown) Class() history.FaultClass { return f.link.class }
+
+// Targets returns the link's targets.
+func (f *LinkDown) Targets() []string { return f.link.targets }
 
 // Kind returns KindDown.
 func (f *LinkDown) Kind() string { return KindDown }
@@ -266,7 +264,10 @@ func (f *Toxic) WithName(name string) *Toxic { f.name = name; return f }
 func (f *Toxic) Name() string { return f.name }
 
 // Class returns the link's class.
-func (f *Toxic) Class() string { return f.link.class }
+func (f *Toxic) Class() history.FaultClass { return f.link.class }
+
+// Targets returns the link's targets.
+func (f *Toxic) Targets() []string { return f.link.targets }
 
 // Kind returns the toxic's type: KindTimeout, KindLatency, ...
 func (f *Toxic) Kind() string { return f.toxicType }

@@ -1,19 +1,28 @@
 package chaos
 
-import "testing"
+import (
+	"slices"
+	"testing"
+	"time"
 
-func TestLinkClass(t *testing.T) {
-	for name, want := range map[string]string{
-		"relay->broker":     ClassBroker,
-		"relay-a->rabbitmq": ClassBroker,
-		"app->db":           ClassDB,
-		"relay-b->postgres": ClassDB,
-		"db->broker":        ClassBroker,
-		"broker->consumer":  ClassNetwork,
-		"consumer":          ClassNetwork,
-	} {
-		if got := linkClass(name); got != want {
-			t.Errorf("linkClass(%q) = %q, want %q", name, got, want)
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// TestLinkFaultsCarryTheLinksClassAndTargets checks that a link's faults
+// are classified and scoped by what the link declares, never by its name.
+func TestLinkFaultsCarryTheLinksClassAndTargets(t *testing.T) {
+	p := &toxiproxy.Proxy{Name: "relay-broker"}
+	plain := NewLink("relay->broker", p)
+	if f := Ref(Down(plain)); f.Class != history.ClassOther || len(f.Targets) != 0 {
+		t.Errorf("an undeclared link's fault is %+v: want class other and no targets, whatever its name", f)
+	}
+	l := NewLink("x", p).WithClass(history.ClassBroker).WithTargets("relay-a", "relay-b")
+	for _, f := range []Fault{Down(l), Latency(l, Downstream, time.Second, 0), Timeout(l, Upstream, 0)} {
+		ref := Ref(f)
+		if ref.Class != history.ClassBroker || !slices.Equal(ref.Targets, []string{"relay-a", "relay-b"}) || ref.Name != f.Name() || ref.Kind != f.Kind() {
+			t.Errorf("%s: Ref = %+v, want the link's class and targets", f.Name(), ref)
 		}
 	}
 }

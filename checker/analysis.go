@@ -114,6 +114,7 @@ func (e *event) fate() string {
 // never closed.
 type window struct {
 	name       string
+	fault      history.Fault
 	start, end int64
 }
 
@@ -131,7 +132,6 @@ type analysis struct {
 	crashes   []history.Op // Crash and Restart records
 	livePhase *history.Op  // first Phase "liveness"
 	hasMarks  bool         // some relay recorded a Mark
-	processes []string     // every process of the history, by first record
 }
 
 func analyze(h []history.Op, s State, cfg Config) *analysis {
@@ -162,19 +162,12 @@ func analyze(h []history.Op, s State, cfg Config) *analysis {
 		case history.Crash, history.Restart:
 			a.crashes = append(a.crashes, *op)
 		case history.Phase:
-			if op.Value == PhaseLiveness && a.livePhase == nil {
+			if op.Phase == history.PhaseLiveness && a.livePhase == nil {
 				a.livePhase = op
 			}
 		}
 	}
 	a.windows = faultWindows(a.pairs)
-	seen := map[string]bool{}
-	for _, op := range a.ops {
-		if !seen[op.Process] {
-			seen[op.Process] = true
-			a.processes = append(a.processes, op.Process)
-		}
-	}
 
 	for _, p := range a.pairs {
 		a.indexPair(p)
@@ -269,7 +262,7 @@ func (a *analysis) indexPair(p history.Pair) {
 			if ok {
 				setFirst(&e.commitOK, done.Index)
 			}
-			e.causes = append(e.causes, CausedBy(p.Invoke.Value)...)
+			e.causes = append(e.causes, p.Invoke.CausedBy...)
 		}
 	case history.Publish:
 		if p.Invoke != nil {
@@ -341,7 +334,7 @@ func (a *analysis) indexPair(p history.Pair) {
 			for _, id := range doneEvents() {
 				e := a.ev(id, done.Index)
 				e.retries = append(e.retries, *done)
-				if HasFlag(done.Value, FlagParked) {
+				if done.Parked {
 					e.parks = append(e.parks, *done)
 				}
 			}
@@ -395,31 +388,37 @@ func statusOf(commits []history.Pair) commitStatus {
 // record standing alone that is not a fail. A FaultStart invoke that
 // completes with fail closes the window it opened; one that completes with
 // info (a half-applied injection) leaves it open. Windows never closed last
-// to the end of the history.
+// to the end of the history. Starts and stops are paired by the fault's
+// name; a window takes the fault's identity from its start. A fault record
+// without a Fault is malformed (see WellFormed) and opens nothing.
 func faultWindows(pairs []history.Pair) []window {
 	type edge struct {
-		at   int64
-		name string
-		open bool
+		at    int64
+		fault history.Fault
+		open  bool
 	}
 	var edges []edge
 	for _, p := range pairs {
 		start := p.Start()
+		if start.Fault == nil {
+			continue
+		}
+		f := *start.Fault
 		switch start.F {
 		case history.FaultStart:
 			if p.Invoke == nil && p.Done.Type == history.Fail {
 				continue
 			}
-			edges = append(edges, edge{start.Index, start.Value, true})
+			edges = append(edges, edge{start.Index, f, true})
 			if p.Invoke != nil && p.Done != nil && p.Done.Type == history.Fail {
-				edges = append(edges, edge{p.Done.Index, start.Value, false})
+				edges = append(edges, edge{p.Done.Index, f, false})
 			}
 		case history.FaultStop:
 			switch {
 			case p.Invoke != nil && p.Done != nil && p.Done.Type == history.OK:
-				edges = append(edges, edge{p.Done.Index, start.Value, false})
+				edges = append(edges, edge{p.Done.Index, f, false})
 			case p.Invoke == nil && p.Done.Type != history.Fail:
-				edges = append(edges, edge{p.Done.Index, start.Value, false})
+				edges = append(edges, edge{p.Done.Index, f, false})
 			}
 		}
 	}
@@ -435,70 +434,31 @@ func faultWindows(pairs []history.Pair) []window {
 	var out []window
 	open := map[string]int{} // name -> position in out
 	for _, e := range edges {
-		pos, isOpen := open[e.name]
+		pos, isOpen := open[e.fault.Name]
 		switch {
 		case e.open && !isOpen:
-			open[e.name] = len(out)
-			out = append(out, window{name: e.name, start: e.at, end: math.MaxInt64})
+			open[e.fault.Name] = len(out)
+			out = append(out, window{name: e.fault.Name, fault: e.fault, start: e.at, end: math.MaxInt64})
 		case !e.open && isOpen:
 			out[pos].end = e.at
-			delete(open, e.name)
+			delete(open, e.fault.Name)
 		}
 	}
 	return out
 }
 
-// classOf classifies a fault by Config.FaultClass, or ClassOf.
-func (a *analysis) classOf(name string) FaultClass {
-	if a.cfg.FaultClass != nil {
-		if c := a.cfg.FaultClass(name); c != "" {
-			return c
-		}
+// class returns the class of the fault of w; a fault recorded without a
+// valid class is ClassOther, which explains nothing a class would.
+func (w window) class() history.FaultClass {
+	if !w.fault.Class.Valid() {
+		return history.ClassOther
 	}
-	return ClassOf(name)
+	return w.fault.Class
 }
 
-// names reports whether a fault's name names process: the process name
-// occurs in it, not as part of a longer word ("cut relay-a->broker" names
-// relay-a, not relay-ab).
-func names(fault, process string) bool {
-	if process == "" {
-		return false
-	}
-	alnum := func(b byte) bool {
-		return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_'
-	}
-	for i := 0; ; {
-		j := strings.Index(fault[i:], process)
-		if j < 0 {
-			return false
-		}
-		j += i
-		end := j + len(process)
-		if (j == 0 || !alnum(fault[j-1])) && (end == len(fault) || !alnum(fault[end])) {
-			return true
-		}
-		i = j + 1
-	}
-}
-
-// targets returns the processes of the history that a fault's name names;
-// none means the fault hits everyone.
-func (a *analysis) targets(fault string) []string {
-	var out []string
-	for _, p := range a.processes {
-		if names(fault, p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// hits reports whether window w affects a record by process.
-func (a *analysis) hits(w window, process string) bool {
-	t := a.targets(w.name)
-	return len(t) == 0 || slices.Contains(t, process)
-}
+// hits reports whether window w affects a record by process: the fault
+// names it among its targets, or has none.
+func (a *analysis) hits(w window, process string) bool { return w.fault.Hits(process) }
 
 // counts sums up what the analysis knows; the checkers' own counts are
 // merged in by Check.
@@ -555,7 +515,7 @@ func (a *analysis) deliveriesByQueue() []deliveryGroup {
 	for _, id := range a.ids {
 		pos := map[string]int{}
 		for _, d := range a.events[id].deliverOK {
-			q, _ := Field(d.Value, KeyQueue)
+			q := d.Queue
 			i, ok := pos[q]
 			if !ok {
 				i = len(out)
@@ -573,6 +533,7 @@ func (a *analysis) deliveriesByQueue() []deliveryGroup {
 // fault never healed, whose End is then math.MaxInt64.
 type FaultWindow struct {
 	Name       string
+	Fault      history.Fault
 	Start, End int64
 	Healed     bool
 }
@@ -583,7 +544,7 @@ func FaultWindows(h []history.Op) []FaultWindow {
 	ws := faultWindows(history.Pairs(h))
 	out := make([]FaultWindow, len(ws))
 	for i, w := range ws {
-		out[i] = FaultWindow{Name: w.name, Start: w.start, End: w.end, Healed: w.end != math.MaxInt64}
+		out[i] = FaultWindow{Name: w.name, Fault: w.fault, Start: w.start, End: w.end, Healed: w.end != math.MaxInt64}
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,17 +14,20 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // hb builds a history one record at a time; every record advances the clock
 // by step.
 type hb struct {
-	ops  []history.Op
-	now  time.Time
-	step time.Duration
+	ops    []history.Op
+	now    time.Time
+	step   time.Duration
+	faults map[string]history.Fault
 }
 
-func build() *hb { return &hb{now: t0, step: 10 * time.Millisecond} }
+func build() *hb {
+	return &hb{now: t0, step: 10 * time.Millisecond, faults: map[string]history.Fault{}}
+}
 
-func (b *hb) rec(p string, typ history.Type, f history.Func, value string, ids ...string) *hb {
+func (b *hb) rec(p string, typ history.Type, f history.Func, m history.Meta, ids ...string) *hb {
 	b.ops = append(b.ops, history.Op{
 		Index: int64(len(b.ops)), Time: b.now, Process: p, Type: typ, F: f,
-		Events: slices.Clone(ids), Value: value,
+		Events: slices.Clone(ids), Meta: m,
 	})
 	b.now = b.now.Add(b.step)
 	return b
@@ -37,16 +39,16 @@ func (b *hb) h() []history.Op { return b.ops }
 func (b *hb) wait(d time.Duration) *hb { b.now = b.now.Add(d); return b }
 
 func (b *hb) invoke(p string, f history.Func, ids ...string) *hb {
-	return b.rec(p, history.Invoke, f, "", ids...)
+	return b.rec(p, history.Invoke, f, history.Meta{}, ids...)
 }
 func (b *hb) ok(p string, f history.Func, ids ...string) *hb {
-	return b.rec(p, history.OK, f, "", ids...)
+	return b.rec(p, history.OK, f, history.Meta{}, ids...)
 }
 func (b *hb) fail(p string, f history.Func, ids ...string) *hb {
-	return b.rec(p, history.Fail, f, "", ids...)
+	return b.rec(p, history.Fail, f, history.Meta{}, ids...)
 }
 func (b *hb) info(p string, f history.Func, ids ...string) *hb {
-	return b.rec(p, history.Info, f, "", ids...)
+	return b.rec(p, history.Info, f, history.Meta{}, ids...)
 }
 
 func (b *hb) commit(p string, ids ...string) *hb {
@@ -59,7 +61,7 @@ func (b *hb) commitInfo(p string, ids ...string) *hb {
 	return b.invoke(p, history.Commit, ids...).info(p, history.Commit, ids...)
 }
 func (b *hb) causedCommit(p, cause string, ids ...string) *hb {
-	return b.rec(p, history.Invoke, history.Commit, CausedByValue(cause), ids...).ok(p, history.Commit, ids...)
+	return b.rec(p, history.Invoke, history.Commit, history.Meta{CausedBy: []string{cause}}, ids...).ok(p, history.Commit, ids...)
 }
 
 func (b *hb) claim(p string, ids ...string) *hb {
@@ -75,21 +77,21 @@ func (b *hb) mark(p string, ids ...string) *hb {
 	return b.invoke(p, history.Mark, ids...).ok(p, history.Mark, ids...)
 }
 func (b *hb) markAt(p string, db time.Time, ids ...string) *hb {
-	return b.invoke(p, history.Mark, ids...).rec(p, history.OK, history.Mark, WithDBTime("", db), ids...)
+	return b.invoke(p, history.Mark, ids...).rec(p, history.OK, history.Mark, history.Meta{DBTime: db}, ids...)
 }
 
 // markLost records a mark of asked that marked only got.
 func (b *hb) markLost(p string, asked []string, got ...string) *hb {
 	return b.invoke(p, history.Mark, asked...).ok(p, history.Mark, got...)
 }
-func (b *hb) retry(p, id, value string) *hb {
-	return b.invoke(p, history.Retry, id).rec(p, history.OK, history.Retry, value, id)
+func (b *hb) retry(p, id string, m history.Meta) *hb {
+	return b.invoke(p, history.Retry, id).rec(p, history.OK, history.Retry, m, id)
 }
 func (b *hb) park(p, id string) *hb {
 	return b.invoke(p, history.Park, id).ok(p, history.Park, id)
 }
-func (b *hb) sweep(p, value string, ids ...string) *hb {
-	return b.invoke(p, history.Sweep).rec(p, history.OK, history.Sweep, value, ids...)
+func (b *hb) sweep(p string, m history.Meta, ids ...string) *hb {
+	return b.invoke(p, history.Sweep).rec(p, history.OK, history.Sweep, m, ids...)
 }
 
 // relay claims, publishes and marks ids.
@@ -101,14 +103,18 @@ func (b *hb) relay(p string, ids ...string) *hb {
 	return b.mark(p, ids...)
 }
 
-func (b *hb) deliver(p, id string, value ...string) *hb {
-	return b.rec(p, history.OK, history.Deliver, strings.Join(value, " "), id)
+func (b *hb) deliver(p, id string, m ...history.Meta) *hb {
+	var meta history.Meta
+	if len(m) > 0 {
+		meta = m[0]
+	}
+	return b.rec(p, history.OK, history.Deliver, meta, id)
 }
 func (b *hb) apply(p, id string) *hb {
 	return b.invoke(p, history.Apply, id).ok(p, history.Apply, id)
 }
 func (b *hb) applyDup(p, id string) *hb {
-	return b.invoke(p, history.Apply, id).rec(p, history.OK, history.Apply, FlagDuplicate, id)
+	return b.invoke(p, history.Apply, id).rec(p, history.OK, history.Apply, history.Meta{Duplicate: true}, id)
 }
 func (b *hb) applyFail(p, id string) *hb {
 	return b.invoke(p, history.Apply, id).fail(p, history.Apply, id)
@@ -122,15 +128,35 @@ func (b *hb) consume(p string, ids ...string) *hb {
 	return b
 }
 
-func (b *hb) fault(name string) *hb {
-	return b.rec("nemesis", history.Info, history.FaultStart, name)
+// fault opens a fault window of the given class on targets (none: every
+// process); its name is only its identity.
+func (b *hb) fault(name string, class history.FaultClass, targets ...string) *hb {
+	f := history.Fault{Name: name, Class: class, Targets: targets}
+	b.faults[name] = f
+	return b.rec("nemesis", history.Info, history.FaultStart, history.Meta{Fault: &f})
 }
+
+// heal closes the window fault opened under name.
 func (b *hb) heal(name string) *hb {
-	return b.rec("nemesis", history.Info, history.FaultStop, name)
+	f, ok := b.faults[name]
+	if !ok {
+		f = history.Fault{Name: name, Class: history.ClassOther}
+	}
+	return b.rec("nemesis", history.Info, history.FaultStop, history.Meta{Fault: &f})
 }
-func (b *hb) crash(p string) *hb   { return b.rec(p, history.Info, history.Crash, "") }
-func (b *hb) restart(p string) *hb { return b.rec(p, history.Info, history.Restart, "") }
-func (b *hb) phase(v string) *hb   { return b.rec("runner", history.Info, history.Phase, v) }
+func (b *hb) crash(p string) *hb   { return b.rec(p, history.Info, history.Crash, history.Meta{}) }
+func (b *hb) restart(p string) *hb { return b.rec(p, history.Info, history.Restart, history.Meta{}) }
+func (b *hb) phase(v string) *hb {
+	return b.rec("runner", history.Info, history.Phase, history.Meta{Phase: v})
+}
+
+// att is the Meta of a Retry ok that left a row at n attempts.
+func att(n int, parked bool) history.Meta { return history.Meta{Attempts: n, Parked: parked} }
+
+// attAt is att with the database time of the retry.
+func attAt(n int, parked bool, db time.Time) history.Meta {
+	return history.Meta{Attempts: n, Parked: parked, DBTime: db}
+}
 
 // Final-state helpers.
 

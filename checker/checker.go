@@ -17,8 +17,8 @@
 // are compared only where a check says so: between two records of one
 // process, or between the runner and the consumers, which run in the
 // harness's process on one clock. Times of the database clock travel in
-// Value as "db_time=<RFC 3339>" and are compared with each other and with
-// State's database times.
+// Meta.DBTime and are compared with each other and with State's database
+// times.
 //
 // # Recording conventions
 //
@@ -32,31 +32,33 @@
 //   - Producers ("producer-N") record the Commit invoke with the staged
 //     Events when the transaction begins, before staging or publishing
 //     anything, then ok, fail (definitely not committed, rolled back
-//     included) or info (unknown). Value "caused-by=<id>[,<id>]" when the
-//     commit was caused by consuming those events (multi-hop pipelines).
+//     included) or info (unknown). CausedBy names the events whose
+//     consumption caused the commit (multi-hop pipelines).
 //     Unsafe producers record their inline Publish.
 //   - Relays ("relay-<id>") record Claim (ok: claimed ids), Publish (one
 //     event; ok once confirmed, fail when nacked or refused, info when the
 //     confirm never came), Mark (invoke: confirmed ids; ok: ids marked;
-//     fail when the statement failed), Retry (ok: Value "attempts=N",
-//     plus "parked" when it faulted the row; fail when the lease was lost),
+//     fail when the statement failed), Retry (ok: Attempts, and Parked when
+//     it faulted the row; fail when the lease was lost),
 //     Park (ok when faulted, fail when the lease was lost), Sweep (ok: ids
 //     deleted, when the store can tell). Mark, Retry and Sweep oks carry
-//     "db_time=..." when the store can tell the database time.
+//     DBTime when the store can tell the database time.
 //   - Consumers ("consumer-N") record Deliver ok when the broker hands them a
-//     message (Value "redelivered" for a redelivery, "queue=<name>" when a
-//     run has several queues), and Apply (invoke, then ok; Value "duplicate"
-//     when the inbox absorbed it; fail when the transaction failed and the
-//     delivery was requeued).
+//     message (Redelivered for a redelivery, Queue when a run has several
+//     queues), and Apply (invoke, then ok; Duplicate when the inbox
+//     absorbed it; fail when the transaction failed and the delivery was
+//     requeued).
 //   - The fault injector ("nemesis") brackets each fault with FaultStart and
-//     FaultStop records whose Value is the fault's name (see ClassOf; a
-//     name that names processes, "cut relay-a->broker", scopes the fault to
-//     them where a check cares). Either single records, or an invoke then
+//     FaultStop records whose Fault identifies it: its name (unique in the
+//     run, what pairs a start with its stop), kind, class and target
+//     processes (none: every process). Checkers scope and classify a fault
+//     by Class and Targets only; the name is never parsed. Either single
+//     records, or an invoke then
 //     ok; an info completing a FaultStart (half applied) or a FaultStop
 //     (heal failed) leaves the fault on. Crash and Restart carry Process =
 //     the process that died and came back; a Crash closes every operation
 //     that process had open, with an unknown outcome.
-//   - The runner records Phase with Value "safety", "liveness" (heal done,
+//   - The runner records Phase with Phase "safety", "liveness" (heal done,
 //     workload stopped: the backlog must drain from here) and "check".
 package checker
 
@@ -139,9 +141,6 @@ type Config struct {
 	// committed event must be delivered. Zero: delivered by the end of the
 	// run, with no bound.
 	LivenessBound time.Duration
-	// FaultClass classifies fault names, e.g. from the nemesis's own
-	// classes; nil, or an empty answer, falls back to ClassOf.
-	FaultClass func(name string) FaultClass
 	// BrokerOnly says the run has no consumers: an event counts as
 	// delivered once the broker confirmed it (Publish ok), delivered it
 	// (Deliver ok) or still holds it (State.Queued).

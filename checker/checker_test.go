@@ -15,7 +15,7 @@ import (
 
 // fullRun is a run with a bit of everything and no violation.
 func fullRun() *hb {
-	return build().phase(PhaseSafety).
+	return build().phase(history.PhaseSafety).
 		commit("producer-1", "e1", "e2").
 		commitFail("producer-2", "r1").
 		commitInfo("producer-2", "u1"). // recovered below
@@ -26,8 +26,8 @@ func fullRun() *hb {
 		crash("relay-a").restart("relay-a").
 		relay("relay-a", "e1", "e2", "u1").
 		consume("consumer-1", "e1", "e2", "u1").
-		deliver("consumer-1", "e2", FlagRedelivered).applyDup("consumer-1", "e2").
-		phase(PhaseLiveness).phase(PhaseCheck)
+		deliver("consumer-1", "e2", history.Meta{Redelivered: true}).applyDup("consumer-1", "e2").
+		phase(history.PhaseLiveness).phase(history.PhaseCheck)
 }
 
 func fullState() State {
@@ -156,7 +156,7 @@ func TestCheckCountsViolations(t *testing.T) {
 
 func TestCheckCountsLostLeases(t *testing.T) {
 	h := build().commit("producer-1", "e1", "e2").claim("relay-a", "e1", "e2").publish("relay-a", "e1").
-		publish("relay-a", "e2").fault("pause relay-a").claim("relay-b", "e2").
+		publish("relay-a", "e2").fault("pause relay-a", history.ClassProcess, "relay-a").claim("relay-b", "e2").
 		markLost("relay-a", []string{"e1", "e2"}, "e1").publish("relay-b", "e2").mark("relay-b", "e2").
 		heal("pause relay-a").consume("consumer-1", "e1", "e2").h()
 	rep := Check(h, State{}, Config{Features: Features{Fenced: true}})
@@ -221,12 +221,12 @@ func BenchmarkCheck(b *testing.B) {
 		relay := []string{"relay-a", "relay-b"}[i%2]
 		hist.commit("producer-1", id).relay(relay, id).consume("consumer-1", id)
 		if i%500 == 0 {
-			hist.fault("broker-down").crash(relay).restart(relay).heal("broker-down").relay(relay, id)
+			hist.fault("broker-down", history.ClassBroker).crash(relay).restart(relay).heal("broker-down").relay(relay, id)
 		}
 		st.Outbox[id] = processedRow(id, t0)
 		st.Effects[id] = 1
 	}
-	h := hist.phase(PhaseLiveness).h()
+	h := hist.phase(history.PhaseLiveness).h()
 	st.DBNow = hist.now
 	cfg := Config{Features: Features{Stages: true, Parks: true, Fenced: true, Sweeps: true}}
 	b.ResetTimer()

@@ -108,7 +108,7 @@ func (a *analysis) explain(e *event, from, to int64, delivery bool) (string, boo
 		}
 	}
 	for _, w := range a.windows {
-		if w.start <= to && w.end >= from && a.classOf(w.name) != FaultClock {
+		if w.start <= to && w.end >= from && w.class() != history.ClassClock {
 			consider(w.name, w.start)
 		}
 	}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"github.com/outboxlab/outboxlab/history"
 	"maps"
 	"testing"
 )
@@ -31,32 +32,32 @@ func TestDuplicateDeliveries(t *testing.T) {
 		}, by: map[string]int{"restart relay-a": 2}},
 		{checkCase: checkCase{
 			name: "a broker timeout open during the publish explains it",
-			h: build().commit("producer-1", "e1").fault("relay-broker-timeout").claim("relay-a", "e1").
+			h: build().commit("producer-1", "e1").fault("relay-broker-timeout", history.ClassBroker).claim("relay-a", "e1").
 				publish("relay-a", "e1").heal("relay-broker-timeout").claim("relay-b", "e1").publish("relay-b", "e1").h(),
 			valid: true,
 		}, by: map[string]int{"relay-broker-timeout": 1}},
 		{checkCase: checkCase{
 			name: "a relay paused after its claim publishes after the relay that took over",
-			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("pause relay-a").heal("pause relay-a").
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("pause relay-a", history.ClassProcess, "relay-a").heal("pause relay-a").
 				claim("relay-b", "e1").publish("relay-b", "e1").publish("relay-a", "e1").
 				markLost("relay-a", []string{"e1"}).mark("relay-b", "e1").h(),
 			valid: true,
 		}, by: map[string]int{"pause relay-a": 1}},
 		{checkCase: checkCase{
 			name: "a fault healed before the first publish explains nothing",
-			h: build().commit("producer-1", "e1").fault("broker-down").heal("broker-down").
+			h: build().commit("producer-1", "e1").fault("broker-down", history.ClassBroker).heal("broker-down").
 				relay("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
 			offending: []string{"e1"},
 		}},
 		{checkCase: checkCase{
 			name: "a fault never healed explains what follows it",
-			h: build().commit("producer-1", "e1").fault("pause relay-a").claim("relay-a", "e1").
+			h: build().commit("producer-1", "e1").fault("pause relay-a", history.ClassProcess, "relay-a").claim("relay-a", "e1").
 				publish("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
 			valid: true,
 		}, by: map[string]int{"pause relay-a": 1}},
 		{checkCase: checkCase{
 			name: "a skewed clock explains nothing: leases run on the database clock",
-			h: build().commit("producer-1", "e1").fault("clock-skew relay-b").
+			h: build().commit("producer-1", "e1").fault("clock-skew relay-b", history.ClassClock, "relay-b").
 				relay("relay-a", "e1").claim("relay-b", "e1").publish("relay-b", "e1").h(),
 			offending: []string{"e1"},
 		}},
@@ -64,20 +65,20 @@ func TestDuplicateDeliveries(t *testing.T) {
 			name: "a redelivery after a failed apply is a requeue",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
 				deliver("consumer-1", "e1").applyFail("consumer-1", "e1").
-				deliver("consumer-1", "e1", FlagRedelivered).apply("consumer-1", "e1").h(),
+				deliver("consumer-1", "e1", history.Meta{Redelivered: true}).apply("consumer-1", "e1").h(),
 			valid: true,
 		}, by: map[string]int{CauseRequeue: 1}},
 		{checkCase: checkCase{
 			name: "a redelivery with nothing to provoke it",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
-				consume("consumer-1", "e1").deliver("consumer-1", "e1", FlagRedelivered).applyDup("consumer-1", "e1").h(),
+				consume("consumer-1", "e1").deliver("consumer-1", "e1", history.Meta{Redelivered: true}).applyDup("consumer-1", "e1").h(),
 			offending: []string{"e1"},
 		}},
 		{checkCase: checkCase{
 			name: "a consumer crash before its ack explains the redelivery",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
 				consume("consumer-1", "e1").crash("consumer-1").restart("consumer-1").
-				deliver("consumer-1", "e1", FlagRedelivered).applyDup("consumer-1", "e1").h(),
+				deliver("consumer-1", "e1", history.Meta{Redelivered: true}).applyDup("consumer-1", "e1").h(),
 			valid: true,
 		}, by: map[string]int{"restart consumer-1": 1}},
 		{checkCase: checkCase{
@@ -91,12 +92,12 @@ func TestDuplicateDeliveries(t *testing.T) {
 		{checkCase: checkCase{
 			name: "one delivery per queue is no duplicate",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
-				deliver("consumer-1", "e1", "queue=a").deliver("consumer-2", "e1", "queue=b").h(),
+				deliver("consumer-1", "e1", history.Meta{Queue: "a"}).deliver("consumer-2", "e1", history.Meta{Queue: "b"}).h(),
 			valid: true,
 		}},
 		{checkCase: checkCase{
 			name: "a black-box relay: a fault after the commit explains a double delivery",
-			h: build().commit("producer-1", "e1").fault("kill relay").
+			h: build().commit("producer-1", "e1").fault("kill relay", history.ClassProcess).
 				consume("consumer-1", "e1").heal("kill relay").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
 			valid: true,
 		}, by: map[string]int{"kill relay": 1}},

@@ -28,7 +28,7 @@ func TestFencing(t *testing.T) {
 		{
 			name: "a retry after the lease was taken over",
 			h: build().commit("producer-1", "p1").claim("relay-a", "p1").claim("relay-b", "p1").
-				retry("relay-a", "p1", "attempts=1").h(),
+				retry("relay-a", "p1", att(1, false)).h(),
 			cfg:       fenced,
 			offending: []string{"p1"},
 		},
@@ -72,14 +72,14 @@ func TestLiveness(t *testing.T) {
 		{
 			name: "drained within the bound",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").consume("consumer-1", "e1").
-				commit("producer-1", "e2").fault("broker-down").heal("broker-down").phase(PhaseLiveness).
+				commit("producer-1", "e2").fault("broker-down", history.ClassBroker).heal("broker-down").phase(history.PhaseLiveness).
 				wait(3*time.Second).relay("relay-a", "e2").consume("consumer-1", "e2").h(),
 			cfg:   bound,
 			valid: true,
 		},
 		{
 			name: "drained after the bound",
-			h: build().commit("producer-1", "e1", "e2").phase(PhaseLiveness).
+			h: build().commit("producer-1", "e1", "e2").phase(history.PhaseLiveness).
 				relay("relay-a", "e1").consume("consumer-1", "e1").
 				wait(10*time.Second).relay("relay-a", "e2").consume("consumer-1", "e2").h(),
 			cfg:       bound,
@@ -87,26 +87,26 @@ func TestLiveness(t *testing.T) {
 		},
 		{
 			name:      "never drained",
-			h:         build().commit("producer-1", "e1").phase(PhaseLiveness).h(),
+			h:         build().commit("producer-1", "e1").phase(history.PhaseLiveness).h(),
 			cfg:       Config{},
 			offending: []string{"e1"},
 		},
 		{
 			name: "poison is parking's business",
-			h: build().commit("producer-1", "e1", "p1").phase(PhaseLiveness).
+			h: build().commit("producer-1", "e1", "p1").phase(history.PhaseLiveness).
 				relay("relay-a", "e1").consume("consumer-1", "e1").h(),
 			cfg:   bound,
 			valid: true,
 		},
 		{
 			name: "an effect without an apply record counts, untimed",
-			h:    build().commit("producer-1", "e1").phase(PhaseLiveness).h(),
+			h:    build().commit("producer-1", "e1").phase(history.PhaseLiveness).h(),
 			s:    State{Effects: map[string]int{"e1": 1}},
 			cfg:  bound, valid: true,
 		},
 	})
 
-	h := build().commit("producer-1", "e1", "e2").phase(PhaseLiveness).
+	h := build().commit("producer-1", "e1", "e2").phase(history.PhaseLiveness).
 		wait(time.Second).relay("relay-a", "e1").consume("consumer-1", "e1").
 		wait(2*time.Second).relay("relay-a", "e2").consume("consumer-1", "e2").h()
 	r := Liveness(h, State{}, bound)
@@ -167,7 +167,7 @@ func TestCausalOrder(t *testing.T) {
 		{
 			name: "B rolled back with A's failed apply and never seen",
 			h: build().commit("producer-1", "a1").relay("relay-a", "a1").deliver("hop-1", "a1").
-				invoke("hop-1", history.Apply, "a1").rec("hop-1", history.Invoke, history.Commit, CausedByValue("a1"), "b1").
+				invoke("hop-1", history.Apply, "a1").rec("hop-1", history.Invoke, history.Commit, history.Meta{CausedBy: []string{"a1"}}, "b1").
 				fail("hop-1", history.Commit, "b1").fail("hop-1", history.Apply, "a1").h(),
 			valid: true,
 		},
@@ -186,7 +186,7 @@ func TestWellFormed(t *testing.T) {
 	runCases(t, WellFormed, []checkCase{
 		{
 			name:  "a clean history with standalone observations",
-			h:     build().commit("producer-1", "e1").fault("broker-down").relay("relay-a", "e1").heal("broker-down").consume("consumer-1", "e1").phase(PhaseCheck).h(),
+			h:     build().commit("producer-1", "e1").fault("broker-down", history.ClassBroker).relay("relay-a", "e1").heal("broker-down").consume("consumer-1", "e1").phase(history.PhaseCheck).h(),
 			valid: true,
 		},
 		{

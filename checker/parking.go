@@ -11,15 +11,14 @@ import (
 //
 //   - a healthy (non-poison) event is never faulted: its row does not end
 //     faulted and no Park ok or parking Retry ok names it; unless every
-//     attempt it consumed was recorded while a fault of class FaultOther
+//     attempt it consumed was recorded while a fault of class history.ClassOther
 //     was open (a nack storm, an unbound queue: the broker refused the
 //     message, a row-level failure by the relay's rules), counted as
 //     "parked_by_refusals";
 //   - a broker outage consumes no attempt: no Retry ok of a healthy event is
-//     recorded while a broker fault (Config.FaultClass, else ClassOf) that
-//     affects the retrying relay is open. A fault whose name names processes
-//     of the history ("cut relay-a->broker") affects those only; any other
-//     affects every process;
+//     recorded while a fault of class history.ClassBroker that affects the retrying
+//     relay is open. A fault with Targets affects those processes only;
+//     one without affects every process;
 //   - no Retry ok reports more attempts than MaxAttempts, and no row ends
 //     faulted with more;
 //   - with Features.Parks, every poison event that committed ends parked:
@@ -28,7 +27,7 @@ import (
 //     event must not be published;
 //   - with Config.Backoff, successive Retry oks of one event are spaced by
 //     at least Backoff(attempts of the first). The spacing is measured on
-//     the database clock when both records carry "db_time=..."; else on the
+//     the database clock when both records carry DBTime; else on the
 //     recording process's clock when one process recorded both and no clock
 //     fault affecting it was open between them; else it is not checked (counted as
 //     "backoff_unchecked").
@@ -62,16 +61,16 @@ func (a *analysis) parking() Result {
 			for _, r := range e.retries {
 				if w, in := a.brokerOutageAt(r.Index, r.Process); in {
 					v.counts["retries_in_broker_outage"]++
-					v.offend(id, "attempt consumed during broker outage %q: retry by %s at #%d (%s)", w.name, r.Process, r.Index, r.Value)
+					v.offend(id, "attempt consumed during broker outage %q: retry by %s at #%d (%s)", w.name, r.Process, r.Index, r.Meta)
 				}
 			}
 		}
 		for _, r := range e.retries {
-			n, ok := Attempts(r.Value)
+			n, ok := r.Attempts, r.Attempts > 0
 			switch {
 			case ok && n > maxAtt:
 				v.offend(id, "retry at #%d reports %d attempts, above the limit %d", r.Index, n, maxAtt)
-			case ok && n >= maxAtt && !HasFlag(r.Value, FlagParked) && a.cfg.Features.Parks:
+			case ok && n >= maxAtt && !r.Parked && a.cfg.Features.Parks:
 				v.offend(id, "retry at #%d reached the limit (%d attempts) without parking", r.Index, n)
 			}
 		}
@@ -98,7 +97,7 @@ func (a *analysis) parking() Result {
 }
 
 // refusedEachTime reports that every attempt a healthy event consumed was
-// consumed while a fault of class FaultOther affecting the retrying relay
+// consumed while a fault of class history.ClassOther affecting the retrying relay
 // was open: a nack storm, an unbound queue, a broker refusing messages. By
 // the relay's rules those are row-level failures, so such an event may be
 // parked without the relay being at fault.
@@ -114,7 +113,7 @@ func (a *analysis) refusedEachTime(e *event) bool {
 	for _, r := range e.retries {
 		in := false
 		for _, w := range a.windows {
-			if w.start <= r.Index && r.Index <= w.end && a.classOf(w.name) == FaultOther && a.hits(w, r.Process) {
+			if w.start <= r.Index && r.Index <= w.end && w.class() == history.ClassOther && a.hits(w, r.Process) {
 				in = true
 				break
 			}
@@ -130,7 +129,7 @@ func (a *analysis) refusedEachTime(e *event) bool {
 // index i.
 func (a *analysis) brokerOutageAt(i int64, process string) (window, bool) {
 	for _, w := range a.windows {
-		if w.start <= i && i <= w.end && a.classOf(w.name) == FaultBroker && a.hits(w, process) {
+		if w.start <= i && i <= w.end && w.class() == history.ClassBroker && a.hits(w, process) {
 			return w, true
 		}
 	}
@@ -141,7 +140,7 @@ func (a *analysis) brokerOutageAt(i int64, process string) (window, bool) {
 // point between two indexes.
 func (a *analysis) clockFaultBetween(from, to int64, process string) bool {
 	for _, w := range a.windows {
-		if w.start <= to && w.end >= from && a.classOf(w.name) == FaultClock && a.hits(w, process) {
+		if w.start <= to && w.end >= from && w.class() == history.ClassClock && a.hits(w, process) {
 			return true
 		}
 	}
@@ -151,20 +150,19 @@ func (a *analysis) clockFaultBetween(from, to int64, process string) bool {
 func (a *analysis) checkBackoff(v *verdict, e *event) {
 	for i := 1; i < len(e.retries); i++ {
 		r1, r2 := e.retries[i-1], e.retries[i]
-		if HasFlag(r1.Value, FlagParked) {
+		if r1.Parked {
 			v.offend(e.id, "retried at #%d after it was parked at #%d", r2.Index, r1.Index)
 			continue
 		}
-		n, ok := Attempts(r1.Value)
-		if !ok {
+		n := r1.Attempts
+		if n <= 0 {
 			v.counts["backoff_unchecked"]++
 			continue
 		}
 		var gap time.Duration
-		t1, ok1 := DBTime(r1.Value)
-		t2, ok2 := DBTime(r2.Value)
+		t1, t2 := r1.DBTime, r2.DBTime
 		switch {
-		case ok1 && ok2:
+		case !t1.IsZero() && !t2.IsZero():
 			gap = t2.Sub(t1)
 		case r1.Process == r2.Process && !a.clockFaultBetween(r1.Index, r2.Index, r1.Process):
 			gap = r2.Time.Sub(r1.Time)

@@ -28,8 +28,8 @@ func TestParking(t *testing.T) {
 		{
 			name: "undecodable poison parked after the attempt limit",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2 parked").h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", att(1, false)).
+				claim("relay-a", "p1").retry("relay-a", "p1", att(2, true)).h(),
 			s:     State{Outbox: rows(faultedRow("p1", 2))},
 			cfg:   Config{Poison: poison, MaxAttempts: 2, Features: Features{Stages: true, Parks: true}},
 			valid: true,
@@ -83,32 +83,32 @@ func TestParking(t *testing.T) {
 		},
 		{
 			name: "a broker outage consumed an attempt",
-			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("broker-down").
-				retry("relay-a", "e1", "attempts=1").heal("broker-down").relay("relay-a", "e1").h(),
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("broker-down", history.ClassBroker).
+				retry("relay-a", "e1", att(1, false)).heal("broker-down").relay("relay-a", "e1").h(),
 			offending: []string{"e1"},
 		},
 		{
 			name: "a relay->broker timeout consumed an attempt",
-			h: build().commit("producer-1", "e1").fault("relay->broker timeout").claim("relay-a", "e1").
-				retry("relay-a", "e1", "attempts=1").h(),
+			h: build().commit("producer-1", "e1").fault("relay->broker timeout", history.ClassBroker).claim("relay-a", "e1").
+				retry("relay-a", "e1", att(1, false)).h(),
 			offending: []string{"e1"},
 		},
 		{
 			name: "a poison row may consume attempts during a broker outage",
-			h: build().commit("producer-1", "p1").claim("relay-a", "p1").fault("broker-killed").
-				retry("relay-a", "p1", "attempts=1").heal("broker-killed").h(),
+			h: build().commit("producer-1", "p1").claim("relay-a", "p1").fault("broker-killed", history.ClassBroker).
+				retry("relay-a", "p1", att(1, false)).heal("broker-killed").h(),
 			cfg:   Config{Poison: poison},
 			valid: true,
 		},
 		{
 			name: "a database outage is no broker outage",
-			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("db-down").
-				retry("relay-a", "e1", "attempts=1").heal("db-down").relay("relay-a", "e1").h(),
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("db-down", history.ClassDB).
+				retry("relay-a", "e1", att(1, false)).heal("db-down").relay("relay-a", "e1").h(),
 			valid: true,
 		},
 		{
 			name:      "attempts above the limit",
-			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", "attempts=6").h(),
+			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", att(6, false)).h(),
 			cfg:       Config{Poison: poison},
 			offending: []string{"p1"},
 		},
@@ -121,55 +121,55 @@ func TestParking(t *testing.T) {
 		},
 		{
 			name:      "reached the limit without parking",
-			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", "attempts=5").h(),
+			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", att(5, false)).h(),
 			cfg:       Config{Poison: poison, Features: Features{Parks: true}},
 			offending: []string{"p1"},
 		},
 		{
 			name: "retries spaced by the backoff on the database clock",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(1, false, db(0))).
-				claim("relay-b", "p1").retry("relay-b", "p1", RetryValue(2, false, db(61*time.Second))).h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", attAt(1, false, db(0))).
+				claim("relay-b", "p1").retry("relay-b", "p1", attAt(2, false, db(61*time.Second))).h(),
 			cfg:   withPoison(spaced, poison),
 			valid: true,
 		},
 		{
 			name: "retried before the backoff passed",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(1, false, db(0))).
-				claim("relay-b", "p1").retry("relay-b", "p1", RetryValue(2, false, db(30*time.Second))).h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", attAt(1, false, db(0))).
+				claim("relay-b", "p1").retry("relay-b", "p1", attAt(2, false, db(30*time.Second))).h(),
 			cfg:       withPoison(spaced, poison),
 			offending: []string{"p1"},
 		},
 		{
 			name: "same relay, no database time: its own clock measures the spacing",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2").h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", att(1, false)).
+				claim("relay-a", "p1").retry("relay-a", "p1", att(2, false)).h(),
 			cfg:       withPoison(spaced, poison),
 			offending: []string{"p1"},
 		},
 		{
 			name: "same relay, its own clock, spaced enough",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").wait(time.Minute).
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2").h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", att(1, false)).wait(time.Minute).
+				claim("relay-a", "p1").retry("relay-a", "p1", att(2, false)).h(),
 			cfg:   withPoison(spaced, poison),
 			valid: true,
 		},
 		{
 			name: "two relays, no database time: not checkable",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").
-				claim("relay-b", "p1").retry("relay-b", "p1", "attempts=2").h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", att(1, false)).
+				claim("relay-b", "p1").retry("relay-b", "p1", att(2, false)).h(),
 			cfg:   withPoison(spaced, poison),
 			valid: true,
 		},
 		{
 			name: "retried after it was parked",
 			h: build().commit("producer-1", "p1").
-				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(5, true, db(0))).
-				claim("relay-a", "p1").retry("relay-a", "p1", RetryValue(6, true, db(time.Hour))).h(),
+				claim("relay-a", "p1").retry("relay-a", "p1", attAt(5, true, db(0))).
+				claim("relay-a", "p1").retry("relay-a", "p1", attAt(6, true, db(time.Hour))).h(),
 			cfg:       withPoison(spaced, poison),
 			offending: []string{"p1"},
 		},
@@ -183,10 +183,10 @@ func withPoison(c Config, poison map[string]bool) Config {
 
 func TestParkingBackoffCounts(t *testing.T) {
 	h := build().commit("producer-1", "p1", "p2").
-		claim("relay-a", "p1").retry("relay-a", "p1", "attempts=1").wait(time.Minute).
-		claim("relay-a", "p1").retry("relay-a", "p1", "attempts=2").
-		claim("relay-a", "p2").retry("relay-a", "p2", "attempts=1").
-		claim("relay-b", "p2").retry("relay-b", "p2", "attempts=2").h()
+		claim("relay-a", "p1").retry("relay-a", "p1", att(1, false)).wait(time.Minute).
+		claim("relay-a", "p1").retry("relay-a", "p1", att(2, false)).
+		claim("relay-a", "p2").retry("relay-a", "p2", att(1, false)).
+		claim("relay-b", "p2").retry("relay-b", "p2", att(2, false)).h()
 	cfg := Config{Poison: map[string]bool{"p1": true, "p2": true}, Backoff: func(n int) time.Duration { return time.Second }}
 	r := Parking(h, State{}, cfg)
 	expect(t, r, true)
@@ -203,39 +203,28 @@ func TestParkingFaultScope(t *testing.T) {
 	runCases(t, Parking, []checkCase{
 		{
 			name:  "a cut of another relay's broker link does not excuse nor blame this relay",
-			h:     healthy(build()).fault("cut relay-a->broker").retry("relay-b", "e1", "attempts=1").h(),
+			h:     healthy(build()).fault("cut relay-a->broker", history.ClassBroker, "relay-a").retry("relay-b", "e1", att(1, false)).h(),
 			valid: true,
 		},
 		{
 			name:      "a cut of this relay's broker link consumed an attempt",
-			h:         healthy(build()).fault("cut relay-a->broker").retry("relay-a", "e1", "attempts=1").h(),
+			h:         healthy(build()).fault("cut relay-a->broker", history.ClassBroker, "relay-a").retry("relay-a", "e1", att(1, false)).h(),
 			offending: []string{"e1"},
 		},
 		{
 			name: "a healthy event parked by nacks, every attempt inside a nack storm",
-			h: healthy(build()).fault("nack-storm").retry("relay-a", "e1", "attempts=1").
-				retry("relay-a", "e1", "attempts=2 parked").heal("nack-storm").h(),
+			h: healthy(build()).fault("nack-storm", history.ClassOther).retry("relay-a", "e1", att(1, false)).
+				retry("relay-a", "e1", att(2, true)).heal("nack-storm").h(),
 			s:     State{Outbox: rows(faultedRow("e1", 2))},
 			cfg:   Config{MaxAttempts: 2},
 			valid: true,
 		},
 		{
 			name: "a healthy event parked with one attempt outside any refusal",
-			h: healthy(build()).fault("nack-storm").retry("relay-a", "e1", "attempts=1").heal("nack-storm").
-				retry("relay-a", "e1", "attempts=2 parked").h(),
+			h: healthy(build()).fault("nack-storm", history.ClassOther).retry("relay-a", "e1", att(1, false)).heal("nack-storm").
+				retry("relay-a", "e1", att(2, true)).h(),
 			s:         State{Outbox: rows(faultedRow("e1", 2))},
 			cfg:       Config{MaxAttempts: 2},
-			offending: []string{"e1"},
-		},
-		{
-			name: "the run's own fault classes come first",
-			h:    healthy(build()).fault("toxic-7").retry("relay-a", "e1", "attempts=1").h(),
-			cfg: Config{FaultClass: func(name string) FaultClass {
-				if name == "toxic-7" {
-					return FaultBroker
-				}
-				return ""
-			}},
 			offending: []string{"e1"},
 		},
 	})
@@ -244,40 +233,31 @@ func TestParkingFaultScope(t *testing.T) {
 func TestFaultWindows(t *testing.T) {
 	b := build()
 	start := func(name string, done history.Type) {
-		b.rec("nemesis", history.Invoke, history.FaultStart, name).rec("nemesis", done, history.FaultStart, name)
+		m := history.Meta{Fault: &history.Fault{Name: name, Class: history.ClassOther}}
+		b.rec("nemesis", history.Invoke, history.FaultStart, m).rec("nemesis", done, history.FaultStart, m)
 	}
 	stop := func(name string, done history.Type) {
-		b.rec("nemesis", history.Invoke, history.FaultStop, name).rec("nemesis", done, history.FaultStop, name)
+		m := history.Meta{Fault: &history.Fault{Name: name, Class: history.ClassOther}}
+		b.rec("nemesis", history.Invoke, history.FaultStop, m).rec("nemesis", done, history.FaultStop, m)
 	}
-	start("a", history.OK)                                  // #0 opens a
-	stop("a", history.Info)                                 // #2-3 heal failed: a stays open
-	stop("a", history.OK)                                   // #4-5 closes a at #5
-	start("b", history.Fail)                                // #6-7 opens b at #6, closes at #7
-	start("c", history.Info)                                // #8-9 half applied: c opens at #8
-	b.fault("d").heal("d")                                  // #10-11 standalone records
-	b.rec("nemesis", history.Fail, history.FaultStart, "e") // #12 a failed standalone start opens nothing
+	start("a", history.OK)                                                                                                // #0 opens a
+	stop("a", history.Info)                                                                                               // #2-3 heal failed: a stays open
+	stop("a", history.OK)                                                                                                 // #4-5 closes a at #5
+	start("b", history.Fail)                                                                                              // #6-7 opens b at #6, closes at #7
+	start("c", history.Info)                                                                                              // #8-9 half applied: c opens at #8
+	b.fault("d", history.ClassOther).heal("d")                                                                                    // #10-11 standalone records
+	b.rec("nemesis", history.Fail, history.FaultStart, history.Meta{Fault: &history.Fault{Name: "e", Class: history.ClassOther}}) // #12 a failed standalone start opens nothing
 	got := faultWindows(history.Pairs(b.h()))
-	want := []window{{"a", 0, 5}, {"b", 6, 7}, {"c", 8, math.MaxInt64}, {"d", 10, 11}}
-	if !slices.Equal(got, want) {
-		t.Errorf("faultWindows = %+v, want %+v", got, want)
+	type span struct {
+		name       string
+		start, end int64
 	}
-}
-
-func TestNames(t *testing.T) {
-	for _, c := range []struct {
-		fault, process string
-		want           bool
-	}{
-		{"cut relay-a->broker", "relay-a", true},
-		{"cut relay-ab->broker", "relay-a", false},
-		{"pause relay-a", "relay-a", true},
-		{"kill consumer-1", "consumer-10", false},
-		{"kill consumer-10", "consumer-1", false},
-		{"broker-down", "relay-a", false},
-		{"relay-a relay-a2", "relay-a", true},
-	} {
-		if got := names(c.fault, c.process); got != c.want {
-			t.Errorf("names(%q, %q) = %v, want %v", c.fault, c.process, got, c.want)
-		}
+	want := []span{{"a", 0, 5}, {"b", 6, 7}, {"c", 8, math.MaxInt64}, {"d", 10, 11}}
+	var spans []span
+	for _, w := range got {
+		spans = append(spans, span{w.name, w.start, w.end})
+	}
+	if !slices.Equal(spans, want) {
+		t.Errorf("faultWindows = %+v, want %+v", got, want)
 	}
 }

@@ -81,8 +81,8 @@ func (a *analysis) judgeSweep(v *verdict, e *event, sw history.Op) {
 		return
 	}
 	var age time.Duration
-	mt, mok := DBTime(mark.Value)
-	st, sok := DBTime(sw.Value)
+	mt, st := mark.DBTime, sw.DBTime
+	mok, sok := !mt.IsZero(), !st.IsZero()
 	switch {
 	case mok && sok:
 		age = st.Sub(mt)
@@ -119,8 +119,8 @@ func (a *analysis) judgeGone(v *verdict, e *event) {
 	}
 	from, what := a.state.DBStart, "the run's start"
 	for _, m := range e.marks {
-		if t, ok := DBTime(m.Value); ok {
-			from, what = t, fmt.Sprintf("its mark at #%d", m.Index)
+		if !m.DBTime.IsZero() {
+			from, what = m.DBTime, fmt.Sprintf("its mark at #%d", m.Index)
 			break
 		}
 	}

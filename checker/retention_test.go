@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"github.com/outboxlab/outboxlab/history"
 	"testing"
 	"time"
 )
@@ -9,7 +10,7 @@ func TestRetention(t *testing.T) {
 	const ret = time.Hour
 	cfg := Config{Retention: ret, Features: Features{Stages: true, Sweeps: true}}
 	db := func(d time.Duration) time.Time { return t0.Add(d) }
-	dbv := func(d time.Duration) string { return WithDBTime("", db(d)) }
+	dbv := func(d time.Duration) history.Meta { return history.Meta{DBTime: db(d)} }
 
 	runCases(t, Retention, []checkCase{
 		{
@@ -29,35 +30,35 @@ func TestRetention(t *testing.T) {
 		{
 			name: "swept too early by the sweeping relay's own clock",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
-				wait(time.Minute).sweep("relay-a", "", "e1").h(),
+				wait(time.Minute).sweep("relay-a", history.Meta{}, "e1").h(),
 			cfg:       cfg,
 			offending: []string{"e1"},
 		},
 		{
 			name: "swept late enough by the sweeping relay's own clock",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
-				wait(2*ret).sweep("relay-a", "", "e1").h(),
+				wait(2*ret).sweep("relay-a", history.Meta{}, "e1").h(),
 			cfg:   cfg,
 			valid: true,
 		},
 		{
 			name: "another relay's clock is not compared: unchecked",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
-				wait(time.Minute).sweep("relay-b", "", "e1").h(),
+				wait(time.Minute).sweep("relay-b", history.Meta{}, "e1").h(),
 			cfg:   cfg,
 			valid: true,
 		},
 		{
 			name: "a sweep deleted a pending row",
 			h: build().commit("producer-1", "e1", "e2").relay("relay-a", "e1").
-				wait(2*ret).sweep("relay-a", "", "e1", "e2").h(),
+				wait(2*ret).sweep("relay-a", history.Meta{}, "e1", "e2").h(),
 			cfg:       cfg,
 			offending: []string{"e2"},
 		},
 		{
 			name: "a sweep deleted a faulted row",
 			h: build().commit("producer-1", "p1").claim("relay-a", "p1").park("relay-a", "p1").
-				wait(2*ret).sweep("relay-a", "", "p1").h(),
+				wait(2*ret).sweep("relay-a", history.Meta{}, "p1").h(),
 			cfg:       cfg,
 			offending: []string{"p1"},
 		},

@@ -108,7 +108,7 @@ func (a *analysis) duplicateEffects() Result {
 		}
 		var fresh []history.Op
 		for _, op := range e.applyOK {
-			if !HasFlag(op.Value, FlagDuplicate) {
+			if !op.Duplicate {
 				fresh = append(fresh, op)
 			}
 		}

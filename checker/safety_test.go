@@ -40,7 +40,7 @@ func TestLost(t *testing.T) {
 			name: "a duplicate-absorbed apply counts as delivered",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
 				deliver("consumer-1", "e1").invoke("consumer-1", history.Apply, "e1").crash("consumer-1").restart("consumer-1").
-				deliver("consumer-1", "e1", FlagRedelivered).applyDup("consumer-1", "e1").h(),
+				deliver("consumer-1", "e1", history.Meta{Redelivered: true}).applyDup("consumer-1", "e1").h(),
 			valid: true,
 		},
 		{
@@ -188,7 +188,7 @@ func TestDuplicateEffects(t *testing.T) {
 		{
 			name: "a redelivery absorbed by the inbox",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
-				consume("consumer-1", "e1").deliver("consumer-1", "e1", FlagRedelivered).applyDup("consumer-1", "e1").h(),
+				consume("consumer-1", "e1").deliver("consumer-1", "e1", history.Meta{Redelivered: true}).applyDup("consumer-1", "e1").h(),
 			s:     State{Effects: map[string]int{"e1": 1}},
 			valid: true,
 		},

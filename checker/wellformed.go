@@ -10,7 +10,8 @@ import (
 // WellFormed checks the history itself: indexes strictly increase, every
 // record has a known type, and every completion of an operation that needs
 // an invoke (all but Deliver, FaultStart, FaultStop, Crash, Restart and
-// Phase) completes an invoke of the same process and function. A history
+// Phase) completes an invoke of the same process and function, and every
+// FaultStart and FaultStop names its fault with a known class. A history
 // that fails here may mislead every other checker.
 func WellFormed(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).wellFormed() }
 
@@ -32,6 +33,14 @@ func (a *analysis) wellFormed() Result {
 		case history.Invoke, history.OK, history.Fail, history.Info:
 		default:
 			bad(op, "unknown type %q", op.Type)
+		}
+		if op.F == history.FaultStart || op.F == history.FaultStop {
+			switch {
+			case op.Fault == nil || op.Fault.Name == "":
+				bad(op, "fault record without the fault's identity")
+			case !op.Fault.Class.Valid():
+				bad(op, "fault %q of unknown class %q", op.Fault.Name, op.Fault.Class)
+			}
 		}
 	}
 	for _, p := range a.pairs {

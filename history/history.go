@@ -9,8 +9,10 @@ package history
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -47,29 +49,29 @@ const (
 	// Mark is a relay marking rows processed; ok carries the Events actually
 	// marked (rows whose lease was lost are missing from it).
 	Mark Func = "mark"
-	// Retry is a relay recording a row-level failure; Value holds the
-	// attempts after it, and "parked" when the row was faulted.
+	// Retry is a relay recording a row-level failure; Attempts holds the
+	// attempts after it, and Parked is set when the row was faulted.
 	Retry Func = "retry"
 	// Park is a relay faulting a row at once.
 	Park Func = "park"
 	// Sweep is a relay deleting processed rows; ok carries the Events
 	// deleted.
 	Sweep Func = "sweep"
-	// Deliver is the broker handing Events to a consumer; Value "redelivered"
-	// marks a redelivery.
+	// Deliver is the broker handing Events to a consumer; Redelivered marks
+	// a redelivery.
 	Deliver Func = "deliver"
-	// Apply is a consumer applying an event's effect; ok: applied, Value
-	// "duplicate" when the inbox absorbed it without a second effect.
+	// Apply is a consumer applying an event's effect; ok: applied,
+	// Duplicate when the inbox absorbed it without a second effect.
 	Apply Func = "apply"
-	// FaultStart and FaultStop bracket a fault window; Value names the fault.
+	// FaultStart and FaultStop bracket a fault window; Fault identifies it.
 	FaultStart Func = "fault-start"
 	FaultStop  Func = "fault-stop"
 	// Crash records that Process died (memory lost); Restart that it came
 	// back.
 	Crash   Func = "crash"
 	Restart Func = "restart"
-	// Phase marks the start of a run phase: Value is "safety", "liveness"
-	// or "check".
+	// Phase marks the start of a run phase: Phase is PhaseSafety,
+	// PhaseLiveness or PhaseCheck.
 	Phase Func = "phase"
 )
 
@@ -87,10 +89,113 @@ type Op struct {
 	F       Func   `json:"f"`
 	// Events are the outbox event ids the operation is about.
 	Events []string `json:"events,omitempty"`
-	// Value is a small free-form detail: a fault name, a count, a flag.
-	Value string `json:"value,omitempty"`
+	// Meta holds the typed details of the operation; its fields are
+	// promoted, so op.Attempts reads the attempts of a retry.
+	Meta
 	// Error is the error text of a fail or info.
 	Error string `json:"error,omitempty"`
+}
+
+// Meta is the typed detail of an operation. Which fields a record carries
+// depends on its function; checkers read only these fields, never Detail.
+type Meta struct {
+	// Fault identifies the fault of a FaultStart or FaultStop record.
+	Fault *Fault `json:"fault,omitempty"`
+	// Phase names the phase a Phase record starts: PhaseSafety,
+	// PhaseLiveness or PhaseCheck.
+	Phase string `json:"phase,omitempty"`
+	// Attempts is a row's attempts after a Retry (at least 1).
+	Attempts int `json:"attempts,omitempty"`
+	// Parked says a Retry reached the attempt limit and faulted the row.
+	Parked bool `json:"parked,omitempty"`
+	// DBTime is the database clock at the statement a relay record is
+	// about: a Mark (processed_at), a Retry, a Sweep.
+	DBTime time.Time `json:"db_time,omitzero"`
+	// CausedBy, on a Commit invoke, names the events whose consumption
+	// caused the events of this commit.
+	CausedBy []string `json:"caused_by,omitempty"`
+	// Queue names the queue of a Deliver when a run has several.
+	Queue string `json:"queue,omitempty"`
+	// Redelivered is the broker's redelivery flag on a Deliver.
+	Redelivered bool `json:"redelivered,omitempty"`
+	// Duplicate, on an Apply ok, says the inbox absorbed the delivery with
+	// no second effect.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Detail is a few words for people reading a timeline ("failpoint
+	// after-confirm-before-mark"); no checker reads it.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Phase names carried in Meta.Phase of a Phase record.
+const (
+	// PhaseSafety runs the workload under faults.
+	PhaseSafety = "safety"
+	// PhaseLiveness heals every fault and waits for the backlog to drain.
+	PhaseLiveness = "liveness"
+	// PhaseCheck runs the checkers over the history and final state.
+	PhaseCheck = "check"
+)
+
+// FaultClass says which part of the system a fault hits. It is shared by
+// the fault injectors (chaos, sim), the checkers and the reports; a
+// checker decides what a fault can explain from its class and targets,
+// never from its name.
+type FaultClass string
+
+// Fault classes.
+const (
+	// ClassBroker: the broker is down, unreachable or slow, or confirms are
+	// lost, as seen by the fault's targets.
+	ClassBroker FaultClass = "broker"
+	// ClassDB: the database is down, unreachable or slow.
+	ClassDB FaultClass = "db"
+	// ClassProcess: a relay, producer or consumer is killed, paused,
+	// stopped or restarted, or dies at a failpoint.
+	ClassProcess FaultClass = "process"
+	// ClassClock: a process's clock is skewed.
+	ClassClock FaultClass = "clock"
+	// ClassOther: every other fault, e.g. a nack storm or a cut between
+	// two parts of the harness that are neither broker nor database.
+	ClassOther FaultClass = "other"
+)
+
+// Classes lists every fault class, in the order reports show them.
+var Classes = []FaultClass{ClassBroker, ClassDB, ClassProcess, ClassClock, ClassOther}
+
+// Valid reports whether c is one of Classes.
+func (c FaultClass) Valid() bool {
+	for _, k := range Classes {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Fault identifies one fault of a run: its name (unique within the run,
+// for people and for pairing a start with its stop), what it does (Kind:
+// "down", "kill", "pause", "clock-skew", ...), which part of the system it
+// hits (Class) and which processes of the history it affects (Targets;
+// empty means every process).
+type Fault struct {
+	Name    string     `json:"name"`
+	Kind    string     `json:"kind,omitempty"`
+	Class   FaultClass `json:"class"`
+	Targets []string   `json:"targets,omitempty"`
+}
+
+// Hits reports whether the fault affects process: it has no targets, or
+// process is one of them.
+func (f Fault) Hits(process string) bool {
+	if len(f.Targets) == 0 {
+		return true
+	}
+	for _, t := range f.Targets {
+		if t == process {
+			return true
+		}
+	}
+	return false
 }
 
 // String renders the op on one line, as a person reads a timeline.
@@ -101,13 +206,56 @@ func (o Op) String() string {
 	} else if len(o.Events) > 1 {
 		s += fmt.Sprintf(" %s (+%d)", o.Events[0], len(o.Events)-1)
 	}
-	if o.Value != "" {
-		s += " " + o.Value
+	if d := o.Meta.String(); d != "" {
+		s += " " + d
 	}
 	if o.Error != "" {
 		s += " err=" + o.Error
 	}
 	return s
+}
+
+// String renders the fields of m that are set, for timelines.
+func (m Meta) String() string {
+	var parts []string
+	if m.Fault != nil {
+		f := m.Fault.Name + " [" + string(m.Fault.Class)
+		if m.Fault.Kind != "" {
+			f += "/" + m.Fault.Kind
+		}
+		if len(m.Fault.Targets) > 0 {
+			f += " -> " + strings.Join(m.Fault.Targets, ",")
+		}
+		parts = append(parts, f+"]")
+	}
+	if m.Phase != "" {
+		parts = append(parts, m.Phase)
+	}
+	if m.Attempts > 0 {
+		parts = append(parts, fmt.Sprintf("attempts=%d", m.Attempts))
+	}
+	if m.Parked {
+		parts = append(parts, "parked")
+	}
+	if !m.DBTime.IsZero() {
+		parts = append(parts, "db_time="+m.DBTime.UTC().Format(time.RFC3339Nano))
+	}
+	if len(m.CausedBy) > 0 {
+		parts = append(parts, "caused-by="+strings.Join(m.CausedBy, ","))
+	}
+	if m.Queue != "" {
+		parts = append(parts, "queue="+m.Queue)
+	}
+	if m.Redelivered {
+		parts = append(parts, "redelivered")
+	}
+	if m.Duplicate {
+		parts = append(parts, "duplicate")
+	}
+	if m.Detail != "" {
+		parts = append(parts, m.Detail)
+	}
+	return strings.Join(parts, " ")
 }
 
 // Recorder appends operations; it is safe for concurrent use. The zero
@@ -150,9 +298,25 @@ func (r *Recorder) Len() int {
 	return len(r.ops)
 }
 
-// WriteJSONL writes ops as JSON Lines, one op per line.
+// Version is the version of the JSON Lines format WriteJSONL writes. The
+// first line of a history file is the header {"outboxlab_history":Version};
+// ReadJSONL refuses any other version.
+const Version = 2
+
+// Header is the first line of a history file.
+const Header = `{"outboxlab_history":2}`
+
+// ErrVersion is returned by ReadJSONL for a history of another format
+// version, or one without the header.
+var ErrVersion = errors.New("unsupported history format")
+
+// WriteJSONL writes the header line and then ops as JSON Lines, one op per
+// line.
 func WriteJSONL(w io.Writer, ops []Op) error {
 	bw := bufio.NewWriter(w)
+	if _, err := bw.WriteString(Header + "\n"); err != nil {
+		return fmt.Errorf("writing history header: %w", err)
+	}
 	enc := json.NewEncoder(bw)
 	for _, op := range ops {
 		if err := enc.Encode(op); err != nil {
@@ -162,15 +326,31 @@ func WriteJSONL(w io.Writer, ops []Op) error {
 	return bw.Flush()
 }
 
-// ReadJSONL reads a history written by WriteJSONL.
+// ReadJSONL reads a history written by WriteJSONL. A history without the
+// header line, or with another version, is an error wrapping ErrVersion
+// that says which version it has.
 func ReadJSONL(r io.Reader) ([]Op, error) {
 	var ops []Op
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	line := 0
+	header := false
 	for sc.Scan() {
 		line++
 		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		if !header {
+			var h struct {
+				Version *int `json:"outboxlab_history"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Version == nil {
+				return nil, fmt.Errorf("history line %d: %w: no {\"outboxlab_history\":N} header (this build reads version %d)", line, ErrVersion, Version)
+			}
+			if *h.Version != Version {
+				return nil, fmt.Errorf("history line %d: %w: version %d (this build reads version %d)", line, ErrVersion, *h.Version, Version)
+			}
+			header = true
 			continue
 		}
 		var op Op
@@ -181,6 +361,9 @@ func ReadJSONL(r io.Reader) ([]Op, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading history: %w", err)
+	}
+	if !header {
+		return nil, fmt.Errorf("%w: empty history file, no header", ErrVersion)
 	}
 	return ops, nil
 }

@@ -2,6 +2,8 @@ package history
 
 import (
 	"bytes"
+	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +43,7 @@ func TestRecorderKeepsGivenTimeAndUsesItsClock(t *testing.T) {
 	r := Recorder{Now: func() time.Time { return at }}
 	skewed := at.Add(-5 * time.Minute)
 	a := r.Record(Op{Process: "relay-a", Type: OK, F: Mark, Time: skewed})
-	b := r.Record(Op{Process: "runner", Type: OK, F: Phase, Value: "liveness"})
+	b := r.Record(Op{Process: "runner", Type: OK, F: Phase, Meta: Meta{Phase: PhaseLiveness}})
 	if !a.Time.Equal(skewed) || !b.Time.Equal(at) {
 		t.Errorf("times = %s, %s; want the process's own %s and the recorder's %s", a.Time, b.Time, skewed, at)
 	}
@@ -50,16 +52,23 @@ func TestRecorderKeepsGivenTimeAndUsesItsClock(t *testing.T) {
 func TestJSONLRoundTrip(t *testing.T) {
 	at := time.Date(2030, 1, 1, 12, 0, 0, 123456789, time.UTC)
 	ops := []Op{
-		{Index: 0, Time: at, Process: "producer-1", Type: Invoke, F: Commit, Events: []string{"e1", "e2"}, Value: "caused-by=e0"},
+		{Index: 0, Time: at, Process: "producer-1", Type: Invoke, F: Commit, Events: []string{"e1", "e2"}, Meta: Meta{CausedBy: []string{"e0"}}},
 		{Index: 1, Time: at.Add(time.Millisecond), Process: "producer-1", Type: Info, F: Commit, Events: []string{"e1", "e2"}, Error: "connection reset"},
-		{Index: 2, Time: at.Add(2 * time.Millisecond), Process: "nemesis", Type: OK, F: FaultStart, Value: "relay-broker down"},
+		{Index: 2, Time: at.Add(2 * time.Millisecond), Process: "nemesis", Type: OK, F: FaultStart, Meta: Meta{Fault: &Fault{Name: "f1", Kind: "down", Class: ClassBroker, Targets: []string{"relay-a"}}}},
+		{Index: 3, Time: at.Add(3 * time.Millisecond), Process: "relay-a", Type: OK, F: Retry, Events: []string{"e1"},
+			Meta: Meta{Attempts: 5, Parked: true, DBTime: at.Add(time.Hour), Detail: "nack"}},
+		{Index: 4, Time: at.Add(4 * time.Millisecond), Process: "consumer-1", Type: OK, F: Deliver, Events: []string{"e1"},
+			Meta: Meta{Queue: "q", Redelivered: true}},
 	}
 	var buf bytes.Buffer
 	if err := WriteJSONL(&buf, ops); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(buf.String(), "\n"); n != len(ops) {
-		t.Fatalf("%d lines for %d ops", n, len(ops))
+	if n := strings.Count(buf.String(), "\n"); n != len(ops)+1 {
+		t.Fatalf("%d lines for %d ops and the header", n, len(ops))
+	}
+	if !strings.HasPrefix(buf.String(), Header+"\n") {
+		t.Fatalf("history does not start with the header %s", Header)
 	}
 	got, err := ReadJSONL(&buf)
 	if err != nil {
@@ -69,15 +78,45 @@ func TestJSONLRoundTrip(t *testing.T) {
 		t.Fatalf("read %d ops, want %d", len(got), len(ops))
 	}
 	for i := range ops {
-		if got[i].String() != ops[i].String() || !got[i].Time.Equal(ops[i].Time) || got[i].Value != ops[i].Value {
+		if !reflect.DeepEqual(got[i], ops[i]) {
 			t.Errorf("op %d: read %+v, wrote %+v", i, got[i], ops[i])
 		}
 	}
 }
 
 func TestReadJSONLRejectsABrokenLine(t *testing.T) {
-	_, err := ReadJSONL(strings.NewReader("{\"index\":0,\"process\":\"p\",\"type\":\"ok\",\"f\":\"commit\"}\n{not json\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 2") {
+	_, err := ReadJSONL(strings.NewReader(Header + "\n{\"index\":0,\"process\":\"p\",\"type\":\"ok\",\"f\":\"commit\"}\n{not json\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v, want one naming line 2", err)
+	}
+}
+
+func TestReadJSONLRefusesOtherVersions(t *testing.T) {
+	op := `{"index":0,"time":"2030-01-01T00:00:00Z","process":"p","type":"ok","f":"commit"}`
+	for name, in := range map[string]string{
+		"no header":     op + "\n",
+		"version 1":     `{"outboxlab_history":1}` + "\n" + op + "\n",
+		"version 3":     `{"outboxlab_history":3}` + "\n" + op + "\n",
+		"empty":         "",
+		"not a history": "hello\n",
+	} {
+		_, err := ReadJSONL(strings.NewReader(in))
+		if !errors.Is(err, ErrVersion) {
+			t.Errorf("%s: err = %v, want ErrVersion", name, err)
+		}
+	}
+	if _, err := ReadJSONL(strings.NewReader(`{"outboxlab_history":1}` + "\n")); err == nil || !strings.Contains(err.Error(), "version 1") {
+		t.Errorf("error for version 1 does not say which version it read: %v", err)
+	}
+}
+
+func TestFaultHits(t *testing.T) {
+	all := Fault{Name: "f", Class: ClassBroker}
+	one := Fault{Name: "f", Class: ClassBroker, Targets: []string{"relay-a"}}
+	if !all.Hits("relay-b") || !one.Hits("relay-a") || one.Hits("relay-b") || one.Hits("relay-ab") {
+		t.Error("Fault.Hits: untargeted faults hit everyone, targeted ones only their targets")
+	}
+	if FaultClass("broker").Valid() != true || FaultClass("network").Valid() {
+		t.Error("FaultClass.Valid")
 	}
 }

@@ -377,7 +377,7 @@ func TestCheckersCatchInjectedDefects(t *testing.T) {
 
 func firstOK(h []history.Op, f history.Func) string {
 	for _, op := range h {
-		if op.F == f && op.Type == history.OK && len(op.Events) == 1 && op.Value == "" {
+		if op.F == f && op.Type == history.OK && len(op.Events) == 1 && op.Meta.String() == "" {
 			return op.Events[0]
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -185,7 +185,7 @@ func runInfra(t *rapid.T, env *testenv.Env, wrap func(relay.Store) relay.Store) 
 	if err := c.setup(ctx, t); err != nil {
 		t.Fatalf("setting up: %v", err)
 	}
-	chaos.RecordPhase(c.rec, chaos.PhaseSafety)
+	chaos.RecordPhase(c.rec, history.PhaseSafety)
 	t.Repeat(c.actions(ctx))
 	rep, err := c.finish(ctx, t)
 	if err != nil {
@@ -242,17 +242,20 @@ func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
 	if c.nemesis, err = chaos.NewNemesis(c.rec); err != nil {
 		return err
 	}
-	for _, l := range []struct{ link, name string }{
-		{testenv.LinkRelayDB, "relay->db down"},
-		{testenv.LinkRelayBroker, "relay->broker down"},
-		// Named after the consumer process it cuts off, so that the
-		// checkers scope it to that process.
-		{testenv.LinkConsumerBroker, "consumer-1->broker down"},
+	for _, l := range []struct {
+		link, name string
+		class      history.FaultClass
+		targets    []string
+	}{
+		{testenv.LinkRelayDB, "relay->db down", history.ClassDB, nil},
+		{testenv.LinkRelayBroker, "relay->broker down", history.ClassBroker, nil},
+		{testenv.LinkConsumerBroker, "consumer-1->broker down", history.ClassBroker, []string{"consumer-1"}},
 	} {
 		link, err := chaos.LinkByName(ctx, c.env.ToxiproxyClient(), l.link, "")
 		if err != nil {
 			return err
 		}
+		link.WithClass(l.class).WithTargets(l.targets...)
 		if err := c.nemesis.Add(chaos.Down(link).WithName(l.name)); err != nil {
 			return err
 		}
@@ -371,7 +374,7 @@ func (c *infraCase) pauseFault(ir *infraRelay) chaos.Fault {
 		ir.paused = false
 		return nil
 	}
-	return chaos.NewFuncFault(ir.name+" pause", chaos.ClassRelay, chaos.KindPause, inject, heal)
+	return chaos.NewFuncFault(ir.name+" pause", history.ClassProcess, chaos.KindPause, inject, heal)
 }
 
 var errNothingHeld = errors.New("the tick claimed nothing to hold")
@@ -479,7 +482,7 @@ func (c *infraCase) actions(ctx context.Context) map[string]func(*rapid.T) {
 				c.log(t, "%s ticks past no %s: %v", r.name, point, errOrOK(err))
 				return
 			}
-			c.rec.Record(history.Op{Process: r.name, Type: history.Info, F: history.Crash, Value: "failpoint " + point})
+			c.rec.Record(history.Op{Process: r.name, Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: "failpoint " + point}})
 			if err := c.build(r); err != nil {
 				t.Fatal(err)
 			}
@@ -623,7 +626,7 @@ func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, err
 	if err := c.nemesis.HealAll(ctx); err != nil {
 		return checker.Report{}, fmt.Errorf("healing: %w", err)
 	}
-	chaos.RecordPhase(c.rec, chaos.PhaseLiveness)
+	chaos.RecordPhase(c.rec, history.PhaseLiveness)
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err := chaos.WaitFor(dctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
@@ -637,7 +640,7 @@ func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, err
 	if err != nil {
 		return checker.Report{}, fmt.Errorf("backlog not drained: %w", err)
 	}
-	chaos.RecordPhase(c.rec, chaos.PhaseCheck)
+	chaos.RecordPhase(c.rec, history.PhaseCheck)
 	c.consumerStop()
 	c.consumerDone.Wait()
 	st, err := c.state(ctx)
@@ -653,20 +656,7 @@ func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, err
 		MaxAttempts:   infraMaxAttempts,
 		Poison:        c.poison,
 		LivenessBound: time.Minute,
-		FaultClass: func(name string) checker.FaultClass {
-			switch c.nemesis.Class(name) {
-			case chaos.ClassBroker:
-				return checker.FaultBroker
-			case chaos.ClassDB:
-				return checker.FaultDB
-			case chaos.ClassRelay, chaos.ClassProducer:
-				return checker.FaultProcess
-			case chaos.ClassClock:
-				return checker.FaultClock
-			}
-			return ""
-		},
-		Features: scenarios.OurFeatures,
+		Features:      scenarios.OurFeatures,
 	}
 	rep := checker.Check(c.rec.Ops(), st, cfg)
 	c.log(t, "checked: %d committed, %d delivered, %d duplicate deliveries, %d lost leases, %d parked",
@@ -853,7 +843,7 @@ func (s *recStore) Retry(ctx context.Context, owner string, id uuid.UUID, policy
 	case !res.Applied:
 		s.record(history.Op{Type: history.Fail, F: history.Retry, Events: ev, Error: "lease lost"})
 	default:
-		s.record(history.Op{Type: history.OK, F: history.Retry, Events: ev, Value: checker.RetryValue(res.Attempts, res.Parked, time.Time{})})
+		s.record(history.Op{Type: history.OK, F: history.Retry, Events: ev, Meta: history.Meta{Attempts: res.Attempts, Parked: res.Parked}})
 	}
 	return res, err
 }
@@ -927,21 +917,13 @@ type recInbox struct {
 
 func (in *recInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
 	ev := []string{m.ID}
-	v := ""
-	if m.Redelivered {
-		v = checker.FlagRedelivered
-	}
-	in.rec.Record(history.Op{Process: in.process, Type: history.OK, F: history.Deliver, Events: ev, Value: v})
+	in.rec.Record(history.Op{Process: in.process, Type: history.OK, F: history.Deliver, Events: ev, Meta: history.Meta{Redelivered: m.Redelivered}})
 	in.rec.Record(history.Op{Process: in.process, Type: history.Invoke, F: history.Apply, Events: ev})
 	dup, err := in.inner.Apply(ctx, m)
 	if err != nil {
 		in.rec.Record(history.Op{Process: in.process, Type: history.Info, F: history.Apply, Events: ev, Error: err.Error()})
 		return false, err
 	}
-	v = ""
-	if dup {
-		v = checker.FlagDuplicate
-	}
-	in.rec.Record(history.Op{Process: in.process, Type: history.OK, F: history.Apply, Events: ev, Value: v})
+	in.rec.Record(history.Op{Process: in.process, Type: history.OK, F: history.Apply, Events: ev, Meta: history.Meta{Duplicate: dup}})
 	return dup, nil
 }

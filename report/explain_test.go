@@ -19,17 +19,17 @@ func TestExplainNamesWhatLostEachEvent(t *testing.T) {
 	b := &hb{}
 	p := "producer-1"
 	// e1: committed, then the producer died before publishing.
-	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").rec(p, history.OK, history.Commit, "", "e1").
-		rec(p, history.Info, history.Crash, "after-commit")
+	b.at(0).rec(p, history.Invoke, history.Commit, history.Meta{}, "e1").rec(p, history.OK, history.Commit, history.Meta{}, "e1").
+		rec(p, history.Info, history.Crash, history.Meta{Detail: "after-commit"})
 	// e2 and e4 commit together; e2's publish fails (broker down) and the
 	// producer gives up on e4.
-	b.at(time.Second).rec(p, history.Invoke, history.Commit, "", "e2", "e4").rec(p, history.OK, history.Commit, "", "e2", "e4").
-		rec(p, history.Invoke, history.Publish, "", "e2").rec(p, history.Fail, history.Publish, "", "e2")
+	b.at(time.Second).rec(p, history.Invoke, history.Commit, history.Meta{}, "e2", "e4").rec(p, history.OK, history.Commit, history.Meta{}, "e2", "e4").
+		rec(p, history.Invoke, history.Publish, history.Meta{}, "e2").rec(p, history.Fail, history.Publish, history.Meta{}, "e2")
 	// e3: delivered.
-	b.at(2*time.Second).rec(p, history.Invoke, history.Commit, "", "e3").rec(p, history.OK, history.Commit, "", "e3").
-		rec(p, history.Invoke, history.Publish, "", "e3").rec(p, history.OK, history.Publish, "", "e3").
-		rec("consumer-1", history.OK, history.Deliver, "", "e3").rec("consumer-1", history.Invoke, history.Apply, "", "e3").
-		rec("consumer-1", history.OK, history.Apply, "", "e3")
+	b.at(2*time.Second).rec(p, history.Invoke, history.Commit, history.Meta{}, "e3").rec(p, history.OK, history.Commit, history.Meta{}, "e3").
+		rec(p, history.Invoke, history.Publish, history.Meta{}, "e3").rec(p, history.OK, history.Publish, history.Meta{}, "e3").
+		rec("consumer-1", history.OK, history.Deliver, history.Meta{}, "e3").rec("consumer-1", history.Invoke, history.Apply, history.Meta{}, "e3").
+		rec("consumer-1", history.OK, history.Apply, history.Meta{}, "e3")
 	got := explained(t, "commit-then-publish", b)
 	want := "3 of 4 committed events were lost: 1 because the producer died between COMMIT and publish, " +
 		"1 because the inline publish failed while the broker was unreachable, " +
@@ -43,11 +43,11 @@ func TestExplainNamesWhatLostEachEvent(t *testing.T) {
 func TestExplainRequestsRefusedByAnOutage(t *testing.T) {
 	b := &hb{}
 	p := "producer-1"
-	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").
-		rec(p, history.Invoke, history.Publish, "", "e1").rec(p, history.Fail, history.Publish, "", "e1").
-		rec(p, history.Fail, history.Commit, "", "e1")
+	b.at(0).rec(p, history.Invoke, history.Commit, history.Meta{}, "e1").
+		rec(p, history.Invoke, history.Publish, history.Meta{}, "e1").rec(p, history.Fail, history.Publish, history.Meta{}, "e1").
+		rec(p, history.Fail, history.Commit, history.Meta{}, "e1")
 	// A rollback with no publish failure is not a refused request.
-	b.rec(p, history.Invoke, history.Commit, "", "e2").rec(p, history.Fail, history.Commit, "", "e2")
+	b.rec(p, history.Invoke, history.Commit, history.Meta{}, "e2").rec(p, history.Fail, history.Commit, history.Meta{}, "e2")
 	got := explained(t, "publish-then-commit", b)
 	if !strings.HasPrefix(got, "1 request failed because the publish before COMMIT could not reach the broker; ") {
 		t.Errorf("Explain = %s", got)
@@ -57,11 +57,11 @@ func TestExplainRequestsRefusedByAnOutage(t *testing.T) {
 func TestExplainPhantoms(t *testing.T) {
 	b := &hb{}
 	p := "producer-1"
-	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").
-		rec(p, history.Invoke, history.Publish, "", "e1").rec(p, history.OK, history.Publish, "", "e1").
-		rec(p, history.Fail, history.Commit, "", "e1").
-		rec("consumer-1", history.OK, history.Deliver, "", "e1").rec("consumer-1", history.Invoke, history.Apply, "", "e1").
-		rec("consumer-1", history.OK, history.Apply, "", "e1")
+	b.at(0).rec(p, history.Invoke, history.Commit, history.Meta{}, "e1").
+		rec(p, history.Invoke, history.Publish, history.Meta{}, "e1").rec(p, history.OK, history.Publish, history.Meta{}, "e1").
+		rec(p, history.Fail, history.Commit, history.Meta{}, "e1").
+		rec("consumer-1", history.OK, history.Deliver, history.Meta{}, "e1").rec("consumer-1", history.Invoke, history.Apply, history.Meta{}, "e1").
+		rec("consumer-1", history.OK, history.Apply, history.Meta{}, "e1")
 	got := explained(t, "publish-then-commit", b)
 	if !strings.HasPrefix(got, "1 event was delivered although its transaction rolled back (phantom)") {
 		t.Errorf("Explain = %s", got)
@@ -71,12 +71,12 @@ func TestExplainPhantoms(t *testing.T) {
 func TestExplainASafeRunWithDuplicates(t *testing.T) {
 	b := &hb{}
 	b.journey("e1", 0)
-	b.at(time.Second).rec("producer-1", history.Invoke, history.Commit, "", "e2").rec("producer-1", history.Fail, history.Commit, "", "e2")
-	b.at(2*time.Second).rec("nemesis", history.Info, history.FaultStart, "broker-down").
-		rec("consumer-1", history.OK, history.Deliver, checker.FlagRedelivered, "e1").
-		rec("consumer-1", history.Invoke, history.Apply, "", "e1").
-		rec("consumer-1", history.OK, history.Apply, checker.FlagDuplicate, "e1").
-		rec("nemesis", history.Info, history.FaultStop, "broker-down")
+	b.at(time.Second).rec("producer-1", history.Invoke, history.Commit, history.Meta{}, "e2").rec("producer-1", history.Fail, history.Commit, history.Meta{}, "e2")
+	b.at(2*time.Second).rec("nemesis", history.Info, history.FaultStart, brokerDown).
+		rec("consumer-1", history.OK, history.Deliver, history.Meta{Redelivered: true}, "e1").
+		rec("consumer-1", history.Invoke, history.Apply, history.Meta{}, "e1").
+		rec("consumer-1", history.OK, history.Apply, history.Meta{Duplicate: true}, "e1").
+		rec("nemesis", history.Info, history.FaultStop, brokerDown)
 	got := explained(t, "outbox", b)
 	want := "The one committed event was delivered and the rolled-back one was not: each event row committed or rolled back " +
 		"with its business write, and the relay published only committed rows, retrying through the faults; " +
@@ -89,10 +89,10 @@ func TestExplainASafeRunWithDuplicates(t *testing.T) {
 func TestEventStoryShowsTheCrashAfterCommit(t *testing.T) {
 	b := &hb{}
 	p := "producer-1"
-	b.at(0).rec(p, history.Invoke, history.Commit, "", "e1").rec(p, history.OK, history.Commit, "", "e1").
-		rec(p, history.Info, history.Crash, "after-commit").
-		rec(p, history.Invoke, history.Commit, "", "e2").rec(p, history.OK, history.Commit, "", "e2").
-		rec("relay-a", history.Info, history.Crash, "")
+	b.at(0).rec(p, history.Invoke, history.Commit, history.Meta{}, "e1").rec(p, history.OK, history.Commit, history.Meta{}, "e1").
+		rec(p, history.Info, history.Crash, history.Meta{Detail: "after-commit"}).
+		rec(p, history.Invoke, history.Commit, history.Meta{}, "e2").rec(p, history.OK, history.Commit, history.Meta{}, "e2").
+		rec("relay-a", history.Info, history.Crash, history.Meta{})
 	got := EventStory(b.ops, "e1", 0)
 	if n := strings.Count(got, "\n"); n != 3 || !strings.Contains(got, "crash") {
 		t.Errorf("story of e1:\n%s", got)

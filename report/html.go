@@ -141,7 +141,7 @@ func newRunView(i int, r Run, limit int) runView {
 			to += " (never healed)"
 		}
 		v.Windows = append(v.Windows, windowView{
-			Name: w.Name, Class: string(checker.ClassOf(w.Name)), Colour: WindowColour(w.Name),
+			Name: w.Name, Class: string(w.Class), Colour: ClassColour(w.Class),
 			From: fmtOffset(w.Start.Sub(tl.Start)), To: to,
 		})
 	}

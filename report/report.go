@@ -83,7 +83,7 @@ func FromSim(res sim.Result, replay string) Run {
 		run.Problems = append(run.Problems, fmt.Sprintf("%s: %s", f.Checker, f.Detail))
 	}
 	for _, f := range slices.Sorted(maps.Keys(res.Hits)) {
-		run.Faults = append(run.Faults, FaultHits{Name: string(f), Class: string(checker.ClassOf(string(f))), Hits: int64(res.Hits[f])})
+		run.Faults = append(run.Faults, FaultHits{Name: string(f), Class: string(f.Class()), Hits: int64(res.Hits[f])})
 	}
 	return run
 }

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"fmt"
 	"html"
 	"math"
@@ -8,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxlab/outboxlab/checker"
 )
 
 // Layout of every chart: the same left margin and plot width, so that the
@@ -51,16 +52,21 @@ var TimelineColours = map[Mark][3]uint8{
 	MarkApplied:   {0x1e, 0x8e, 0x3e},
 }
 
-var classColour = map[checker.FaultClass]string{
-	checker.FaultBroker:  "#f08c2e",
-	checker.FaultDB:      "#8e5bd9",
-	checker.FaultProcess: "#e04050",
-	checker.FaultClock:   "#2a9d8f",
-	checker.FaultOther:   "#7a869a",
+var classColour = map[history.FaultClass]string{
+	history.ClassBroker:  "#f08c2e",
+	history.ClassDB:      "#8e5bd9",
+	history.ClassProcess: "#e04050",
+	history.ClassClock:   "#2a9d8f",
+	history.ClassOther:   "#7a869a",
 }
 
-// WindowColour returns the shading colour of a fault window.
-func WindowColour(name string) string { return classColour[checker.ClassOf(name)] }
+// ClassColour returns the shading colour of a fault window of class c.
+func ClassColour(c history.FaultClass) string {
+	if col, ok := classColour[c]; ok {
+		return col
+	}
+	return classColour[history.ClassOther]
+}
 
 func esc(s string) string { return html.EscapeString(s) }
 
@@ -198,7 +204,7 @@ func windows(b *strings.Builder, tl Timeline, top, bottom float64) {
 		x0 := plotLeft + tl.pos(w.Start, plotWidth)
 		x1 := plotLeft + tl.pos(w.Stop, plotWidth)
 		fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" fill="%s" class="fault"><title>%s</title></rect>`,
-			f1(x0), f1(top), f1(math.Max(x1-x0, 1.5)), f1(bottom-top), WindowColour(w.Name), esc(windowTitle(tl, w)))
+			f1(x0), f1(top), f1(math.Max(x1-x0, 1.5)), f1(bottom-top), ClassColour(w.Class), esc(windowTitle(tl, w)))
 	}
 }
 
@@ -275,7 +281,7 @@ func TimelineSVG(tl Timeline) string {
 		x := plotLeft + tl.pos(w.Start, plotWidth)
 		y := axisH + float64(lanes[i])*laneHeight + 4
 		x1 := plotLeft + tl.pos(w.Stop, plotWidth)
-		c := WindowColour(w.Name)
+		c := ClassColour(w.Class)
 		fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%d" fill="%s" class="fault-bar"/>`,
 			f1(x), f1(y), f1(math.Max(x1-x, 1.5)), laneHeight-3, c)
 		fmt.Fprintf(&b, `<text x="%s" y="%s" class="fault-label" fill="%s">%s<title>%s</title></text>`,
@@ -380,7 +386,7 @@ func LegendSVG() string {
 		x += 16 + float64(len(m))*6.6 + 14
 	}
 	x = 10
-	for _, c := range []checker.FaultClass{checker.FaultBroker, checker.FaultDB, checker.FaultProcess, checker.FaultClock, checker.FaultOther} {
+	for _, c := range history.Classes {
 		fmt.Fprintf(&b, `<rect x="%s" y="32" width="18" height="12" fill="%s" class="fault"/>`, f1(x), classColour[c])
 		fmt.Fprintf(&b, `<text x="%s" y="42" class="legend-text">%s fault</text>`, f1(x+24), esc(string(c)))
 		x += 24 + float64(len(c)+6)*6.6 + 18

@@ -70,7 +70,9 @@ func (e EventLine) Offending() bool { return len(e.Violations) > 0 }
 
 // Window is one fault's active span.
 type Window struct {
-	Name        string
+	Name string
+	// Class is the fault's class, as the checkers read it.
+	Class       history.FaultClass
 	Start, Stop time.Time
 	// Healed is false when the history ends with the fault still on.
 	Healed bool
@@ -347,7 +349,7 @@ func BuildTimeline(h []history.Op, rep checker.Report, limit int) Timeline {
 	tl.findGaps(at)
 	for _, op := range h {
 		if op.F == history.Phase {
-			tl.Phases = append(tl.Phases, PhaseMark{Name: op.Value, At: timeOf[op.Index]})
+			tl.Phases = append(tl.Phases, PhaseMark{Name: op.Phase, At: timeOf[op.Index]})
 		}
 	}
 	return tl
@@ -403,7 +405,7 @@ func doneMark(op history.Op) (Mark, bool) {
 		}
 	case history.Retry:
 		if op.Type == history.OK {
-			if checker.HasFlag(op.Value, checker.FlagParked) {
+			if op.Parked {
 				return MarkParked, true
 			}
 			return MarkRetried, true
@@ -418,7 +420,7 @@ func doneMark(op history.Op) (Mark, bool) {
 		}
 	case history.Apply:
 		if op.Type == history.OK {
-			if checker.HasFlag(op.Value, checker.FlagDuplicate) {
+			if op.Duplicate {
 				return MarkDeduped, true
 			}
 			return MarkApplied, true
@@ -433,7 +435,7 @@ func doneMark(op history.Op) (Mark, bool) {
 func faultWindows(h []history.Op, timeOf map[int64]time.Time, end time.Time) []Window {
 	var out []Window
 	for _, w := range checker.FaultWindows(h) {
-		win := Window{Name: w.Name, Start: timeOf[w.Start], Stop: end, Healed: w.Healed}
+		win := Window{Name: w.Name, Class: w.Fault.Class, Start: timeOf[w.Start], Stop: end, Healed: w.Healed}
 		if w.Healed {
 			win.Stop = timeOf[w.End]
 		}

@@ -20,25 +20,32 @@ type hb struct {
 
 func (b *hb) at(d time.Duration) *hb { b.now = t0.Add(d); return b }
 
-func (b *hb) rec(p string, typ history.Type, f history.Func, value string, ids ...string) *hb {
+func (b *hb) rec(p string, typ history.Type, f history.Func, m history.Meta, ids ...string) *hb {
 	b.ops = append(b.ops, history.Op{Index: int64(len(b.ops)), Time: b.now, Process: p, Type: typ, F: f,
-		Events: slices.Clone(ids), Value: value})
+		Events: slices.Clone(ids), Meta: m})
 	return b
 }
 
+// Faults of the built histories.
+var (
+	brokerDown = history.Meta{Fault: &history.Fault{Name: "broker-down", Kind: "down", Class: history.ClassBroker}}
+	killRelayA = history.Meta{Fault: &history.Fault{Name: "kill relay-a", Kind: "kill", Class: history.ClassProcess, Targets: []string{"relay-a"}}}
+	dbDown     = history.Meta{Fault: &history.Fault{Name: "db-down", Kind: "down", Class: history.ClassDB}}
+)
+
 // journey records a whole delivery of id by relay-a and consumer-1.
 func (b *hb) journey(id string, at time.Duration) *hb {
-	return b.at(at).rec("producer-1", history.Invoke, history.Commit, "", id).
-		rec("producer-1", history.OK, history.Commit, "", id).
-		at(at+100*time.Millisecond).rec("relay-a", history.Invoke, history.Claim, "").
-		rec("relay-a", history.OK, history.Claim, "", id).
-		rec("relay-a", history.Invoke, history.Publish, "", id).
-		at(at+200*time.Millisecond).rec("relay-a", history.OK, history.Publish, "", id).
-		rec("relay-a", history.Invoke, history.Mark, "", id).
-		rec("relay-a", history.OK, history.Mark, "", id).
-		at(at+300*time.Millisecond).rec("consumer-1", history.OK, history.Deliver, "", id).
-		rec("consumer-1", history.Invoke, history.Apply, "", id).
-		at(at+400*time.Millisecond).rec("consumer-1", history.OK, history.Apply, "", id)
+	return b.at(at).rec("producer-1", history.Invoke, history.Commit, history.Meta{}, id).
+		rec("producer-1", history.OK, history.Commit, history.Meta{}, id).
+		at(at+100*time.Millisecond).rec("relay-a", history.Invoke, history.Claim, history.Meta{}).
+		rec("relay-a", history.OK, history.Claim, history.Meta{}, id).
+		rec("relay-a", history.Invoke, history.Publish, history.Meta{}, id).
+		at(at+200*time.Millisecond).rec("relay-a", history.OK, history.Publish, history.Meta{}, id).
+		rec("relay-a", history.Invoke, history.Mark, history.Meta{}, id).
+		rec("relay-a", history.OK, history.Mark, history.Meta{}, id).
+		at(at+300*time.Millisecond).rec("consumer-1", history.OK, history.Deliver, history.Meta{}, id).
+		rec("consumer-1", history.Invoke, history.Apply, history.Meta{}, id).
+		at(at+400*time.Millisecond).rec("consumer-1", history.OK, history.Apply, history.Meta{}, id)
 }
 
 func marksOf(e EventLine) []Mark {
@@ -51,13 +58,13 @@ func marksOf(e EventLine) []Mark {
 
 func TestBuildTimelineMarksEveryStepOfAJourney(t *testing.T) {
 	b := &hb{}
-	b.at(0).rec("runner", history.Info, history.Phase, "safety")
+	b.at(0).rec("runner", history.Info, history.Phase, history.Meta{Phase: history.PhaseSafety})
 	b.journey("e1", time.Second)
-	b.at(2*time.Second).rec("producer-1", history.Invoke, history.Commit, "", "e2").
-		rec("producer-1", history.Fail, history.Commit, "", "e2")
-	b.at(3*time.Second).rec("consumer-1", history.OK, history.Deliver, "redelivered", "e1").
-		rec("consumer-1", history.Invoke, history.Apply, "", "e1").
-		rec("consumer-1", history.OK, history.Apply, checker.FlagDuplicate, "e1")
+	b.at(2*time.Second).rec("producer-1", history.Invoke, history.Commit, history.Meta{}, "e2").
+		rec("producer-1", history.Fail, history.Commit, history.Meta{}, "e2")
+	b.at(3*time.Second).rec("consumer-1", history.OK, history.Deliver, history.Meta{Redelivered: true}, "e1").
+		rec("consumer-1", history.Invoke, history.Apply, history.Meta{}, "e1").
+		rec("consumer-1", history.OK, history.Apply, history.Meta{Duplicate: true}, "e1")
 	tl := BuildTimeline(b.ops, checker.Report{Valid: true}, 0)
 
 	if tl.TotalEvents != 2 || len(tl.Events) != 2 {
@@ -87,16 +94,16 @@ func TestBuildTimelineMarksEveryStepOfAJourney(t *testing.T) {
 
 func TestBuildTimelineFaultWindows(t *testing.T) {
 	b := &hb{}
-	b.at(0).rec("nemesis", history.Info, history.FaultStart, "broker-down")
-	b.at(time.Second).rec("nemesis", history.Invoke, history.FaultStart, "kill relay-a").
-		rec("nemesis", history.OK, history.FaultStart, "kill relay-a")
-	b.at(2*time.Second).rec("nemesis", history.Info, history.FaultStop, "broker-down")
+	b.at(0).rec("nemesis", history.Info, history.FaultStart, brokerDown)
+	b.at(time.Second).rec("nemesis", history.Invoke, history.FaultStart, killRelayA).
+		rec("nemesis", history.OK, history.FaultStart, killRelayA)
+	b.at(2*time.Second).rec("nemesis", history.Info, history.FaultStop, brokerDown)
 	// A heal that failed leaves the fault on to the end.
-	b.at(3*time.Second).rec("nemesis", history.Invoke, history.FaultStop, "kill relay-a").
-		rec("nemesis", history.Info, history.FaultStop, "kill relay-a")
+	b.at(3*time.Second).rec("nemesis", history.Invoke, history.FaultStop, killRelayA).
+		rec("nemesis", history.Info, history.FaultStop, killRelayA)
 	// A start that failed opens nothing.
-	b.at(4*time.Second).rec("nemesis", history.Fail, history.FaultStart, "db-down")
-	b.at(5*time.Second).rec("runner", history.Info, history.Phase, "check")
+	b.at(4*time.Second).rec("nemesis", history.Fail, history.FaultStart, dbDown)
+	b.at(5*time.Second).rec("runner", history.Info, history.Phase, history.Meta{Phase: history.PhaseCheck})
 	tl := BuildTimeline(b.ops, checker.Report{Valid: true}, 0)
 	want := []Window{
 		{Name: "broker-down", Start: t0, Stop: t0.Add(2 * time.Second), Healed: true},
@@ -116,8 +123,8 @@ func TestBuildTimelineKeepsOffendingEventsBeyondTheLimit(t *testing.T) {
 	}
 	// The last event commits and is never delivered: lost.
 	lost := "lost-event"
-	b.at(40*time.Second).rec("producer-1", history.Invoke, history.Commit, "", lost).
-		rec("producer-1", history.OK, history.Commit, "", lost)
+	b.at(40*time.Second).rec("producer-1", history.Invoke, history.Commit, history.Meta{}, lost).
+		rec("producer-1", history.OK, history.Commit, history.Meta{}, lost)
 	rep := checker.Check(b.ops, checker.State{}, checker.Config{})
 	if rep.Valid {
 		t.Fatalf("the checkers passed a history with a lost event:\n%s", rep.Summary())

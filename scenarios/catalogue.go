@@ -1,13 +1,15 @@
 package scenarios
 
 import (
+	"github.com/outboxlab/outboxlab/history"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/relay"
 )
 
@@ -174,7 +176,7 @@ func brokerKilled() Scenario {
 			// published messages waiting in the queue: only their
 			// persistence decides whether they survive the restart.
 			cut := chaos.Down(r.link(testenv.LinkConsumerBroker))
-			kill := newServiceKill(r.env.RabbitMQ(), chaos.ClassBroker)
+			kill := newServiceKill(r.env.RabbitMQ(), history.ClassBroker)
 			for _, f := range []chaos.Fault{cut, kill} {
 				if err := r.nemesis.Add(f); err != nil {
 					return nil, err
@@ -199,7 +201,7 @@ func dbDown() Scenario {
 		Safety:   9 * time.Second,
 		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			cut := chaos.Down(r.link(testenv.LinkRelayDB))
-			kill := newServiceKill(r.env.Postgres(), chaos.ClassDB)
+			kill := newServiceKill(r.env.Postgres(), history.ClassDB)
 			for _, f := range []chaos.Fault{cut, kill} {
 				if err := r.nemesis.Add(f); err != nil {
 					return nil, err
@@ -399,7 +401,7 @@ func rollingRestart() Scenario {
 			// back, however long the Docker engine takes.
 			at := between(rng, time.Second, 1500*time.Millisecond)
 			for i := range r.contexts[0].relays {
-				f := chaos.RestartContainer(r.slot(0, i), chaos.ClassRelay)
+				f := chaos.RestartContainer(r.slot(0, i), history.ClassProcess)
 				if err := r.nemesis.Add(f); err != nil {
 					return nil, err
 				}
@@ -441,7 +443,7 @@ func pipeline() Scenario {
 			faults := []chaos.Fault{
 				chaos.Down(r.link(testenv.LinkRelayBroker)),
 				chaos.Down(r.link(testenv.LinkConsumerDB)),
-				chaos.KillContainer(r.slot(1, 0), chaos.ClassRelay),
+				chaos.KillContainer(r.slot(1, 0), history.ClassProcess),
 				chaos.Down(r.link(testenv.LinkConsumerBroker)),
 				chaos.Down(r.link(testenv.LinkRelayDB)),
 			}

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -24,9 +23,9 @@ type recordingInbox struct {
 	r       *run
 	process string
 	bc      *boundedCtx
-	// queueTag is "queue=<name>" when the run has several queues.
-	queueTag string
-	inner    *consumer.PGInbox
+	// queue names the consumer's queue when the run has several.
+	queue string
+	inner *consumer.PGInbox
 
 	// staged is set by the effect during one Apply; a consumer process
 	// handles one delivery at a time.
@@ -53,12 +52,9 @@ func (in *recordingInbox) record(op history.Op) {
 // through) and delayed a little before the delivery is requeued, so that
 // an unreachable database does not spin the broker.
 func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
-	val := in.queueTag
-	if m.Redelivered {
-		val = joinValue(checker.FlagRedelivered, val)
-	}
 	ids := []string{m.ID}
-	in.record(history.Op{Type: history.OK, F: history.Deliver, Events: ids, Value: val})
+	in.record(history.Op{Type: history.OK, F: history.Deliver, Events: ids,
+		Meta: history.Meta{Queue: in.queue, Redelivered: m.Redelivered}})
 	in.record(history.Op{Type: history.Invoke, F: history.Apply, Events: ids})
 	in.mu.Lock()
 	in.staged = nil
@@ -90,11 +86,7 @@ func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, 
 		}
 		return false, err
 	}
-	v := ""
-	if dup {
-		v = checker.FlagDuplicate
-	}
-	in.record(history.Op{Type: history.OK, F: history.Apply, Events: ids, Value: v})
+	in.record(history.Op{Type: history.OK, F: history.Apply, Events: ids, Meta: history.Meta{Duplicate: dup}})
 	in.r.applied.Add(1)
 	return dup, nil
 }
@@ -116,7 +108,7 @@ func (in *recordingInbox) effect() consumer.Effect {
 		in.mu.Lock()
 		in.staged = st
 		in.mu.Unlock()
-		in.record(history.Op{Type: history.Invoke, F: history.Commit, Events: st.ids, Value: checker.CausedByValue(m.ID)})
+		in.record(history.Op{Type: history.Invoke, F: history.Commit, Events: st.ids, Meta: history.Meta{CausedBy: []string{m.ID}}})
 		if err := outbox.Stage(ctx, tx, next.table, ev, outbox.StageOptions{Notify: true}); err != nil {
 			st.failed = true
 			return err
@@ -130,14 +122,4 @@ func (in *recordingInbox) effect() consumer.Effect {
 func nextEvent(next *boundedCtx, m consumer.Message) outbox.Event {
 	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(next.name+"/"+m.ID))
 	return outbox.Event{ID: id, Type: m.Type, Payload: append([]byte(nil), m.Payload...)}
-}
-
-func joinValue(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + " " + b
 }

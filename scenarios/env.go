@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/checker"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // LinkAppBroker is the link from the producers to the broker, used by the

@@ -12,9 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // faultState counts a fault's hits and whether it may be in effect.
@@ -34,7 +33,7 @@ type serviceKill struct {
 	c *testenv.Container
 }
 
-func newServiceKill(c *testenv.Container, class string) *serviceKill {
+func newServiceKill(c *testenv.Container, class history.FaultClass) *serviceKill {
 	return &serviceKill{ContainerFault: chaos.KillContainer(c, class), c: c}
 }
 
@@ -70,9 +69,10 @@ func killSpec(point string, passes int) string {
 	return fmt.Sprintf("%s=%d*off->kill", point, passes)
 }
 
-func (f *failpointKill) Name() string  { return f.slot.name + " killed at " + f.point }
-func (f *failpointKill) Class() string { return chaos.ClassRelay }
-func (f *failpointKill) Kind() string  { return chaos.KindFailpoint }
+func (f *failpointKill) Name() string              { return f.slot.name + " killed at " + f.point }
+func (f *failpointKill) Class() history.FaultClass { return history.ClassProcess }
+func (f *failpointKill) Targets() []string         { return []string{f.slot.name} }
+func (f *failpointKill) Kind() string              { return chaos.KindFailpoint }
 
 // Inject waits until the armed replica died at the failpoint.
 func (f *failpointKill) Inject(ctx context.Context) error {
@@ -93,7 +93,7 @@ func (f *failpointKill) Inject(ctx context.Context) error {
 		return fmt.Errorf("%s exited with status %d, not killed at %s", f.slot.name, code, f.point)
 	}
 	f.hits.Add(1)
-	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Crash, Value: "failpoint " + f.point})
+	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: "failpoint " + f.point}})
 	return nil
 }
 
@@ -129,9 +129,10 @@ type pauseHolding struct {
 	takenOver bool
 }
 
-func (f *pauseHolding) Name() string  { return f.slot.name + " pause holding claims" }
-func (f *pauseHolding) Class() string { return chaos.ClassRelay }
-func (f *pauseHolding) Kind() string  { return chaos.KindPause }
+func (f *pauseHolding) Name() string              { return f.slot.name + " pause holding claims" }
+func (f *pauseHolding) Class() history.FaultClass { return history.ClassProcess }
+func (f *pauseHolding) Targets() []string         { return []string{f.slot.name} }
+func (f *pauseHolding) Kind() string              { return chaos.KindPause }
 
 // heldRows lists the rows the replica holds under an unexpired lease and
 // has not marked.
@@ -270,8 +271,9 @@ type relayClock struct {
 func (f *relayClock) Name() string {
 	return f.slot.name + " clock " + chaos.FormatClockOffset(f.offset)
 }
-func (f *relayClock) Class() string { return chaos.ClassClock }
-func (f *relayClock) Kind() string  { return chaos.KindClockSkew }
+func (f *relayClock) Class() history.FaultClass { return history.ClassClock }
+func (f *relayClock) Targets() []string         { return []string{f.slot.name} }
+func (f *relayClock) Kind() string              { return chaos.KindClockSkew }
 
 // Inject starts the replica with the offset.
 func (f *relayClock) Inject(ctx context.Context) error {
@@ -293,22 +295,4 @@ func (f *relayClock) Heal(ctx context.Context) error {
 	}
 	f.active.Store(false)
 	return nil
-}
-
-// checkerClass maps the class of a chaos fault to the checker's; "" lets
-// the checker classify the fault by its name.
-func checkerClass(class string) checker.FaultClass {
-	switch class {
-	case chaos.ClassBroker:
-		return checker.FaultBroker
-	case chaos.ClassDB:
-		return checker.FaultDB
-	case chaos.ClassRelay, chaos.ClassProducer:
-		return checker.FaultProcess
-	case chaos.ClassClock:
-		return checker.FaultClock
-	case chaos.ClassNetwork:
-		return checker.FaultOther
-	}
-	return ""
 }

@@ -133,7 +133,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 	evs := ids(t.Events)
 	inv := history.Op{Type: history.Invoke, F: history.Commit, Events: evs}
 	if t.CausedBy != "" {
-		inv.Value = "caused-by=" + t.CausedBy
+		inv.CausedBy = []string{t.CausedBy}
 	}
 	p.record(inv)
 	done := func(typ history.Type, err error) error {
@@ -214,7 +214,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 // crashed records the producer's death and its restart with an empty
 // memory: whatever it had open is left with an unknown outcome.
 func (p *Producer) crashed(where string) {
-	p.record(history.Op{Type: history.Info, F: history.Crash, Value: where})
+	p.record(history.Op{Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: where}})
 	p.record(history.Op{Type: history.Info, F: history.Restart})
 }
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // relayHandle is one running relay replica: a container on the

@@ -19,7 +19,7 @@ import (
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -97,12 +97,14 @@ type run struct {
 	app      *pgxpool.Pool // producers, through app->db
 	cons     *pgxpool.Pool // consumers, through consumer->db
 
-	nemesis    *chaos.Nemesis
-	links      map[string]*chaos.Link
-	producers  []*Producer
-	clocks     []*chaos.Clock
-	publishers []*relay.AMQPPublisher
-	pause      *pauseHolding
+	nemesis   *chaos.Nemesis
+	links     map[string]*chaos.Link
+	producers []*Producer
+	// consumerNames are the history processes of the consumers.
+	consumerNames []string
+	clocks        []*chaos.Clock
+	publishers    []*relay.AMQPPublisher
+	pause         *pauseHolding
 	// lanes groups faults whose steps must run one after another (by
 	// default each fault is its own lane).
 	lanes map[string]string
@@ -195,19 +197,19 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	}
 	stopProgress := r.startProgress()
 	ph := &chaos.Phases{Recorder: r.rec, Nemesis: r.nemesis, DrainWithin: DrainWithin, PollEvery: 200 * time.Millisecond}
-	r.phase.Store(chaos.PhaseSafety)
+	r.phase.Store(history.PhaseSafety)
 	r.safetyEnd.Store(time.Now().Add(r.safety).UnixNano())
 	if err := r.runSafety(ctx, steps); err != nil {
 		r.problem("safety phase: %v", err)
 	}
-	r.phase.Store(chaos.PhaseLiveness)
+	r.phase.Store(history.PhaseLiveness)
 	r.logf("safety phase over after %s; faults: %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(strings.ReplaceAll(r.nemesis.Summary(), "\n", "; ")))
 	drain, err := ph.RunLiveness(ctx, r.drained)
 	if err != nil {
 		r.problem("liveness: %v", err)
 	}
 	r.logf("liveness phase over after %s (drained in %s)", time.Since(began).Round(time.Millisecond), drain.Round(time.Millisecond))
-	r.phase.Store(chaos.PhaseCheck)
+	r.phase.Store(history.PhaseCheck)
 	ph.StartCheck()
 	stopProgress()
 	if ctx.Err() != nil {
@@ -424,7 +426,57 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.startConsumers(); err != nil {
 		return err
 	}
-	return r.makeProducers()
+	if err := r.makeProducers(); err != nil {
+		return err
+	}
+	r.scopeLinks()
+	return nil
+}
+
+// scopeLinks gives every link's faults their class, from the service at
+// the link's far end, and their targets: the processes of the run that
+// connect through it.
+func (r *run) scopeLinks() {
+	var relays, consumers, producers []string
+	for _, bc := range r.contexts {
+		for _, s := range bc.relays {
+			relays = append(relays, s.name)
+		}
+	}
+	consumers = append(consumers, r.consumerNames...)
+	for _, p := range r.producers {
+		producers = append(producers, p.Name)
+	}
+	users := map[string][]string{
+		testenv.LinkAppDB:          producers,
+		testenv.LinkRelayDB:        relays,
+		testenv.LinkRelayBroker:    relays,
+		testenv.LinkConsumerBroker: consumers,
+		testenv.LinkConsumerDB:     consumers,
+	}
+	if r.variant.Unsafe() {
+		pb := r.publisherBrokerLink()
+		users[pb] = append(slices.Clone(users[pb]), producers...)
+	}
+	for _, l := range r.env.Links() {
+		cl, ok := r.links[l.Name]
+		if !ok {
+			continue
+		}
+		switch l.Service {
+		case testenv.ServiceBroker:
+			cl.WithClass(history.ClassBroker)
+		case testenv.ServiceDB:
+			cl.WithClass(history.ClassDB)
+		}
+		targets := users[l.Name]
+		if len(targets) == 0 {
+			// No process of this run uses the link: its faults hit the
+			// link alone, which is no process, rather than everyone.
+			targets = []string{"link " + l.Name}
+		}
+		cl.WithTargets(targets...)
+	}
 }
 
 // startRelays starts every replica of every context at once.
@@ -496,8 +548,9 @@ func (r *run) startConsumers() error {
 		for range per {
 			n++
 			in := &recordingInbox{r: r, process: fmt.Sprintf("consumer-%d", n), bc: bc}
+			r.consumerNames = append(r.consumerNames, in.process)
 			if len(r.contexts) > 1 {
-				in.queueTag = "queue=" + bc.queue
+				in.queue = bc.queue
 			}
 			pg, err := consumer.NewPGInbox(r.cons, bc.inbox, in.effect())
 			if err != nil {
@@ -578,7 +631,7 @@ const faultActionTimeout = 90 * time.Second
 // another, each lasting its Duration from the moment its injection
 // returned; lanes run side by side.
 func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
-	chaos.RecordPhase(r.rec, chaos.PhaseSafety)
+	chaos.RecordPhase(r.rec, history.PhaseSafety)
 	wctx, cancel := context.WithTimeout(ctx, r.safety)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -710,7 +763,7 @@ func (r *run) startProgress() func() {
 			seen = len(ops)
 			phase, _ := r.phase.Load().(string)
 			p := Progress{Scenario: r.sc.Name, Phase: phase, Committed: len(committed), Delivered: int(r.applied.Load()), Faults: r.nemesis.Open()}
-			if phase == chaos.PhaseSafety {
+			if phase == history.PhaseSafety {
 				p.Left = max(0, time.Until(time.Unix(0, r.safetyEnd.Load())))
 			}
 			r.opts.Progress(p)
@@ -730,7 +783,7 @@ func (r *run) faultRecords() string {
 	var b strings.Builder
 	var start time.Time
 	for _, op := range r.rec.Ops() {
-		if op.F == history.Phase && op.Value == chaos.PhaseSafety {
+		if op.F == history.Phase && op.Phase == history.PhaseSafety {
 			start = op.Time
 		}
 		if op.Process != chaos.NemesisProcess && !strings.HasPrefix(op.Process, "relay-") && op.F != history.Phase {

@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 var (

@@ -64,9 +64,6 @@ func (r *run) checkerConfig() checker.Config {
 		Retention:     relay.DefaultRetention,
 		MaxAttempts:   MaxAttempts,
 		LivenessBound: DrainWithin,
-		FaultClass: func(name string) checker.FaultClass {
-			return checkerClass(r.nemesis.Class(name))
-		},
 	}
 	if d, err := time.ParseDuration(r.relay.setting("OUTBOX_RETENTION")); err == nil && d > 0 {
 		cfg.Retention = d
@@ -128,7 +125,7 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 		planned[s.Fault] = true
 	}
 	for _, f := range r.nemesis.Faults() {
-		res.Faults = append(res.Faults, FaultHits{Name: f.Name(), Class: f.Class(), Hits: f.Hits()})
+		res.Faults = append(res.Faults, FaultHits{Name: f.Name(), Class: string(f.Class()), Hits: f.Hits()})
 		if planned[f.Name()] && f.Hits() == 0 {
 			res.Problems = append(res.Problems, fmt.Sprintf("fault %s never fired", f.Name()))
 		}

@@ -12,7 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/relay"
 )
 

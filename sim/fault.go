@@ -9,10 +9,9 @@ import (
 // Fault is a kind of fault the simulation injects.
 type Fault string
 
-// Faults of the simulation. Their names in the history follow
-// checker.ClassOf: "kill relay-a" is a process fault, "cut relay-a->db" a
-// database fault, "broker-down" a broker fault, "clock-skew relay-a" a
-// clock fault.
+// Faults of the simulation. Each is recorded in the history with its
+// class (Fault.Class) and its target process, if any; its name ("kill
+// relay-a", "cut relay-a->db") is for people.
 const (
 	// FaultKill crashes a process at its pending call (before or after the
 	// call takes effect); it restarts with empty memory when the fault
@@ -43,8 +42,8 @@ const (
 	// FaultNack makes the broker nack half the publishes. A nack is a
 	// row-level failure that consumes an attempt, so a long or repeated
 	// nack storm parks healthy rows by design: the swarm never draws it;
-	// Options.Tune may enable it. Its name, "nack-storm", is not a broker
-	// outage in checker.ClassOf's sense.
+	// Options.Tune may enable it. It is of class history.ClassOther: the
+	// broker refuses messages, it is not an outage.
 	FaultNack Fault = "nack"
 	// FaultUnbind unbinds the queue: mandatory publishes are returned, a
 	// row-level failure like a nack (the swarm never draws it either).
@@ -84,6 +83,31 @@ func (f Fault) canHit(p *proc) bool {
 	return true
 }
 
+// Class returns the part of the system f hits.
+func (f Fault) Class() history.FaultClass {
+	switch f {
+	case FaultKill, FaultPause:
+		return history.ClassProcess
+	case FaultDBCut, FaultDBDown:
+		return history.ClassDB
+	case FaultBrokerCut, FaultBrokerDown, FaultBrokerRestart, FaultConfirmLoss:
+		return history.ClassBroker
+	case FaultSkew:
+		return history.ClassClock
+	}
+	return history.ClassOther
+}
+
+// ref returns the identity of f on target ("" for untargeted faults) as
+// the history records it.
+func (f Fault) ref(target string) history.Fault {
+	ref := history.Fault{Name: f.name(target), Kind: string(f), Class: f.Class()}
+	if target != "" {
+		ref.Targets = []string{target}
+	}
+	return ref
+}
+
 // name is the fault's name in the history.
 func (f Fault) name(target string) string {
 	switch f {
@@ -117,7 +141,7 @@ func (f Fault) name(target string) string {
 type window struct {
 	fault  Fault
 	target *proc
-	name   string
+	ref    history.Fault
 	until  int // step at which the nemesis stops it; -1: stopped by hand
 }
 
@@ -141,12 +165,12 @@ func (w *world) startFault(f Fault, target *proc, until int, skew time.Duration)
 	if f == FaultKill && target.down {
 		return false
 	}
-	name := f.name("")
+	ref := f.ref("")
 	if target != nil {
-		name = f.name(target.name)
+		ref = f.ref(target.name)
 	}
-	w.windows = append(w.windows, window{fault: f, target: target, name: name, until: until})
-	w.nemesisRecord(history.FaultStart, name)
+	w.windows = append(w.windows, window{fault: f, target: target, ref: ref, until: until})
+	w.nemesisRecord(history.FaultStart, ref)
 	w.hits[f]++
 	switch f {
 	case FaultKill:
@@ -231,7 +255,7 @@ func (w *world) stopFault(i int) {
 	case FaultSkew:
 		t.offset = 0
 	}
-	w.nemesisRecord(history.FaultStop, win.name)
+	w.nemesisRecord(history.FaultStop, win.ref)
 }
 
 // nemesis stops the windows that are due and starts new ones at the
@@ -268,6 +292,6 @@ func (w *world) healAll() {
 	}
 }
 
-func (w *world) nemesisRecord(f history.Func, value string) {
-	w.record(history.Op{Time: w.clock.Now(), Process: "nemesis", Type: history.Info, F: f, Value: value})
+func (w *world) nemesisRecord(f history.Func, ref history.Fault) {
+	w.record(history.Op{Time: w.clock.Now(), Process: "nemesis", Type: history.Info, F: f, Meta: history.Meta{Fault: &ref}})
 }

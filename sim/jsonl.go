@@ -14,6 +14,7 @@ import (
 // the largest cost of a run. TestAppendJSONLMatchesWriteJSONL holds the two
 // to the same bytes.
 func appendJSONL(buf []byte, ops []history.Op) []byte {
+	buf = append(buf, history.Header+"\n"...)
 	for i := range ops {
 		op := &ops[i]
 		buf = append(buf, `{"index":`...)
@@ -36,15 +37,62 @@ func appendJSONL(buf []byte, ops []history.Op) []byte {
 			}
 			buf = append(buf, ']')
 		}
-		if op.Value != "" {
-			buf = append(buf, `,"value":`...)
-			buf = appendString(buf, op.Value)
-		}
+		buf = appendMeta(buf, &op.Meta)
 		if op.Error != "" {
 			buf = append(buf, `,"error":`...)
 			buf = appendString(buf, op.Error)
 		}
 		buf = append(buf, "}\n"...)
+	}
+	return buf
+}
+
+// appendMeta writes the fields of m that are set, in the order and form
+// encoding/json gives them.
+func appendMeta(buf []byte, m *history.Meta) []byte {
+	if m.Fault != nil {
+		b, _ := json.Marshal(m.Fault) // rare: nemesis records only
+		buf = append(buf, `,"fault":`...)
+		buf = append(buf, b...)
+	}
+	if m.Phase != "" {
+		buf = append(buf, `,"phase":`...)
+		buf = appendString(buf, m.Phase)
+	}
+	if m.Attempts != 0 {
+		buf = append(buf, `,"attempts":`...)
+		buf = strconv.AppendInt(buf, int64(m.Attempts), 10)
+	}
+	if m.Parked {
+		buf = append(buf, `,"parked":true`...)
+	}
+	if !m.DBTime.IsZero() {
+		buf = append(buf, `,"db_time":`...)
+		buf = appendTime(buf, m.DBTime)
+	}
+	if len(m.CausedBy) > 0 {
+		buf = append(buf, `,"caused_by":[`...)
+		for j, e := range m.CausedBy {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendString(buf, e)
+		}
+		buf = append(buf, ']')
+	}
+	if m.Queue != "" {
+		buf = append(buf, `,"queue":`...)
+		buf = appendString(buf, m.Queue)
+	}
+	if m.Redelivered {
+		buf = append(buf, `,"redelivered":true`...)
+	}
+	if m.Duplicate {
+		buf = append(buf, `,"duplicate":true`...)
+	}
+	if m.Detail != "" {
+		buf = append(buf, `,"detail":`...)
+		buf = appendString(buf, m.Detail)
 	}
 	return buf
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
@@ -19,18 +18,18 @@ import (
 // returns the error to hand back (and has recorded the failure). lost
 // reports a cut link that loses the reply: the caller applies the effect,
 // then fails with err.
-func (p *proc) begin(c call, f history.Func, events []string, value string, link bool) (h uint64, v verdict, lost bool, err error) {
+func (p *proc) begin(c call, f history.Func, events []string, m history.Meta, link bool) (h uint64, v verdict, lost bool, err error) {
 	v = p.enter(c)
 	if failed(v) {
 		return 0, v, false, errCrashed
 	}
 	// A claim or a sweep that finds nothing changes nothing: it is
 	// recorded only when it took rows or failed.
-	h = p.invokeMaybe(f, events, value, c == callClaim || c == callSweep)
+	h = p.invokeMaybe(f, events, m, c == callClaim || c == callSweep)
 	if link {
 		if p.w.frng.Float64() >= p.w.sw.LostReply {
 			err = fmt.Errorf("%s: %w", f, errLinkDown)
-			p.complete(h, history.Fail, events, "", err)
+			p.complete(h, history.Fail, events, history.Meta{}, err)
 			return h, v, false, err
 		}
 		return h, v, true, fmt.Errorf("%s: reply lost: %w", f, errLinkDown)
@@ -41,16 +40,16 @@ func (p *proc) begin(c call, f history.Func, events []string, value string, link
 // end closes a call whose effect ran: info when the reply was lost or the
 // process died before reading it, otherwise t with the events and value
 // given. It returns the error the caller gets.
-func (p *proc) end(h uint64, v verdict, lost bool, linkErr error, t history.Type, invoked, events []string, value string, failErr error) error {
+func (p *proc) end(h uint64, v verdict, lost bool, linkErr error, t history.Type, invoked, events []string, m history.Meta, failErr error) error {
 	switch {
 	case lost:
-		p.complete(h, history.Info, invoked, "", linkErr)
+		p.complete(h, history.Info, invoked, history.Meta{}, linkErr)
 		return linkErr
 	case v == vCrashAfter:
-		p.complete(h, history.Info, invoked, "", errCrashed)
+		p.complete(h, history.Info, invoked, history.Meta{}, errCrashed)
 		return errCrashed
 	}
-	p.complete(h, t, events, value, failErr)
+	p.complete(h, t, events, m, failErr)
 	return nil
 }
 
@@ -127,14 +126,14 @@ func (s *storePort) idStrings(ids []uuid.UUID) []string {
 	return out
 }
 
-func (s *storePort) dbTime() string {
-	return checker.WithDBTime("", s.p.w.clock.Now())
+func (s *storePort) dbTime() history.Meta {
+	return history.Meta{DBTime: s.p.w.clock.Now()}
 }
 
 // Claim implements relay.Store.
 func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
 	p := s.p
-	h, v, lost, err := p.begin(callClaim, history.Claim, nil, "", p.dbDown())
+	h, v, lost, err := p.begin(callClaim, history.Claim, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("claiming: %w", err)
 	}
@@ -143,7 +142,7 @@ func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time
 		p.w.progress()
 	}
 	ids := idsOfRows(s.buf)
-	if err := p.end(h, v, lost, err, history.OK, nil, ids, "", nil); err != nil {
+	if err := p.end(h, v, lost, err, history.OK, nil, ids, history.Meta{}, nil); err != nil {
 		return nil, fmt.Errorf("claiming: %w", err)
 	}
 	return relayRows(s.buf), nil
@@ -153,7 +152,7 @@ func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time
 func (s *storePort) Mark(_ context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
 	p := s.p
 	invoked := s.idStrings(ids)
-	h, v, lost, err := p.begin(callMark, history.Mark, invoked, "", p.dbDown())
+	h, v, lost, err := p.begin(callMark, history.Mark, invoked, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("marking: %w", err)
 	}
@@ -175,7 +174,7 @@ func (s *storePort) Mark(_ context.Context, owner string, ids []uuid.UUID) ([]uu
 func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, policy relay.RetryPolicy, cause string) (relay.RetryResult, error) {
 	p := s.p
 	invoked := s.idStrings([]uuid.UUID{id})
-	h, v, lost, err := p.begin(callRetry, history.Retry, invoked, "", p.dbDown())
+	h, v, lost, err := p.begin(callRetry, history.Retry, invoked, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return relay.RetryResult{}, fmt.Errorf("recording attempt: %w", err)
 	}
@@ -183,9 +182,9 @@ func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, polic
 	if res.Applied {
 		p.w.progress()
 	}
-	t, value, ferr := history.OK, checker.RetryValue(res.Attempts, res.Parked, p.w.clock.Now()), error(nil)
+	t, value, ferr := history.OK, history.Meta{Attempts: res.Attempts, Parked: res.Parked, DBTime: p.w.clock.Now()}, error(nil)
 	if !res.Applied {
-		t, value, ferr = history.Fail, "", relay.ErrLeaseLost
+		t, value, ferr = history.Fail, history.Meta{}, relay.ErrLeaseLost
 	}
 	if err := p.end(h, v, lost, err, t, invoked, invoked, value, ferr); err != nil {
 		return relay.RetryResult{}, fmt.Errorf("recording attempt: %w", err)
@@ -197,7 +196,7 @@ func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, polic
 func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause string) (bool, error) {
 	p := s.p
 	invoked := s.idStrings([]uuid.UUID{id})
-	h, v, lost, err := p.begin(callPark, history.Park, invoked, "", p.dbDown())
+	h, v, lost, err := p.begin(callPark, history.Park, invoked, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return false, fmt.Errorf("parking: %w", err)
 	}
@@ -207,7 +206,7 @@ func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause 
 	}
 	t, value, ferr := history.OK, s.dbTime(), error(nil)
 	if !ok {
-		t, value, ferr = history.Fail, "", relay.ErrLeaseLost
+		t, value, ferr = history.Fail, history.Meta{}, relay.ErrLeaseLost
 	}
 	if err := p.end(h, v, lost, err, t, invoked, invoked, value, ferr); err != nil {
 		return false, fmt.Errorf("parking: %w", err)
@@ -218,7 +217,7 @@ func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause 
 // Sweep implements relay.Store.
 func (s *storePort) Sweep(_ context.Context, retention time.Duration, limit int) (int, error) {
 	p := s.p
-	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, "", p.dbDown())
+	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return 0, fmt.Errorf("sweeping: %w", err)
 	}
@@ -284,7 +283,7 @@ func (s *storePort) Scan(_ context.Context, limit int, all bool) ([]RowState, er
 // Lease implements RawStore.
 func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error) {
 	p := s.p
-	h, v, lost, err := p.begin(callClaim, history.Claim, nil, "", p.dbDown())
+	h, v, lost, err := p.begin(callClaim, history.Claim, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("leasing: %w", err)
 	}
@@ -299,7 +298,7 @@ func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, unti
 	if len(s.buf) > 0 {
 		p.w.progress()
 	}
-	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), "", nil); err != nil {
+	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), history.Meta{}, nil); err != nil {
 		return nil, fmt.Errorf("leasing: %w", err)
 	}
 	return relayRows(s.buf), nil
@@ -309,7 +308,7 @@ func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, unti
 func (s *storePort) MarkUnfenced(_ context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
 	p := s.p
 	invoked := s.idStrings(ids)
-	h, v, lost, err := p.begin(callMark, history.Mark, invoked, "", p.dbDown())
+	h, v, lost, err := p.begin(callMark, history.Mark, invoked, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("marking: %w", err)
 	}
@@ -330,7 +329,7 @@ func (s *storePort) MarkUnfenced(_ context.Context, ids []uuid.UUID) ([]uuid.UUI
 // Delete implements RawStore.
 func (s *storePort) Delete(_ context.Context, ids []uuid.UUID) (int, error) {
 	p := s.p
-	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, "", p.dbDown())
+	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return 0, fmt.Errorf("deleting: %w", err)
 	}
@@ -382,10 +381,10 @@ func (pp *pubPort) publish(m relay.Message, opts relay.PublishOptions) (*confirm
 		return nil, errCrashed
 	}
 	events := []string{m.ID}
-	h := p.invoke(history.Publish, events, "")
+	h := p.invoke(history.Publish, events, history.Meta{})
 	if p.brokerDown() {
 		err := fmt.Errorf("publishing %s: %w", m.ID, relay.ErrBrokerUnavailable)
-		p.complete(h, history.Fail, events, "", err)
+		p.complete(h, history.Fail, events, history.Meta{}, err)
 		return nil, err
 	}
 	c := &confirmation{pp: pp, h: h, events: events, id: m.ID, epoch: w.broker.epoch, conn: p.conn}
@@ -439,10 +438,10 @@ func (c *confirmation) Wait(context.Context) error {
 		t, err = history.Fail, fmt.Errorf("publishing %s: %w", c.id, relay.ErrReturned)
 	}
 	if v == vCrashAfter {
-		p.complete(c.h, history.Info, c.events, "", errCrashed)
+		p.complete(c.h, history.Info, c.events, history.Meta{}, errCrashed)
 		return errCrashed
 	}
-	p.complete(c.h, t, c.events, "", err)
+	p.complete(c.h, t, c.events, history.Meta{}, err)
 	return err
 }
 
@@ -450,7 +449,7 @@ func (c *confirmation) Wait(context.Context) error {
 // unknown to the publisher.
 func (c *confirmation) abandon() {
 	c.waited = true
-	c.pp.p.complete(c.h, history.Info, c.events, "", errors.New("confirm not awaited"))
+	c.pp.p.complete(c.h, history.Info, c.events, history.Meta{}, errors.New("confirm not awaited"))
 }
 
 // consumerPort is a consumer process's channel on the simulated broker.
@@ -484,11 +483,7 @@ func (cp *consumerPort) next() (*delivery, error) {
 		return nil, nil
 	}
 	w.progress()
-	value := ""
-	if m.Redelivered {
-		value = checker.FlagRedelivered
-	}
-	p.record(history.OK, history.Deliver, []string{m.ID}, value, "")
+	p.record(history.OK, history.Deliver, []string{m.ID}, history.Meta{Redelivered: m.Redelivered}, "")
 	if v == vCrashAfter {
 		return nil, errCrashed
 	}
@@ -549,17 +544,13 @@ var _ RawInbox = (*inboxPort)(nil)
 func (ip *inboxPort) Apply(_ context.Context, m consumer.Message) (bool, error) {
 	p := ip.p
 	events := []string{m.ID}
-	h, v, lost, err := p.begin(callApply, history.Apply, events, "", p.dbDown())
+	h, v, lost, err := p.begin(callApply, history.Apply, events, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return false, fmt.Errorf("applying %s: %w", m.ID, err)
 	}
 	dup := p.w.inbox.apply(m.ID)
 	p.w.progress()
-	value := ""
-	if dup {
-		value = checker.FlagDuplicate
-	}
-	if err := p.end(h, v, lost, err, history.OK, events, events, value, nil); err != nil {
+	if err := p.end(h, v, lost, err, history.OK, events, events, history.Meta{Duplicate: dup}, nil); err != nil {
 		return false, fmt.Errorf("applying %s: %w", m.ID, err)
 	}
 	return dup, nil
@@ -569,13 +560,13 @@ func (ip *inboxPort) Apply(_ context.Context, m consumer.Message) (bool, error) 
 func (ip *inboxPort) Effect(_ context.Context, m consumer.Message) error {
 	p := ip.p
 	events := []string{m.ID}
-	h, v, lost, err := p.begin(callApply, history.Apply, events, "", p.dbDown())
+	h, v, lost, err := p.begin(callApply, history.Apply, events, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return fmt.Errorf("applying %s: %w", m.ID, err)
 	}
 	p.w.inbox.effect(m.ID)
 	p.w.progress()
-	if err := p.end(h, v, lost, err, history.OK, events, events, "", nil); err != nil {
+	if err := p.end(h, v, lost, err, history.OK, events, events, history.Meta{}, nil); err != nil {
 		return fmt.Errorf("applying %s: %w", m.ID, err)
 	}
 	return nil

@@ -81,7 +81,7 @@ type Process interface {
 type openOp struct {
 	f      history.Func
 	events []string
-	value  string
+	meta   history.Meta
 	id     uint64
 	// lazy: the invoke is recorded only with a completion that matters
 	// (a claim or sweep that found nothing is not recorded at all).
@@ -179,31 +179,31 @@ func (p *proc) idle() {
 }
 
 // record appends an op stamped with the process's clock.
-func (p *proc) record(t history.Type, f history.Func, events []string, value, errText string) {
+func (p *proc) record(t history.Type, f history.Func, events []string, m history.Meta, errText string) {
 	if p.silent {
 		return
 	}
-	p.w.record(history.Op{Time: p.Now(), Process: p.name, Type: t, F: f, Events: events, Value: value, Error: errText})
+	p.w.record(history.Op{Time: p.Now(), Process: p.name, Type: t, F: f, Events: events, Meta: m, Error: errText})
 }
 
 // invoke records an invoke and remembers it as open; it returns a handle
 // for complete.
-func (p *proc) invoke(f history.Func, events []string, value string) uint64 {
-	return p.invokeMaybe(f, events, value, false)
+func (p *proc) invoke(f history.Func, events []string, m history.Meta) uint64 {
+	return p.invokeMaybe(f, events, m, false)
 }
 
 // invokeMaybe is invoke, deferring the record when lazy.
-func (p *proc) invokeMaybe(f history.Func, events []string, value string, lazy bool) uint64 {
+func (p *proc) invokeMaybe(f history.Func, events []string, m history.Meta, lazy bool) uint64 {
 	p.nextOp++
-	p.open = append(p.open, openOp{f: f, events: events, value: value, id: p.nextOp, lazy: lazy})
+	p.open = append(p.open, openOp{f: f, events: events, meta: m, id: p.nextOp, lazy: lazy})
 	if !lazy {
-		p.record(history.Invoke, f, events, value, "")
+		p.record(history.Invoke, f, events, m, "")
 	}
 	return p.nextOp
 }
 
 // complete records the completion of the open op h.
-func (p *proc) complete(h uint64, t history.Type, events []string, value string, err error) {
+func (p *proc) complete(h uint64, t history.Type, events []string, m history.Meta, err error) {
 	for i := range p.open {
 		if p.open[i].id != h {
 			continue
@@ -215,13 +215,13 @@ func (p *proc) complete(h uint64, t history.Type, events []string, value string,
 			if t == history.OK && len(events) == 0 {
 				return
 			}
-			p.record(history.Invoke, op.f, op.events, op.value, "")
+			p.record(history.Invoke, op.f, op.events, op.meta, "")
 		}
 		var text string
 		if err != nil {
 			text = err.Error()
 		}
-		p.record(t, op.f, events, value, text)
+		p.record(t, op.f, events, m, text)
 		return
 	}
 }
@@ -229,7 +229,7 @@ func (p *proc) complete(h uint64, t history.Type, events []string, value string,
 // closeOpen completes every open op of a process that died as info.
 func (p *proc) closeOpen() {
 	for len(p.open) > 0 {
-		p.complete(p.open[0].id, history.Info, p.open[0].events, "", errCrashed)
+		p.complete(p.open[0].id, history.Info, p.open[0].events, history.Meta{}, errCrashed)
 	}
 }
 

@@ -79,9 +79,9 @@ func (w *world) runJob(p *proc, j job) {
 		evs[i] = w.newEvent()
 		events[i] = evs[i].ID.String()
 	}
-	h := p.invoke(history.Commit, events, "")
+	h := p.invoke(history.Commit, events, history.Meta{})
 	abort := func(err error) {
-		p.complete(h, history.Fail, events, "", err)
+		p.complete(h, history.Fail, events, history.Meta{}, err)
 	}
 	if p.dbDown() {
 		abort(errLinkDown)
@@ -158,12 +158,12 @@ func (w *world) commit(p *proc, h uint64, tx *Tx, events []string, rollback bool
 		// The process died before sending COMMIT: the database rolls the
 		// transaction back when the connection drops.
 		tx.Rollback()
-		p.complete(h, history.Fail, events, "", errCrashed)
+		p.complete(h, history.Fail, events, history.Meta{}, errCrashed)
 		return false
 	}
 	if rollback {
 		tx.Rollback()
-		p.complete(h, history.Fail, events, "", errRolledBack)
+		p.complete(h, history.Fail, events, history.Meta{}, errRolledBack)
 		return false
 	}
 	if p.dbDown() {
@@ -175,16 +175,16 @@ func (w *world) commit(p *proc, h uint64, tx *Tx, events []string, rollback bool
 		} else {
 			tx.Rollback()
 		}
-		p.complete(h, history.Info, events, "", errLinkDown)
+		p.complete(h, history.Info, events, history.Meta{}, errLinkDown)
 		return false
 	}
 	w.commitRows(tx)
 	w.events += len(events)
 	if v == vCrashAfter {
-		p.complete(h, history.Info, events, "", errCrashed)
+		p.complete(h, history.Info, events, history.Meta{}, errCrashed)
 		return false
 	}
-	p.complete(h, history.OK, events, "", nil)
+	p.complete(h, history.OK, events, history.Meta{}, nil)
 	return true
 }
 

@@ -308,8 +308,8 @@ func (w *world) finish() Result {
 			w.resume(p)
 		}
 	}
-	w.phase = checker.PhaseLiveness
-	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseLiveness})
+	w.phase = history.PhaseLiveness
+	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Meta: history.Meta{Phase: history.PhaseLiveness}})
 	w.drain()
 	// Time passes beyond retention; every relay ticks once more and
 	// sweeps.
@@ -326,8 +326,8 @@ func (w *world) finish() Result {
 			}
 		}
 	}
-	w.phase = checker.PhaseCheck
-	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseCheck})
+	w.phase = history.PhaseCheck
+	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Meta: history.Meta{Phase: history.PhaseCheck}})
 	res := Result{
 		Seed:    w.seed,
 		Swarm:   w.sw.String(),
@@ -487,7 +487,7 @@ func (r Result) Faults() []string {
 	seen := map[string]bool{}
 	for _, op := range r.History {
 		if op.F == history.FaultStart {
-			seen[op.Value] = true
+			seen[op.Fault.Name] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -144,8 +143,8 @@ func newWorld(seed uint64, opts Options) *world {
 		}
 		w.boot(p)
 	}
-	w.phase = checker.PhaseSafety
-	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Value: checker.PhaseSafety})
+	w.phase = history.PhaseSafety
+	w.record(history.Op{Time: w.clock.Now(), Process: "runner", Type: history.Info, F: history.Phase, Meta: history.Meta{Phase: history.PhaseSafety}})
 	return w
 }
 
