@@ -25,7 +25,7 @@ BUILD  := .build
 STAMPS := $(BUILD)/stamps
 CTX    := $(BUILD)/context
 
-# Image tags: internal/testenv uses the same ones (a test checks they agree).
+# Image tags: testenv uses the same ones (a test checks they agree).
 IMAGE_debian    := outboxlab/debian:bookworm
 IMAGE_postgres  := outboxlab/postgres:15
 IMAGE_rabbitmq  := outboxlab/rabbitmq:3.10

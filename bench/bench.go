@@ -42,9 +42,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // Options configures Run. The zero value runs the whole benchmark with its

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // Env is where the benchmark runs: the URLs of PostgreSQL and RabbitMQ

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // shared is the environment of the package's tests and benchmarks, started

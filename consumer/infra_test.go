@@ -3,7 +3,7 @@ package consumer_test
 import (
 	"testing"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // infra is the shared infrastructure of the integration tests.

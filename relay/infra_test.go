@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // infra is the shared infrastructure of the integration tests.

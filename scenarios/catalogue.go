@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // Scenario is one named chaos run: a workload, relay replicas, a fault

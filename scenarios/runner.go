@@ -19,9 +19,9 @@ import (
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // Options tunes one run. The zero value runs the scenario's default size

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/bench"
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // benchRunner runs the benchmark on a fresh environment; tests replace it.

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // invoke runs the command line and returns its exit code and outputs.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // dockerCheckTimeout bounds the look for a Docker engine.

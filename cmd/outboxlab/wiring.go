@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // closeTimeout bounds the removal of the environment.

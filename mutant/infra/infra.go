@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // Options says where the infrastructure tier runs.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/checker"
-	"github.com/outboxlab/outboxlab/internal/testenv"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // shared is the environment the package's tests run in, one after

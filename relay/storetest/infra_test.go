@@ -3,7 +3,7 @@ package storetest_test
 import (
 	"testing"
 
-	"github.com/outboxlab/outboxlab/internal/testenv"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // sharedDatabaseURL starts the test environment for the test (removed

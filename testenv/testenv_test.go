@@ -103,7 +103,7 @@ func TestURLOfWrongLinkPanics(t *testing.T) {
 // TestMakefileAgrees keeps the image tags of the Makefile and of this
 // package the same.
 func TestMakefileAgrees(t *testing.T) {
-	b, err := os.ReadFile("../../Makefile")
+	b, err := os.ReadFile("../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
