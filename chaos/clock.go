@@ -6,15 +6,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxlab/outboxlab/chaos/inproc"
 )
 
 // ClockOffsetEnv is the environment variable that gives a relay or
-// producer process its clock offset, as a Go duration such as "-5m".
-const ClockOffsetEnv = "OUTBOX_CLOCK_OFFSET"
+// producer process its clock offset, as a Go duration such as "-5m"
+// (inproc.ClockOffsetEnv, which the relay binary reads).
+const ClockOffsetEnv = inproc.ClockOffsetEnv
 
 // Clock is a process clock skewed by an offset that can change at any
 // moment: Now returns time.Now() plus the offset. The zero value and a nil
@@ -63,9 +65,9 @@ func (c *Clock) SetOffset(d time.Duration) time.Duration {
 	return time.Duration(c.offset.Swap(int64(d)))
 }
 
-// FormatClockOffset renders d as ClockOffsetEnv expects it: a Go duration
-// that time.ParseDuration reads back exactly ("-5m0s", "1.5s", "0s").
-func FormatClockOffset(d time.Duration) string { return d.String() }
+// FormatClockOffset renders d as ClockOffsetEnv expects it: see
+// inproc.FormatClockOffset.
+func FormatClockOffset(d time.Duration) string { return inproc.FormatClockOffset(d) }
 
 // ClockOffsetEnvVar returns "OUTBOX_CLOCK_OFFSET=<d>", ready for a
 // container's or command's environment.
@@ -74,18 +76,9 @@ func ClockOffsetEnvVar(d time.Duration) string {
 }
 
 // ParseClockOffset reads an offset written by FormatClockOffset or by hand
-// ("-5m", "+30s"); the empty string is no offset.
-func ParseClockOffset(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("clock offset %q: %w", s, err)
-	}
-	return d, nil
-}
+// ("-5m", "+30s"); the empty string is no offset. See
+// inproc.ParseClockOffset.
+func ParseClockOffset(s string) (time.Duration, error) { return inproc.ParseClockOffset(s) }
 
 // ClockSkew is a fault that moves an in-process clock by an offset while
 // it is injected and puts the previous offset back when healed.

@@ -1,16 +1,12 @@
 package chaos
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childSpecEnv); spec != "" {
-		os.Exit(failpointChild(spec))
-	}
 	goleak.VerifyTestMain(m,
 		// The toxiproxy client uses http.DefaultClient, whose idle
 		// keep-alive connections outlive the tests that opened them.

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/chaos/inproc"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -28,7 +28,7 @@ type settings struct {
 	DeclareExchange bool
 	ClockOffset     time.Duration
 	FailpointSpec   string
-	Failpoints      *chaos.Failpoints
+	Failpoints      *inproc.Failpoints
 	Relay           relay.Config
 	Notify          bool
 	Migrate         bool
@@ -141,15 +141,15 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		}
 		s.Relay.RelayID = h
 	}
-	if off, err := chaos.ParseClockOffset(get(chaos.ClockOffsetEnv)); err != nil {
-		bad(chaos.ClockOffsetEnv, err)
+	if off, err := inproc.ParseClockOffset(get(inproc.ClockOffsetEnv)); err != nil {
+		bad(inproc.ClockOffsetEnv, err)
 	} else {
 		s.ClockOffset = off
 	}
-	if s.FailpointSpec = get(chaos.FailpointsEnv); s.FailpointSpec != "" {
-		fp, err := chaos.ParseFailpoints(s.FailpointSpec)
+	if s.FailpointSpec = get(inproc.FailpointsEnv); s.FailpointSpec != "" {
+		fp, err := inproc.ParseFailpoints(s.FailpointSpec)
 		if err != nil {
-			bad(chaos.FailpointsEnv, err)
+			bad(inproc.FailpointsEnv, err)
 		}
 		s.Failpoints = fp
 	}

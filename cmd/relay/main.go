@@ -11,7 +11,7 @@
 // (optionally schema.table) and OUTBOX_EXCHANGE are required.
 // OUTBOX_RELAY_ID defaults to the hostname. OUTBOX_CLOCK_OFFSET skews the
 // process clock (logs and sleeps only; leases follow the database clock).
-// OUTBOX_FAILPOINTS programs failpoints (see chaos.ParseFailpoints).
+// OUTBOX_FAILPOINTS programs failpoints (see inproc.ParseFailpoints).
 // OUTBOX_POLL_INTERVAL, OUTBOX_BATCH_SIZE, OUTBOX_LEASE,
 // OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
 // OUTBOX_RETENTION, OUTBOX_SWEEP_BATCH, OUTBOX_SWEEP_INTERVAL,

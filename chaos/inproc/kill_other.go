@@ -1,6 +1,6 @@
 //go:build !unix
 
-package chaos
+package inproc
 
 import (
 	"os"

@@ -1,0 +1,29 @@
+package inproc
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ClockOffsetEnv is the environment variable that gives a relay or
+// producer process its clock offset, as a Go duration such as "-5m".
+const ClockOffsetEnv = "OUTBOX_CLOCK_OFFSET"
+
+// FormatClockOffset renders d as ClockOffsetEnv expects it: a Go duration
+// that time.ParseDuration reads back exactly ("-5m0s", "1.5s", "0s").
+func FormatClockOffset(d time.Duration) string { return d.String() }
+
+// ParseClockOffset reads an offset written by FormatClockOffset or by hand
+// ("-5m", "+30s"); the empty string is no offset.
+func ParseClockOffset(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("clock offset %q: %w", s, err)
+	}
+	return d, nil
+}
