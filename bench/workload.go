@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,7 +39,7 @@ type workload struct {
 // of the btree inserts matters to PostgreSQL), but every bit of them comes
 // from base and the seeded source.
 func newWorkload(n, payloadBytes int, seed uint64, base time.Time) (*workload, error) {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	rng := seedpkg.Rand(seed, seedpkg.Bench)
 	w := &workload{
 		ids:      make([]uuid.UUID, n),
 		idStr:    make([]string, n),

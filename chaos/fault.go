@@ -2,10 +2,11 @@
 // toxics on named links, container kills, stops, pauses and restarts, clock
 // offsets, and failpoints at named points of the relay. Every fault has an
 // injector and a heal and counts its hits, because a run whose fault never
-// fired did not test it. A Nemesis injects and heals faults on behalf of a
-// run and records each window in the history; Generate draws a fault
-// schedule from a seed; Phases records the safety, liveness and check
-// phases of a run.
+// fired did not test it. Every fault declares its class and the processes
+// it targets, which the history records with it. A Nemesis injects and
+// heals faults on behalf of a run, plays a schedule of Steps in lanes, and
+// records each window in the history; Phases runs the safety, liveness
+// and check phases of a run and records them.
 package chaos
 
 import (

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -228,75 +229,98 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// HealTimeout bounds the heals Run performs after its context ended.
+// HealTimeout is the default bound of one injection or heal that Run
+// performs.
 const HealTimeout = time.Minute
 
-// Run executes steps in real time from now: each step's fault starts At
-// after the call and stops Duration later. Steps run one action at a time,
-// in time order (a stop before a start at the same instant). A failed
-// injection or heal is recorded and the schedule goes on. When ctx ends,
-// or the schedule is over, Run heals every fault it started that is still
-// open (with a fresh deadline of HealTimeout) and returns the joined
-// errors, ctx's error among them if it ended first.
-func (n *Nemesis) Run(ctx context.Context, steps []Step) error {
+// RunOptions tunes Nemesis.Run.
+type RunOptions struct {
+	// Lanes maps a fault's name to its lane: the steps of one lane run one
+	// after another, lanes side by side. By default each fault is its own
+	// lane.
+	Lanes map[string]string
+	// ActionTimeout bounds each injection and each heal. They run on a
+	// context detached from the end of Run's, so that a fault that was
+	// started is always healed. Default HealTimeout.
+	ActionTimeout time.Duration
+}
+
+// Run plays steps in real time from now. In each lane, steps run in the
+// order of their At: a step starts At after the call (or when the step
+// before it in its lane ended, if that is later) and lasts its Duration
+// from the moment its injection returned, so that a slow injection (a
+// container that takes seconds to die) never cuts a fault short. When ctx
+// ends, the faults that are on are healed at once and no further step
+// starts. Run returns the joined injection and heal errors, and ctx's
+// error if it ended before the schedule did.
+func (n *Nemesis) Run(ctx context.Context, steps []Step, opts RunOptions) error {
 	for _, s := range steps {
 		if _, err := n.lookup(s.Fault); err != nil {
 			return fmt.Errorf("running fault schedule: %w", err)
 		}
 	}
-	type action struct {
-		at    time.Duration
-		start bool
-		name  string
+	timeout := opts.ActionTimeout
+	if timeout <= 0 {
+		timeout = HealTimeout
 	}
-	var acts []action
+	lanes := map[string][]Step{}
+	var order []string
 	for _, s := range steps {
-		acts = append(acts, action{s.At, true, s.Fault}, action{s.At + s.Duration, false, s.Fault})
-	}
-	sort.SliceStable(acts, func(i, j int) bool {
-		if acts[i].at != acts[j].at {
-			return acts[i].at < acts[j].at
+		lane := s.Fault
+		if l, ok := opts.Lanes[s.Fault]; ok {
+			lane = l
 		}
-		return !acts[i].start && acts[j].start
-	})
+		if _, ok := lanes[lane]; !ok {
+			order = append(order, lane)
+		}
+		lanes[lane] = append(lanes[lane], s)
+	}
 	began := time.Now()
-	started := map[string]bool{}
-	var errs []error
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-loop:
-	for _, a := range acts {
-		if wait := time.Until(began.Add(a.at)); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				errs = append(errs, ctx.Err())
-				break loop
-			case <-timer.C:
-			}
-		} else if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		if a.start {
-			started[a.name] = true
-			if err := n.Start(ctx, a.name); err != nil {
-				errs = append(errs, err)
-			}
-		} else if err := n.Stop(ctx, a.name); err != nil {
-			errs = append(errs, err)
-		}
+	act := func(do func(context.Context, string) error, name string) error {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		return do(actx, name)
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), HealTimeout)
-	defer cancel()
-	for _, name := range n.Open() {
-		if !started[name] {
-			continue
-		}
-		if err := n.Stop(hctx, name); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for i, lane := range order {
+		ss := lanes[lane]
+		slices.SortStableFunc(ss, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+		wg.Go(func() {
+			var laneErrs []error
+			for _, s := range ss {
+				if !sleep(ctx, time.Until(began.Add(s.At))) {
+					break
+				}
+				if err := act(n.Start, s.Fault); err != nil {
+					laneErrs = append(laneErrs, err)
+				}
+				sleep(ctx, s.Duration)
+				if err := act(n.Stop, s.Fault); err != nil {
+					laneErrs = append(laneErrs, err)
+				}
+			}
+			errs[i] = errors.Join(laneErrs...)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -140,7 +140,7 @@ func TestNemesisRejectsDuplicatesAndUnknown(t *testing.T) {
 	if err := n.Start(context.Background(), "ghost"); err == nil {
 		t.Fatal("unknown fault started")
 	}
-	if err := n.Run(context.Background(), []Step{{Fault: "ghost", Duration: time.Millisecond}}); err == nil {
+	if err := n.Run(context.Background(), []Step{{Fault: "ghost", Duration: time.Millisecond}}, RunOptions{}); err == nil {
 		t.Fatal("schedule with an unknown fault ran")
 	}
 }
@@ -178,7 +178,7 @@ func TestNemesisRunFollowsSchedule(t *testing.T) {
 		{At: 20 * time.Millisecond, Fault: "a down", Duration: 5 * time.Millisecond},
 	}
 	start := time.Now()
-	if err := n.Run(context.Background(), steps); err != nil {
+	if err := n.Run(context.Background(), steps, RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if el := time.Since(start); el < 40*time.Millisecond {
@@ -211,7 +211,7 @@ func TestNemesisRunHealsWhenCancelled(t *testing.T) {
 	n, _ := NewNemesis(rec, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	err := n.Run(ctx, []Step{{At: 0, Fault: "a down", Duration: time.Hour}})
+	err := n.Run(ctx, []Step{{At: 0, Fault: "a down", Duration: time.Hour}}, RunOptions{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run = %v, want the deadline", err)
 	}
@@ -226,7 +226,7 @@ func TestPhases(t *testing.T) {
 	n, _ := NewNemesis(rec, a)
 	p := &Phases{
 		Recorder: rec, Nemesis: n, Safety: 60 * time.Millisecond,
-		Steps:       []Step{{At: 10 * time.Millisecond, Fault: "a down", Duration: time.Hour}},
+		Steps:       []Step{{At: 10 * time.Millisecond, Fault: "a down", Duration: 20 * time.Millisecond}},
 		DrainWithin: 5 * time.Second, PollEvery: time.Millisecond,
 	}
 	var ticks atomic.Int64
@@ -284,5 +284,63 @@ func TestPhasesSafetyReportsWorkloadAndFaultErrors(t *testing.T) {
 	err := p.RunSafety(context.Background(), func(context.Context) error { return errors.New("producer crashed") })
 	if err == nil || !strings.Contains(err.Error(), "producer crashed") || !strings.Contains(err.Error(), "docker said no") {
 		t.Fatalf("RunSafety = %v", err)
+	}
+}
+
+func TestNemesisRunPlaysALaneInOrder(t *testing.T) {
+	rec := &history.Recorder{}
+	a, b := newCountingFault("a down"), newCountingFault("b down")
+	n, _ := NewNemesis(rec, a, b)
+	steps := []Step{
+		{At: 0, Fault: "b down", Duration: 10 * time.Millisecond},
+		{At: 0, Fault: "a down", Duration: 10 * time.Millisecond},
+	}
+	// One lane: b waits for a (stable order of At), though both are due
+	// at once.
+	steps[0].At = time.Millisecond
+	if err := n.Run(context.Background(), steps, RunOptions{Lanes: map[string]string{"a down": "x", "b down": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `invoke fault-start a down
+ok fault-start a down
+invoke fault-stop a down
+ok fault-stop a down
+invoke fault-start b down
+ok fault-start b down
+invoke fault-stop b down
+ok fault-stop b down
+`
+	if got := render(rec.Ops()); got != want {
+		t.Fatalf("history:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPhasesHoldTheScheduleUntilReady(t *testing.T) {
+	rec := &history.Recorder{}
+	a := newCountingFault("a down")
+	n, _ := NewNemesis(rec, a)
+	var ready atomic.Bool
+	var readyAt atomic.Int64
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		readyAt.Store(time.Now().UnixNano())
+		ready.Store(true)
+	}()
+	p := &Phases{
+		Recorder: rec, Nemesis: n, Safety: 50 * time.Millisecond,
+		Steps: []Step{{At: 0, Fault: "a down", Duration: time.Millisecond}},
+		Ready: ready.Load, ReadyWithin: 5 * time.Second,
+	}
+	if err := p.RunSafety(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var started time.Time
+	for _, op := range rec.Ops() {
+		if op.F == history.FaultStart && op.Type == history.Invoke {
+			started = op.Time
+		}
+	}
+	if started.IsZero() || started.UnixNano() < readyAt.Load() {
+		t.Fatalf("the fault started at %s, before the run was ready at %s", started, time.Unix(0, readyAt.Load()))
 	}
 }

@@ -42,10 +42,19 @@ type Phases struct {
 	// Nemesis runs Steps during the safety phase and heals everything at
 	// the start of the liveness phase.
 	Nemesis *Nemesis
-	// Safety is how long the safety phase lasts.
+	// Safety is how long the workload runs.
 	Safety time.Duration
-	// Steps is the fault schedule of the safety phase.
+	// Steps is the fault schedule of the safety phase, timed from the
+	// moment the schedule's clock starts (see Ready).
 	Steps []Step
+	// Schedule tunes how the nemesis runs Steps (lanes, action timeout).
+	Schedule RunOptions
+	// Ready, when set, holds the schedule's clock until it reports true
+	// (polled every 20 ms) or ReadyWithin passed: a fault on a link should
+	// find traffic on it, so a run starts its faults once the first event
+	// went all the way through.
+	Ready       func() bool
+	ReadyWithin time.Duration
 	// DrainWithin bounds the liveness phase. Default DefaultDrainWithin.
 	DrainWithin time.Duration
 	// PollEvery is how often the liveness phase asks whether the backlog
@@ -53,63 +62,48 @@ type Phases struct {
 	PollEvery time.Duration
 }
 
-// RunSafety records the safety phase and runs workload and the fault
-// schedule side by side for p.Safety. The workload's context ends when the
-// phase does; errors it returns because of that end are not errors of the
-// phase. Faults the schedule left open are healed before RunSafety
-// returns.
+// RunSafety records the safety phase and runs workload for p.Safety beside
+// the fault schedule. Every step of the schedule plays out in full, even
+// past p.Safety when a slow engine made it start late: a fault cut short
+// would not have been tested. The workload's context ends after p.Safety;
+// errors the workload returns because of that end are not errors of the
+// phase. Faults the schedule started are healed before RunSafety returns.
 func (p *Phases) RunSafety(ctx context.Context, workload func(ctx context.Context) error) error {
 	RecordPhase(p.Recorder, history.PhaseSafety)
 	sctx, cancel := context.WithTimeout(ctx, p.Safety)
 	defer cancel()
 	var (
-		wg                  sync.WaitGroup
-		werr, nerr, ctxDone error
+		wg         sync.WaitGroup
+		werr, nerr error
 	)
-	if p.Nemesis != nil && len(p.Steps) > 0 {
-		wg.Go(func() { nerr = p.Nemesis.Run(sctx, p.Steps) })
-	}
 	if workload != nil {
 		wg.Go(func() { werr = workload(sctx) })
 	}
-	wg.Wait()
-	ctxDone = ctx.Err()
-	phaseOver := func(err error) error {
-		if ctxDone == nil && sctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-			return nil
+	if p.Nemesis != nil && len(p.Steps) > 0 {
+		if p.Ready != nil {
+			within := p.ReadyWithin
+			if within <= 0 {
+				within = p.Safety
+			}
+			rctx, cancelReady := context.WithTimeout(ctx, within)
+			_ = WaitFor(rctx, 20*time.Millisecond, func(context.Context) (bool, error) { return p.Ready(), nil })
+			cancelReady()
 		}
-		return err
+		nerr = p.Nemesis.Run(ctx, p.Steps, p.Schedule)
 	}
+	wg.Wait()
+	ctxDone := ctx.Err()
 	var errs []error
-	if err := phaseOver(werr); err != nil {
-		errs = append(errs, fmt.Errorf("safety phase workload: %w", err))
+	if werr != nil && !(ctxDone == nil && sctx.Err() != nil && (errors.Is(werr, context.DeadlineExceeded) || errors.Is(werr, context.Canceled))) {
+		errs = append(errs, fmt.Errorf("safety phase workload: %w", werr))
 	}
 	if nerr != nil {
-		// The schedule's injection and heal errors are kept; only the end
-		// of the phase itself is not one.
-		if err := phaseOverJoined(nerr, phaseOver); err != nil {
-			errs = append(errs, fmt.Errorf("safety phase faults: %w", err))
-		}
+		errs = append(errs, fmt.Errorf("safety phase faults: %w", nerr))
 	}
-	if ctxDone != nil {
+	if ctxDone != nil && nerr == nil {
 		errs = append(errs, ctxDone)
 	}
 	return errors.Join(errs...)
-}
-
-// phaseOverJoined filters each error joined in err through keep.
-func phaseOverJoined(err error, keep func(error) error) error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return keep(err)
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		if e = keep(e); e != nil {
-			out = append(out, e)
-		}
-	}
-	return errors.Join(out...)
 }
 
 // RunLiveness records the liveness phase, heals every fault (retrying until

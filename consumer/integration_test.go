@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"os"
 	"regexp"
 	"strings"
@@ -234,7 +234,7 @@ func TestConsumerAppliesEveryEventOnceDespiteRedelivery(t *testing.T) {
 	url, exchange, queue := newTopology(t)
 	const seed = 31
 	t.Logf("SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := seedpkg.Rand(seed, "consumer/deliveries")
 
 	const n = 400
 	var ids []string

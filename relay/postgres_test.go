@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -26,7 +27,7 @@ type idSource struct {
 
 func newIDSource(t testing.TB, seed uint64) *idSource {
 	t.Logf("SEED=%d", seed)
-	return &idSource{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &idSource{rng: seedpkg.Rand(seed, "relay/ids")}
 }
 
 func (s *idSource) next() uuid.UUID {

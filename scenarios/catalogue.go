@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/seed"
 
 	"context"
 	"fmt"
@@ -226,7 +227,7 @@ func crashBeforeMark() Scenario {
 			// The first replica lets one to three confirmed batches be
 			// marked, and dies before marking the next.
 			if slot == r.slot(0, 0) {
-				passes := 1 + rand.New(rand.NewPCG(r.opts.Seed, 0x6b696c6c)).IntN(3)
+				passes := 1 + seed.Rand(r.opts.Seed, seed.Kill).IntN(3)
 				slot.base[chaos.FailpointsEnv] = killSpec(relay.FailAfterConfirmBeforeMark, passes)
 			}
 		},

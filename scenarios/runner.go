@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxlab/outboxlab/seed"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -274,7 +274,7 @@ func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
 		// Nothing would park poison without a relay.
 		r.workload.PoisonRate = 0
 	}
-	r.plan = r.workload.Draw(rand.New(rand.NewPCG(opts.Seed, 0x776f726b6c6f6164)))
+	r.plan = r.workload.Draw(seed.Rand(opts.Seed, seed.Workload))
 	return r
 }
 
@@ -603,7 +603,7 @@ func (r *run) planFaults() ([]chaos.Step, error) {
 	if r.sc.faults == nil {
 		return nil, nil
 	}
-	steps, err := r.sc.faults(r, rand.New(rand.NewPCG(r.opts.Seed, 0x6661756c7473)), r.safety)
+	steps, err := r.sc.faults(r, seed.Rand(r.opts.Seed, seed.Faults), r.safety)
 	if err != nil {
 		return nil, err
 	}
@@ -622,66 +622,24 @@ const warmUp = 10 * time.Second
 // faultActionTimeout bounds one injection or heal.
 const faultActionTimeout = 90 * time.Second
 
-// runSafety records the safety phase and runs the workload for the
-// safety phase's length beside the fault schedule, whose clock starts
+// runSafety runs the safety phase through chaos.Phases: the workload for
+// the safety phase's length beside the fault schedule, whose clock starts
 // with the first event delivered (or after warmUp). Every step of the
 // schedule plays out in full, even when a slow Docker engine makes it
-// start late: a fault cut short by the end of the phase would not have
-// been tested. Steps of one lane (by default, of one fault) run one after
+// start late; steps of one lane (by default, of one fault) run one after
 // another, each lasting its Duration from the moment its injection
 // returned; lanes run side by side.
 func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
-	chaos.RecordPhase(r.rec, history.PhaseSafety)
-	wctx, cancel := context.WithTimeout(ctx, r.safety)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = r.runWorkload(wctx) })
-	// The schedule's clock starts once the first event went all the way
-	// through: every connection is open by then, so that a fault on a
-	// link finds traffic on it even when a busy machine slows the start.
-	warm, cancelWarm := context.WithTimeout(ctx, warmUp)
-	_ = chaos.WaitFor(warm, 20*time.Millisecond, func(context.Context) (bool, error) { return r.applied.Load() > 0, nil })
-	cancelWarm()
-	began := time.Now()
-	lanes := map[string][]chaos.Step{}
-	var order []string
-	for _, s := range steps {
-		lane := s.Fault
-		if l, ok := r.lanes[s.Fault]; ok {
-			lane = l
-		}
-		if _, ok := lanes[lane]; !ok {
-			order = append(order, lane)
-		}
-		lanes[lane] = append(lanes[lane], s)
+	p := &chaos.Phases{
+		Recorder: r.rec, Nemesis: r.nemesis, Safety: r.safety, Steps: steps,
+		Schedule:    chaos.RunOptions{Lanes: r.lanes, ActionTimeout: faultActionTimeout},
+		Ready:       func() bool { return r.applied.Load() > 0 },
+		ReadyWithin: warmUp,
 	}
-	errs := make([]error, len(order))
-	for i, lane := range order {
-		wg.Go(func() {
-			ss := lanes[lane]
-			slices.SortStableFunc(ss, func(a, b chaos.Step) int { return int(a.At - b.At) })
-			var laneErrs []error
-			for _, s := range ss {
-				if !sleepCtx(ctx, time.Until(began.Add(s.At))) {
-					break
-				}
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), faultActionTimeout)
-				if err := r.nemesis.Start(actx, s.Fault); err != nil {
-					laneErrs = append(laneErrs, err)
-				}
-				cancel()
-				sleepCtx(ctx, s.Duration)
-				actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), faultActionTimeout)
-				if err := r.nemesis.Stop(actx, s.Fault); err != nil {
-					laneErrs = append(laneErrs, err)
-				}
-				cancel()
-			}
-			errs[i] = errors.Join(laneErrs...)
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return p.RunSafety(ctx, func(ctx context.Context) error {
+		_ = r.runWorkload(ctx)
+		return nil
+	})
 }
 
 // runWorkload runs every producer's transactions, paced over most of the

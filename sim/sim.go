@@ -20,6 +20,7 @@ package sim
 
 import (
 	"fmt"
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -162,7 +163,7 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // DrawSwarm draws the swarm parameters of seed.
 func DrawSwarm(seed uint64) Swarm {
-	r := rand.New(rand.NewPCG(seed, 0x5357_4152_4d00_0001))
+	r := seedpkg.Rand(seed, seedpkg.Swarm)
 	sw := Swarm{
 		Producers:      1 + r.IntN(3),
 		Replicas:       2 + r.IntN(2),

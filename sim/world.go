@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -96,9 +97,9 @@ func newWorld(seed uint64, opts Options) *world {
 		seed:      seed,
 		opts:      opts,
 		v:         opts.Variant,
-		sched:     rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		frng:      rand.New(rand.NewPCG(seed, 0xbf58476d1ce4e5b9)),
-		wrng:      rand.New(rand.NewPCG(seed, 0x94d049bb133111eb)),
+		sched:     seedpkg.Rand(seed, seedpkg.Scheduler),
+		frng:      seedpkg.Rand(seed, seedpkg.Nemesis),
+		wrng:      seedpkg.Rand(seed, seedpkg.SimWorkload),
 		clock:     NewClock(),
 		broker:    NewBroker(),
 		inbox:     NewInbox(),
