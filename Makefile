@@ -31,11 +31,14 @@ IMAGE_postgres  := outboxlab/postgres:15
 IMAGE_rabbitmq  := outboxlab/rabbitmq:3.10
 IMAGE_toxiproxy := outboxlab/toxiproxy:2.5.0
 IMAGE_relay     := outboxlab/relay:dev
+IMAGE_relay-mutants := outboxlab/relay-mutants:dev
 
-# The relay image is built once ./cmd/relay exists.
+# The relay images are built once ./cmd/relay exists: relay from the
+# binary as it is, relay-mutants from the binary built with -tags mutants
+# (the relay-side mutants that only the harness runs).
 HAVE_RELAY := $(if $(wildcard cmd/relay/*.go),yes)
-IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay)
-ALL_IMAGES := debian postgres rabbitmq toxiproxy relay
+IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants)
+ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants
 
 # docker-build TAG ARGS... builds an image with no pull; its log is shown
 # only when the build fails.
@@ -61,9 +64,9 @@ help:
 .PHONY: images
 images:
 	@$(MAKE) --no-print-directory -j3 image-stamps
-	@$(if $(HAVE_RELAY),,echo "relay: ./cmd/relay does not exist yet; image $(IMAGE_relay) not built")
+	@$(if $(HAVE_RELAY),,echo "relay: ./cmd/relay does not exist yet; images $(IMAGE_relay) and $(IMAGE_relay-mutants) not built")
 
-## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay) and what it needs
+## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants) and what it needs
 .PHONY: $(addprefix image-,$(ALL_IMAGES))
 $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 	@:
@@ -72,7 +75,7 @@ $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 image-stamps: $(addprefix $(STAMPS)/,$(IMAGES))
 	@:
 
-$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay:
+$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay $(CTX)/relay-mutants:
 	@mkdir -p $@
 
 # write-stamp records the ID of image $(IMAGE_$1) in its stamp file.
@@ -103,6 +106,11 @@ $(STAMPS)/relay: docker/build-image.sh $(STAMPS)/debian docker/relay/Dockerfile 
 	@$(DOCKER_BUILD) $(IMAGE_relay) -f docker/relay/Dockerfile $(CTX)/relay
 	@$(call write-stamp,relay)
 
+$(STAMPS)/relay-mutants: docker/build-image.sh $(STAMPS)/debian docker/relay-mutants/Dockerfile $(CTX)/relay-mutants/relay.sum
+	@echo "image: building $(IMAGE_relay-mutants)"
+	@$(DOCKER_BUILD) $(IMAGE_relay-mutants) -f docker/relay-mutants/Dockerfile $(CTX)/relay-mutants
+	@$(call write-stamp,relay-mutants)
+
 # The Go binaries are rebuilt when a Go source file or go.mod/go.sum is
 # newer than they are. Each has a checksum file, rewritten only when the
 # binary's bytes changed, and the image depends on that file: an image is
@@ -110,7 +118,8 @@ $(STAMPS)/relay: docker/build-image.sh $(STAMPS)/debian docker/relay/Dockerfile 
 GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './.build/*' 2>/dev/null)
 
 # go-static DIR/BINARY PACKAGE builds a static binary and updates its
-# checksum file when its bytes changed.
+# checksum file when its bytes changed; PACKAGE may be preceded by build
+# flags (-tags mutants ./cmd/relay).
 define go-static
 	@$(GO_STATIC) -o $1 $2
 	@sha256sum <$1 >$1.sum.new
@@ -124,6 +133,10 @@ $(CTX)/relay/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay
 	@test -d cmd/relay || { echo "relay: ./cmd/relay does not exist yet" >&2; exit 1; }
 	$(call go-static,$@,./cmd/relay)
 
+$(CTX)/relay-mutants/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay-mutants
+	@test -d cmd/relay || { echo "relay: ./cmd/relay does not exist yet" >&2; exit 1; }
+	$(call go-static,$@,-tags mutants ./cmd/relay)
+
 # The checksum files are written by the binaries' recipes.
 $(CTX)/%.sum: $(CTX)/%
 	@:
@@ -133,16 +146,22 @@ $(CTX)/%.sum: $(CTX)/%
 build:
 	$(GO) build ./...
 
-## test: what CI runs: build what is missing (images, Go), then every test with Docker
+# The relay's mutant tests are compiled only with the mutants tag, which
+# `go test ./...` does not set: both test targets run them on their own.
+GO_TEST_MUTANTS = $(GO) test -tags mutants -run Mutant $(GOTESTFLAGS) ./cmd/relay/
+
+## test: what CI runs: build what is missing (images, Go), then every test with Docker and the relay's mutant tests (-tags mutants)
 .PHONY: test
 test: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test: images build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+	$(GO_TEST_MUTANTS) -count=1
 
-## test-short: the tests that need no Docker (go test -short ./...)
+## test-short: the tests that need no Docker (go test -short ./..., and the relay's mutant tests with -tags mutants)
 .PHONY: test-short
 test-short:
 	$(GO) test -short $(GOTESTFLAGS) ./...
+	$(GO_TEST_MUTANTS) -short
 
 ## demo: run the main demonstration job
 .PHONY: demo

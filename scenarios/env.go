@@ -79,12 +79,16 @@ func Ours() RelayUnderTest {
 }
 
 // resolve fills in the defaults of a relay under test: no image and no
-// command means this repository's image, with its features unless others
-// are declared (a mutant keeps the promises of the relay it mutates).
+// command means this repository's image (the one with the mutants under
+// Mutants), with its features unless others are declared (a mutant keeps
+// the promises of the relay it mutates).
 func (u RelayUnderTest) resolve() RelayUnderTest {
 	u.Env = maps.Clone(u.Env)
 	if u.Image == "" && len(u.Command) == 0 {
 		u.Image = testenv.ImageRelay
+		if u.Mutants {
+			u.Image = testenv.ImageRelayMutants
+		}
 		u.Failpoints = true
 		if u.Features == (checker.Features{}) {
 			u.Features = OurFeatures

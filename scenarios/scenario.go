@@ -48,6 +48,11 @@ type RelayUnderTest struct {
 	// chaos.ParseFailpoints). Scenarios that kill or slow a relay at a
 	// named point of its tick need it; without it they are not applicable.
 	Failpoints bool
+	// Mutants, with neither Image nor Command set, runs this repository's
+	// relay from testenv.ImageRelayMutants, the relay built with the
+	// mutants tag, instead of testenv.ImageRelay: for a relay-side mutant
+	// that Env names in OUTBOX_MUTANT, which the relay image refuses.
+	Mutants bool
 }
 
 // FaultHits is how often one fault of a run fired.

@@ -45,7 +45,13 @@ const (
 	ImagePostgres  = "outboxlab/postgres:15"
 	ImageRabbitMQ  = "outboxlab/rabbitmq:3.10"
 	ImageToxiproxy = "outboxlab/toxiproxy:2.5.0"
-	ImageRelay     = "outboxlab/relay:dev"
+	// ImageRelay is this repository's relay (./cmd/relay), and nothing
+	// else: it refuses OUTBOX_MUTANT.
+	ImageRelay = "outboxlab/relay:dev"
+	// ImageRelayMutants is the same relay built with the mutants tag: it
+	// runs the relay-side mutant that OUTBOX_MUTANT names, for the
+	// harness's kill matrix. Only the harness uses it.
+	ImageRelayMutants = "outboxlab/relay-mutants:dev"
 )
 
 // Credentials baked into the images. The PostgreSQL role is a superuser and

@@ -355,10 +355,13 @@ func TestParseRelay(t *testing.T) {
 			t.Errorf("parseRelay(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	// A relay-side mutant runs in the relay image, selected by
-	// OUTBOX_MUTANT.
-	if got, _ := parseRelay("no-lease"); got.Env[mutant.EnvVar] != "no-lease" {
-		t.Errorf("mutant relay = %+v", got)
+	// A relay-side mutant runs in the mutants image, selected by
+	// OUTBOX_MUTANT; our relay keeps the relay image.
+	if got, _ := parseRelay("no-lease"); got.Env[mutant.EnvVar] != "no-lease" || !got.Mutants {
+		t.Errorf("mutant relay = %+v, want the mutants image with OUTBOX_MUTANT=no-lease", got)
+	}
+	if got, _ := parseRelay("ours"); got.Mutants || len(got.Env) > 0 {
+		t.Errorf("ours = %+v, want the relay image without a mutant", got)
 	}
 	for _, in := range []string{"image:", "cmd:  ", "image:a b", "nope", "consumer-no-dedupe"} {
 		if _, err := parseRelay(in); err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
@@ -54,7 +55,7 @@ func (r scenarioRunner) built() bool { return r.names != nil && r.run != nil }
 // parseRelay reads --relay: "ours", "image:REF" for a relay image that
 // follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
 // a host process, or the name of a relay-side mutant of the catalogue (the
-// relay image with OUTBOX_MUTANT set).
+// relay built with the mutants tag, OUTBOX_MUTANT set: see infra.Relay).
 func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	switch {
 	case s == "" || s == "ours":
@@ -79,10 +80,9 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	if !m.HasRelayForm() {
 		return scenarios.RelayUnderTest{}, fmt.Errorf("mutant %s breaks the %s, not the relay process, so it cannot run as --relay: run `outboxlab mutants --mutant %s`", s, m.Side, s)
 	}
-	// Our relay image runs the mutant when OUTBOX_MUTANT names it; with no
-	// image or command given, the runner runs our image, with its
-	// features and failpoints, and replays the run as --relay NAME.
-	return scenarios.RelayUnderTest{Name: s, Env: map[string]string{mutant.EnvVar: s}}, nil
+	// The mutants image runs the mutant that OUTBOX_MUTANT names, with our
+	// relay's features and failpoints; the run replays as --relay NAME.
+	return infra.Relay(s), nil
 }
 
 // runScenarios runs specs with a live progress line. It returns the

@@ -47,6 +47,11 @@ type configError struct {
 func (e *configError) Error() string { return e.Var + ": " + e.Err.Error() }
 func (e *configError) Unwrap() error { return e.Err }
 
+// mutantEnv selects a relay-side mutant of package mutant (mutant.EnvVar,
+// which only the binary built with the mutants tag may import; a test of
+// that build checks the two agree).
+const mutantEnv = "OUTBOX_MUTANT"
+
 // exchangeRe is what RabbitMQ accepts as an exchange name.
 var exchangeRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`)
 

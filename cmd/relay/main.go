@@ -23,8 +23,11 @@
 // OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
 // known message types (see typeDecoder), every type being accepted when it
 // is unset. OUTBOX_MUTANT runs a relay-side mutant of package mutant, a
-// relay broken on purpose for the harness's kill matrix. Logs are JSON
-// lines on stderr, passwords redacted.
+// relay broken on purpose for the harness's kill matrix, but only in a
+// binary built with `-tags mutants` (the image outboxlab/relay-mutants:dev);
+// the relay binary itself, and its image outboxlab/relay:dev, link no
+// mutant, simulation, checker or history code and reject the variable as a
+// configuration error. Logs are JSON lines on stderr, passwords redacted.
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build mutants
+
 package main
 
 import (
@@ -13,9 +15,11 @@ import (
 )
 
 // relayMutant is the relay-side mutant that OUTBOX_MUTANT selects, for the
-// harness's kill matrix on real infrastructure. Its zero value is no
-// mutant: the relay runs as it is, and every method below hands its input
-// back unchanged.
+// harness's kill matrix on real infrastructure. Only a binary built with
+// the mutants tag has one (the image outboxlab/relay-mutants:dev); see
+// nomutant.go for the relay binary itself. Its zero value is no mutant:
+// the relay runs as it is, and every method below hands its input back
+// unchanged.
 type relayMutant struct {
 	m *mutant.Mutant
 }
@@ -24,13 +28,13 @@ type relayMutant struct {
 // that is not a relay-side mutant of the catalogue is a configuration
 // error.
 func mutantFromEnv(getenv func(string) string) (relayMutant, error) {
-	name := strings.TrimSpace(getenv(mutant.EnvVar))
+	name := strings.TrimSpace(getenv(mutantEnv))
 	if name == "" {
 		return relayMutant{}, nil
 	}
 	m, err := mutant.LookupRelay(name)
 	if err != nil {
-		return relayMutant{}, &configError{Var: mutant.EnvVar, Err: err}
+		return relayMutant{}, &configError{Var: mutantEnv, Err: err}
 	}
 	return relayMutant{m: &m}, nil
 }

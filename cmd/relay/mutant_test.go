@@ -1,3 +1,7 @@
+//go:build mutants
+
+// The tests of the relay-side mutants, compiled only with the mutants tag
+// (`make test` runs them with go test -tags mutants -run Mutant).
 package main
 
 import (
@@ -15,6 +19,9 @@ import (
 )
 
 func TestMutantFromEnv(t *testing.T) {
+	if mutantEnv != mutant.EnvVar {
+		t.Fatalf("the relay reads %s, package mutant names %s", mutantEnv, mutant.EnvVar)
+	}
 	none, err := mutantFromEnv(env(nil))
 	if err != nil || none.m != nil {
 		t.Fatalf("no OUTBOX_MUTANT: %+v, %v", none, err)

@@ -2,10 +2,12 @@
 // each mutant that has an infrastructure form runs under the chaos
 // scenarios that expose it, on PostgreSQL, RabbitMQ and toxiproxy
 // containers, with its relay replicas built from this repository's relay
-// (image or process) and OUTBOX_MUTANT naming the mutant; the reference
-// runs the same scenarios without it. It lives apart from package mutant
-// so that the relay process, which imports mutant for its decorators,
-// does not link the container machinery.
+// with the mutants tag (the image testenv.ImageRelayMutants, or a process)
+// and OUTBOX_MUTANT naming the mutant; the reference runs the same
+// scenarios without it, from the relay image itself. It lives apart from
+// package mutant so that the relay built with the mutants tag, which
+// imports mutant for its decorators, does not link the container
+// machinery.
 package infra
 
 import (
@@ -27,9 +29,12 @@ type Options struct {
 	// Env is the environment the scenarios run in; nil starts one with
 	// scenarios.EnvOptions and closes it when the tier is done.
 	Env *testenv.Env
-	// Image is the relay image (default testenv.ImageRelay, built by
-	// `make images`). Command, when set, runs the relay as a process on
-	// the host instead, e.g. a binary freshly built from ./cmd/relay.
+	// Image is the relay image for every run, mutants and reference
+	// (default: testenv.ImageRelayMutants for the relay-side mutants and
+	// testenv.ImageRelay for the others, both built by `make images`); it
+	// must run the mutant OUTBOX_MUTANT names. Command, when set, runs the
+	// relay as a process on the host instead, e.g. a binary freshly built
+	// with `go build -tags mutants ./cmd/relay`.
 	Image   string
 	Command []string
 	// Seeds is how many consecutive seeds each of a mutant's scenarios
@@ -299,6 +304,14 @@ func describe(r mutant.InfraRun) string {
 	return r.Scenario
 }
 
+// Relay returns the relay under test that runs the relay-side mutant name
+// on containers: this repository's relay from the image built with the
+// mutants tag (scenarios.RelayUnderTest.Mutants), OUTBOX_MUTANT naming the
+// mutant. Its replay names it as the run verb's --relay takes it.
+func Relay(name string) scenarios.RelayUnderTest {
+	return scenarios.RelayUnderTest{Name: name, Mutants: true, Env: map[string]string{mutant.EnvVar: name}}
+}
+
 // runOne runs one scenario with the relay image or command, the mutant
 // named in OUTBOX_MUTANT when relayEnv.
 func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relayEnv bool, r mutant.InfraRun, seed uint64) (scenarios.Result, error) {
@@ -314,23 +327,26 @@ func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relay
 		}
 		variant = v
 	}
-	// With no image or command given, the runner runs our image with its
-	// features and failpoints, and its replay names the relay as the
-	// run verb's --relay takes it: ours, or the mutant.
-	u := scenarios.RelayUnderTest{Name: name, Env: maps.Clone(r.Env)}
-	if name == mutant.Reference || !relayEnv {
-		u.Name = "ours"
+	// With no image or command given, the runner runs our image (the one
+	// with the mutants for a relay-side mutant) with its features and
+	// failpoints, and its replay names the relay as the run verb's --relay
+	// takes it: ours, or the mutant.
+	u := scenarios.RelayUnderTest{Name: "ours"}
+	if relayEnv && name != mutant.Reference {
+		u = Relay(name)
+	}
+	u.Env = maps.Clone(u.Env)
+	if u.Env == nil {
+		u.Env = map[string]string{}
+	}
+	maps.Copy(u.Env, r.Env)
+	if relayEnv {
+		u.Env[mutant.EnvVar] = name
 	}
 	if len(o.Command) > 0 || o.Image != "" {
 		// A mutant keeps the promises of the relay it mutates.
 		u.Command, u.Image = slices.Clone(o.Command), o.Image
 		u.Features, u.Failpoints = scenarios.OurFeatures, true
-	}
-	if relayEnv {
-		if u.Env == nil {
-			u.Env = map[string]string{}
-		}
-		u.Env[mutant.EnvVar] = name
 	}
 	opts := scenarios.Options{Seed: seed, Relay: u, Variant: variant}
 	if o.Log != nil {

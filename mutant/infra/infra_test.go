@@ -60,12 +60,23 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// relayCommand builds ./cmd/relay from this tree, so that the relay
-// replicas run the code under test whatever image was built last.
+// TestRelayRunsTheMutantsImage: a relay-side mutant runs from the image
+// built with the mutants tag, OUTBOX_MUTANT naming it, and is reported and
+// replayed under its own name.
+func TestRelayRunsTheMutantsImage(t *testing.T) {
+	u := Relay("no-lease")
+	if !u.Mutants || u.Image != "" || len(u.Command) > 0 || u.Name != "no-lease" || u.Env[mutant.EnvVar] != "no-lease" {
+		t.Errorf("Relay(no-lease) = %+v", u)
+	}
+}
+
+// relayCommand builds ./cmd/relay from this tree with the mutants tag, so
+// that the relay replicas run the code under test whatever image was
+// built last.
 func relayCommand(t *testing.T) []string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "relay")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/outboxlab/outboxlab/cmd/relay")
+	cmd := exec.Command("go", "build", "-tags", "mutants", "-o", bin, "github.com/outboxlab/outboxlab/cmd/relay")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the relay: %v\n%s", err, out)
 	}
