@@ -1,17 +1,12 @@
-package sim
+package sim_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/outboxlab/outboxlab/checker"
-	"github.com/outboxlab/outboxlab/consumer"
-	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/sim"
 )
 
 // TestProductionPasses runs the production relay and consumer over many
@@ -21,7 +16,7 @@ func TestProductionPasses(t *testing.T) {
 	if testing.Short() {
 		n = 100
 	}
-	s := RunMany(context.Background(), 1, n, Options{})
+	s := sim.RunMany(context.Background(), 1, n, sim.Options{})
 	for _, f := range s.Failures {
 		t.Errorf("%s\n%s", f.Header(), f.Report.Summary())
 	}
@@ -43,7 +38,7 @@ var regressions = []struct {
 // TestRegressions replays the seeds of regressions.
 func TestRegressions(t *testing.T) {
 	for _, r := range regressions {
-		res := Run(r.seed, Options{})
+		res := sim.Run(r.seed, sim.Options{})
 		if !res.Valid {
 			t.Errorf("seed %d (%s) fails again:\n%s", r.seed, r.bug, res.Report.Summary())
 		}
@@ -53,10 +48,10 @@ func TestRegressions(t *testing.T) {
 // TestSwarmFaultsFire checks that every fault the swarm draws fires in some
 // seed, and that faults produce the effects they exist for.
 func TestSwarmFaultsFire(t *testing.T) {
-	hits := map[Fault]int{}
+	hits := map[sim.Fault]int{}
 	counts := checker.Counts{}
 	for seed := uint64(1); seed <= 100; seed++ {
-		r := Run(seed, Options{})
+		r := sim.Run(seed, sim.Options{})
 		for f, n := range r.Hits {
 			hits[f] += n
 		}
@@ -67,7 +62,7 @@ func TestSwarmFaultsFire(t *testing.T) {
 		counts.Indeterminate += c.Indeterminate
 		counts.RolledBack += c.RolledBack
 	}
-	for _, f := range SwarmFaults {
+	for _, f := range sim.SwarmFaults {
 		if hits[f] == 0 {
 			t.Errorf("fault %s never fired in 100 seeds", f)
 		}
@@ -77,69 +72,38 @@ func TestSwarmFaultsFire(t *testing.T) {
 	}
 }
 
-// markOnClaim is the mark-before-publish bug: the rows are marked
-// processed as soon as they are claimed.
-type markOnClaim struct{ relay.Store }
-
-func (m markOnClaim) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
-	rows, err := m.Store.Claim(ctx, owner, limit, lease)
-	if err != nil || len(rows) == 0 {
-		return rows, err
-	}
-	ids := make([]uuid.UUID, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	if _, err := m.Store.Mark(ctx, owner, ids); err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
-
-// noDedupe applies every delivery's effect, as a consumer without an
-// inbox would.
-type noDedupe struct{ RawInbox }
-
-func (n noDedupe) Apply(ctx context.Context, m consumer.Message) (bool, error) {
-	return false, n.Effect(ctx, m)
-}
-
-// outageCostsAttempts turns broker outages into row-level failures.
-type outageCostsAttempts struct{ relay.Publisher }
-
-func (o outageCostsAttempts) Publish(ctx context.Context, m relay.Message) (relay.Confirmation, error) {
-	c, err := o.Publisher.Publish(ctx, m)
-	if errors.Is(err, relay.ErrBrokerUnavailable) {
-		return nil, fmt.Errorf("publish failed: %s", err)
-	}
-	return c, err
-}
-
+// TestVariantsAreCaught runs the simulation's swarm over the unsafe
+// producer modes and over mutants of the catalogue, each with the faults
+// that expose it: every one must fail some seed, on the checker named.
 func TestVariantsAreCaught(t *testing.T) {
+	lookup := func(name string) sim.Variant {
+		m, ok := mutant.Lookup(name)
+		if !ok {
+			t.Fatalf("no mutant %q in the catalogue", name)
+		}
+		return m.Variant()
+	}
 	cases := []struct {
-		v       Variant
-		faults  []Fault
+		v       sim.Variant
+		faults  []sim.Fault
 		checker string
 	}{
-		{Variant{Name: "mark-before-publish", WrapStore: func(_ Process, s relay.Store) relay.Store { return markOnClaim{s} }},
-			[]Fault{FaultKill}, checker.NameLost},
-		{Variant{Name: "consumer-without-dedupe", WrapInbox: func(_ Process, in consumer.Inbox) consumer.Inbox { return noDedupe{in.(RawInbox)} }},
-			[]Fault{FaultKill, FaultBrokerRestart}, checker.NameDuplicateEffects},
-		{Variant{Name: "outage-consumes-attempts", WrapPublisher: func(_ Process, p relay.Publisher) relay.Publisher { return outageCostsAttempts{p} }},
-			[]Fault{FaultBrokerDown}, checker.NameParking},
-		{Variant{Name: "publish-then-commit", Producer: PublishThenCommit}, nil, checker.NamePhantom},
-		{Variant{Name: "commit-then-publish", Producer: CommitThenPublish}, []Fault{FaultKill, FaultBrokerDown}, checker.NameLost},
-		{Variant{Name: "optimistic-publish", Producer: OptimisticPublish}, []Fault{FaultBrokerRestart}, checker.NameLost},
+		{lookup("mark-before-publish"), []sim.Fault{sim.FaultKill}, checker.NameLost},
+		{lookup("consumer-no-dedupe"), []sim.Fault{sim.FaultKill, sim.FaultBrokerRestart}, checker.NameDuplicateEffects},
+		{lookup("broker-down-consumes-attempts"), []sim.Fault{sim.FaultBrokerDown}, checker.NameParking},
+		{sim.Variant{Name: "publish-then-commit", Producer: sim.PublishThenCommit}, nil, checker.NamePhantom},
+		{sim.Variant{Name: "commit-then-publish", Producer: sim.CommitThenPublish}, []sim.Fault{sim.FaultKill, sim.FaultBrokerDown}, checker.NameLost},
+		{sim.Variant{Name: "optimistic-publish", Producer: sim.OptimisticPublish}, []sim.Fault{sim.FaultBrokerRestart}, checker.NameLost},
 	}
 	for _, c := range cases {
 		t.Run(c.v.Name, func(t *testing.T) {
-			opts := Options{Variant: c.v, Tune: func(sw *Swarm) {
+			opts := sim.Options{Variant: c.v, Tune: func(sw *sim.Swarm) {
 				sw.Rollback = max(sw.Rollback, 0.2)
 				for _, f := range c.faults {
-					sw.Faults = append(sw.Faults, FaultRate{Fault: f, Rate: 0.05, MaxSteps: 20})
+					sw.Faults = append(sw.Faults, sim.FaultRate{Fault: f, Rate: 0.05, MaxSteps: 20})
 				}
 			}}
-			s := RunMany(context.Background(), 1, 50, opts)
+			s := sim.RunMany(context.Background(), 1, 50, opts)
 			if s.Failed == 0 {
 				t.Fatalf("%s passed 50 seeds", c.v.Name)
 			}
