@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxlab/outboxlab/fixture"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,18 +30,9 @@ type Env interface {
 	DirectAMQPURL() string
 }
 
-// URLs is an Env made of two connection strings, for a PostgreSQL and a
-// RabbitMQ that run anywhere.
-type URLs struct {
-	Database string
-	AMQP     string
-}
-
-// DirectDatabaseURL returns u.Database.
-func (u URLs) DirectDatabaseURL() string { return u.Database }
-
-// DirectAMQPURL returns u.AMQP.
-func (u URLs) DirectAMQPURL() string { return u.AMQP }
+// URLs is an Env of two plain URLs, for servers the harness did not
+// start.
+type URLs = fixture.URLs
 
 // containerEnv is what an Env offers when its services are containers of
 // this machine: their CPU time is then read from their cgroups.
@@ -59,6 +51,7 @@ type infra struct {
 	exchange       string
 	queue          string
 	schema         string
+	fx             *fixture.Fixture
 	containers     map[string]string // role -> container id
 }
 
@@ -94,13 +87,13 @@ func dialAMQP(ctx context.Context, url, name string) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-// newInfra connects, drops what an earlier run left in schema and on the
-// broker, and declares the exchange and the queue every contender
-// publishes to.
+// newInfra connects, removes what an earlier run left in schema and on the
+// broker, and makes the run's fixture: the schema and the exchange and
+// queue every contender publishes to.
 func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*infra, error) {
 	in := &infra{
 		dbURL: env.DirectDatabaseURL(), amqpURL: env.DirectAMQPURL(),
-		exchange: exchange, queue: queue, schema: schema,
+		exchange: exchange, queue: queue,
 		containers: map[string]string{},
 	}
 	if ce, ok := env.(containerEnv); ok {
@@ -111,35 +104,13 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 			in.containers["rabbitmq"] = c.ID()
 		}
 	}
-	pool, err := pgxpool.New(ctx, in.dbURL)
+	fx, err := fixture.New(ctx, fixture.URLs{Database: in.dbURL, AMQP: in.amqpURL}, fixture.Options{
+		Schema: schema, Contexts: []string{"bench"}, NoInbox: true, Exchange: exchange, Queue: queue,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("connecting to PostgreSQL %s: %w", relay.RedactURL(in.dbURL), relay.RedactError(err, in.dbURL))
+		return nil, fmt.Errorf("bench fixture: %w", err)
 	}
-	in.admin = pool
-	if err := pool.Ping(ctx); err != nil {
-		in.close()
-		return nil, fmt.Errorf("connecting to PostgreSQL %s: %w", relay.RedactURL(in.dbURL), relay.RedactError(err, in.dbURL))
-	}
-	if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-		in.close()
-		return nil, fmt.Errorf("dropping schema %s: %w", schema, err)
-	}
-	if _, err := pool.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name LIKE $1`, schema+".%"); err != nil {
-		// The table exists once any outbox was migrated; before that there
-		// is nothing to forget.
-		if !isUndefinedTable(err) {
-			in.close()
-			return nil, fmt.Errorf("forgetting old migrations of %s: %w", schema, err)
-		}
-	}
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
-		in.close()
-		return nil, fmt.Errorf("creating schema %s: %w", schema, err)
-	}
-	if err := relay.DeclareTopology(ctx, in.amqpURL, exchange, queue, "#"); err != nil {
-		in.close()
-		return nil, fmt.Errorf("declaring exchange %s and queue %s: %w", exchange, queue, err)
-	}
+	in.fx, in.admin, in.schema = fx, fx.Admin, fx.Schema
 	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-admin")
 	if err != nil {
 		in.close()
@@ -161,34 +132,15 @@ func (in *infra) close() {
 	if in.amqpConn != nil {
 		_ = in.amqpConn.Close()
 	}
-	if in.admin != nil {
-		in.admin.Close()
+	if in.fx != nil {
+		_ = in.fx.Close(context.Background())
 	}
 }
 
-// cleanup drops the schema and the queue the run made.
+// cleanup removes the schema, the migrations of its tables and the
+// topology the run made.
 func (in *infra) cleanup(ctx context.Context) error {
-	var errs []error
-	if _, err := in.admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{in.schema}.Sanitize()+` CASCADE`); err != nil {
-		errs = append(errs, fmt.Errorf("dropping schema %s: %w", in.schema, err))
-	}
-	if _, err := in.admin.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name LIKE $1`, in.schema+".%"); err != nil {
-		errs = append(errs, fmt.Errorf("forgetting migrations of %s: %w", in.schema, err))
-	}
-	if in.ch != nil {
-		for _, q := range []string{in.queue, in.queue + ".dead"} {
-			if _, err := in.ch.QueueDelete(q, false, false, false); err != nil {
-				errs = append(errs, fmt.Errorf("deleting queue %s: %w", q, err))
-			}
-		}
-		if err := in.ch.ExchangeDelete(in.queue+".dlx", false, false); err != nil {
-			errs = append(errs, fmt.Errorf("deleting exchange %s.dlx: %w", in.queue, err))
-		}
-		if err := in.ch.ExchangeDelete(in.exchange, false, false); err != nil {
-			errs = append(errs, fmt.Errorf("deleting exchange %s: %w", in.exchange, err))
-		}
-	}
-	return errors.Join(errs...)
+	return in.fx.Close(ctx)
 }
 
 // queueDepth returns the number of ready messages in the queue.
@@ -237,14 +189,7 @@ func (in *infra) waitQueueDepth(ctx context.Context, want int) error {
 
 // newOutbox migrates a fresh outbox table named name in the run's schema.
 func (in *infra) newOutbox(ctx context.Context, name string) (outbox.Table, error) {
-	table, err := outbox.ParseTable(in.schema + "." + name)
-	if err != nil {
-		return outbox.Table{}, err
-	}
-	if err := outbox.Migrate(ctx, in.admin, table); err != nil {
-		return outbox.Table{}, fmt.Errorf("migrating %s: %w", table, err)
-	}
-	return table, nil
+	return in.fx.NewOutbox(ctx, name)
 }
 
 // stageCopy stages every event of w in table with one COPY, then runs

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/history"
@@ -136,13 +135,7 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 	}
 	declare(t, 3*time.Minute)
 	t.Cleanup(func() {
-		_ = relay.WithChannel(context.Background(), env.amqpURL, func(ch *amqp.Channel) error {
-			for _, q := range []string{queue, queue + ".dead"} {
-				_, _ = ch.QueueDelete(q, false, false, false)
-			}
-			_ = ch.ExchangeDelete(queue+".dlx", false, false)
-			return ch.ExchangeDelete(exchange, false, false)
-		})
+		_ = relay.Topology{Exchange: exchange, Queue: queue}.Remove(context.Background(), env.amqpURL)
 	})
 	confirmed := 0
 	// healed checks that a publish goes through again and that every

@@ -382,7 +382,7 @@ func publishWith(ctx context.Context, pub *relay.AMQPPublisher, id string) error
 func queued(ctx context.Context, url, queue string) (int, error) {
 	var n int
 	err := relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
-		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, amqp.Table{"x-queue-type": "classic", "x-dead-letter-exchange": queue + ".dlx"})
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, relay.Topology{Queue: queue}.QueueArgs())
 		n = q.Messages
 		return err
 	})
@@ -401,13 +401,7 @@ func TestToxicsOnRelayBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = relay.WithChannel(context.Background(), env.amqpDirectURL, func(ch *amqp.Channel) error {
-			for _, q := range []string{queue, queue + ".dead"} {
-				_, _ = ch.QueueDelete(q, false, false, false)
-			}
-			_ = ch.ExchangeDelete(queue+".dlx", false, false)
-			return ch.ExchangeDelete(exchange, false, false)
-		})
+		_ = relay.Topology{Exchange: exchange, Queue: queue}.Remove(context.Background(), env.amqpDirectURL)
 	})
 	rec := &history.Recorder{}
 	down := chaos.Down(link)

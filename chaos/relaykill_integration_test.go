@@ -68,8 +68,7 @@ func newKillSetup(t *testing.T, ctx context.Context, env *fixture) *killSetup {
 			return
 		}
 		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		_, _ = c.Exec(context.Background(), `DELETE FROM public.outbox_migrations WHERE table_name = $1`, k.table.String())
+		_ = outbox.Drop(context.Background(), c, k.table, true)
 	})
 	k.pool, err = pgxpool.New(ctx, env.dbDirectURL)
 	if err != nil {
@@ -83,13 +82,7 @@ func newKillSetup(t *testing.T, ctx context.Context, env *fixture) *killSetup {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = relay.WithChannel(context.Background(), env.amqpDirectURL, func(ch *amqp.Channel) error {
-			for _, q := range []string{k.queue, k.queue + ".dead"} {
-				_, _ = ch.QueueDelete(q, false, false, false)
-			}
-			_ = ch.ExchangeDelete(k.queue+".dlx", false, false)
-			return ch.ExchangeDelete(k.exchange, false, false)
-		})
+		_ = relay.Topology{Exchange: k.exchange, Queue: k.queue}.Remove(context.Background(), env.amqpDirectURL)
 	})
 	return k
 }

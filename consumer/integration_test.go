@@ -100,12 +100,7 @@ func newTopology(t testing.TB) (url, exchange, queue string) {
 	remove := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
-			_, _ = ch.QueueDelete(queue, false, false, false)
-			_, _ = ch.QueueDelete(queue+".dead", false, false, false)
-			_ = ch.ExchangeDelete(queue+".dlx", false, false)
-			return ch.ExchangeDelete(exchange, false, false)
-		})
+		_ = relay.Topology{Exchange: exchange, Queue: queue}.Remove(ctx, url)
 	}
 	// Names repeat from one run to the next: an interrupted run may have
 	// left messages behind.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -123,6 +124,26 @@ func Migrate(ctx context.Context, db Conn, table Table) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("migrating %s: commit: %w", table, err)
+	}
+	return nil
+}
+
+// Drop removes table and forgets its migrations, so that a later Migrate
+// of the same name starts afresh. With cascade it drops the table's whole
+// schema (a test's throwaway schema) instead of the table alone. Dropping
+// what does not exist is no error.
+func Drop(ctx context.Context, db Conn, table Table, cascade bool) error {
+	stmt := `DROP TABLE IF EXISTS ` + table.Ident()
+	if cascade && table.Schema() != "" {
+		stmt = `DROP SCHEMA IF EXISTS ` + pgx.Identifier{table.Schema()}.Sanitize() + ` CASCADE`
+	}
+	if _, err := db.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("dropping %s: %w", table, err)
+	}
+	_, err := db.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1`, table.String())
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no migrations table yet
+		return fmt.Errorf("forgetting the migrations of %s: %w", table, err)
 	}
 	return nil
 }

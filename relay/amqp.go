@@ -483,23 +483,45 @@ func brokerErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrBrokerUnavailable, err)
 }
 
-// DeclareTopology declares, on the broker at url, the durable topic
-// exchange the relay publishes to and, when queue is not empty, a durable
-// classic queue bound to it with bindingKey ("#" takes every type). The
-// queue dead-letters into the fanout exchange <queue>.dlx, bound to the
-// durable queue <queue>.dead. Declaring is idempotent.
-func DeclareTopology(ctx context.Context, url, exchange, queue, bindingKey string) error {
-	if exchange == "" {
+// Topology is the broker side of one bounded context: the durable topic
+// exchange a relay publishes to and, when Queue is set, a durable classic
+// queue bound to it with BindingKey ("#" takes every type), which
+// dead-letters into the fanout exchange DeadLetterExchange, bound to the
+// durable queue DeadLetterQueue.
+type Topology struct {
+	Exchange   string
+	Queue      string
+	BindingKey string
+}
+
+// DeadLetterExchange returns the exchange Queue dead-letters into.
+func (t Topology) DeadLetterExchange() string { return t.Queue + ".dlx" }
+
+// DeadLetterQueue returns the queue that keeps Queue's dead letters.
+func (t Topology) DeadLetterQueue() string { return t.Queue + ".dead" }
+
+// Queues returns the queues of the topology: Queue and its dead letters.
+func (t Topology) Queues() []string {
+	if t.Queue == "" {
+		return nil
+	}
+	return []string{t.Queue, t.DeadLetterQueue()}
+}
+
+// Declare declares the topology on the broker at url. Declaring is
+// idempotent.
+func (t Topology) Declare(ctx context.Context, url string) error {
+	if t.Exchange == "" {
 		return errors.New("declaring topology: exchange is required")
 	}
 	return WithChannel(ctx, url, func(ch *amqp.Channel) error {
-		if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
-			return fmt.Errorf("declaring exchange %q: %w", exchange, err)
+		if err := ch.ExchangeDeclare(t.Exchange, "topic", true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declaring exchange %q: %w", t.Exchange, err)
 		}
-		if queue == "" {
+		if t.Queue == "" {
 			return nil
 		}
-		dlx, dead := queue+".dlx", queue+".dead"
+		dlx, dead := t.DeadLetterExchange(), t.DeadLetterQueue()
 		if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
 			return fmt.Errorf("declaring exchange %q: %w", dlx, err)
 		}
@@ -509,15 +531,50 @@ func DeclareTopology(ctx context.Context, url, exchange, queue, bindingKey strin
 		if err := ch.QueueBind(dead, "", dlx, false, nil); err != nil {
 			return fmt.Errorf("binding %q to %q: %w", dead, dlx, err)
 		}
-		args := amqp.Table{"x-queue-type": "classic", "x-dead-letter-exchange": dlx}
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, args); err != nil {
-			return fmt.Errorf("declaring queue %q: %w", queue, err)
+		if _, err := ch.QueueDeclare(t.Queue, true, false, false, false, t.QueueArgs()); err != nil {
+			return fmt.Errorf("declaring queue %q: %w", t.Queue, err)
 		}
-		if err := ch.QueueBind(queue, bindingKey, exchange, false, nil); err != nil {
-			return fmt.Errorf("binding %q to %q with %q: %w", queue, exchange, bindingKey, err)
+		if err := ch.QueueBind(t.Queue, t.BindingKey, t.Exchange, false, nil); err != nil {
+			return fmt.Errorf("binding %q to %q with %q: %w", t.Queue, t.Exchange, t.BindingKey, err)
 		}
 		return nil
 	})
+}
+
+// QueueArgs returns the arguments Queue is declared with, which a passive
+// declaration must repeat.
+func (t Topology) QueueArgs() amqp.Table {
+	return amqp.Table{"x-queue-type": "classic", "x-dead-letter-exchange": t.DeadLetterExchange()}
+}
+
+// Remove deletes the topology's queues and exchanges from the broker at
+// url, whatever they hold. Removing what does not exist is no error.
+func (t Topology) Remove(ctx context.Context, url string) error {
+	return WithChannel(ctx, url, func(ch *amqp.Channel) error {
+		var errs []error
+		for _, q := range t.Queues() {
+			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+				errs = append(errs, fmt.Errorf("deleting queue %q: %w", q, err))
+			}
+		}
+		if t.Queue != "" {
+			if err := ch.ExchangeDelete(t.DeadLetterExchange(), false, false); err != nil {
+				errs = append(errs, fmt.Errorf("deleting exchange %q: %w", t.DeadLetterExchange(), err))
+			}
+		}
+		if t.Exchange != "" {
+			if err := ch.ExchangeDelete(t.Exchange, false, false); err != nil {
+				errs = append(errs, fmt.Errorf("deleting exchange %q: %w", t.Exchange, err))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// DeclareTopology declares Topology{exchange, queue, bindingKey} on the
+// broker at url.
+func DeclareTopology(ctx context.Context, url, exchange, queue, bindingKey string) error {
+	return Topology{Exchange: exchange, Queue: queue, BindingKey: bindingKey}.Declare(ctx, url)
 }
 
 // WithChannel dials url, runs fn on a fresh channel and closes both; the

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -49,30 +50,23 @@ func newBroker(t testing.TB, bind bool) *brokerEnv {
 	return b
 }
 
-// deleteTopology deletes exchange and, when queue is set, the queue and its
-// dead-letter exchange and queue, and every queue named extra. Deleting
-// what does not exist is not an error.
+// deleteTopology removes Topology{exchange, queue} and every queue named
+// extra. Deleting what does not exist is not an error.
 func deleteTopology(t testing.TB, url, exchange, queue string, extra ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
-		queues := extra
-		if queue != "" {
-			queues = append(queues, queue, queue+".dead")
-		}
-		for _, q := range queues {
-			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
-				return err
+	err := relay.Topology{Exchange: exchange, Queue: queue}.Remove(ctx, url)
+	if len(extra) > 0 {
+		err = errors.Join(err, relay.WithChannel(ctx, url, func(ch *amqp.Channel) error {
+			for _, q := range extra {
+				if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+					return err
+				}
 			}
-		}
-		if queue != "" {
-			if err := ch.ExchangeDelete(queue+".dlx", false, false); err != nil {
-				return err
-			}
-		}
-		return ch.ExchangeDelete(exchange, false, false)
-	})
+			return nil
+		}))
+	}
 	if err != nil {
 		t.Logf("deleting broker topology: %v", err)
 	}

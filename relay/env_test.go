@@ -96,8 +96,9 @@ func newDB(t testing.TB) *dbEnv {
 			return
 		}
 		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		_, _ = c.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1`, table.String())
+		if err := outbox.Drop(ctx, c, table, true); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
 	})
 	return &dbEnv{URL: url, Pool: pool, Schema: schema, Table: table}
 }

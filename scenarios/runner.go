@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/seed"
 	"maps"
 	"slices"
@@ -13,8 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/consumer"
@@ -90,12 +89,9 @@ type run struct {
 	plan     Plan
 	rec      *history.Recorder
 
-	schema   string
-	business string
+	// fx holds the run's schema, tables, topology and pools.
+	fx       *fixture.Fixture
 	contexts []*boundedCtx
-	admin    *pgxpool.Pool // direct, for setup and the final reads
-	app      *pgxpool.Pool // producers, through app->db
-	cons     *pgxpool.Pool // consumers, through consumer->db
 
 	nemesis   *chaos.Nemesis
 	links     map[string]*chaos.Link
@@ -116,11 +112,8 @@ type run struct {
 	safetyEnd     atomic.Int64 // unix nanos
 	ensured       bool
 
-	dbStart  time.Time
 	problems []string
 }
-
-var runSeq atomic.Int64
 
 func (r *run) logf(format string, args ...any) {
 	if r.opts.Log != nil {
@@ -187,7 +180,7 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	if err := r.setup(ctx); err != nil {
 		return res, fmt.Errorf("scenario %s: setting up: %w", sc.Name, err)
 	}
-	r.logf("setup: schema %s, %d relay replica(s), ready after %s", r.schema, r.replicaCount(), time.Since(began).Round(time.Millisecond))
+	r.logf("setup: schema %s, %d relay replica(s), ready after %s", r.fx.Schema, r.replicaCount(), time.Since(began).Round(time.Millisecond))
 	steps, err := r.planFaults()
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: fault plan: %w", sc.Name, err)
@@ -328,89 +321,42 @@ func (r *run) replay() (cmd, test string) {
 	return long + cmd, test
 }
 
-// names of one run's objects.
-func (r *run) name() {
-	n := runSeq.Add(1)
+// contextNames returns the names of the run's bounded contexts.
+func (r *run) contextNames() []string {
+	if len(r.sc.Contexts) == 0 {
+		return []string{defaultContext}
+	}
+	return r.sc.Contexts
+}
+
+// schemaPrefix starts the name of the run's schema: its scenario's name.
+func (r *run) schemaPrefix() string {
 	short := strings.NewReplacer("-", "_").Replace(r.sc.Name)
 	if len(short) > 24 {
 		short = short[:24]
 	}
-	r.schema = fmt.Sprintf("sc_%s_%d_%d", short, time.Now().Unix()%1_000_000, n)
-	r.business = pgx.Identifier{r.schema, "business"}.Sanitize()
-	ctxs := r.sc.Contexts
-	if len(ctxs) == 0 {
-		ctxs = []string{defaultContext}
-	}
-	for _, c := range ctxs {
-		ex := "outboxlab." + r.schema + "." + c
-		r.contexts = append(r.contexts, &boundedCtx{
-			name: c, table: outbox.MustParseTable(r.schema + "." + c + "_outbox"),
-			exchange: ex, queue: ex + ".q", inbox: c,
-		})
-	}
-	for i := 0; i+1 < len(r.contexts); i++ {
-		r.contexts[i].next = r.contexts[i+1]
-	}
-}
-
-func poolConfig(url string, maxConns int32, searchPath string) (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns = maxConns
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	if searchPath != "" {
-		cfg.ConnConfig.RuntimeParams["search_path"] = searchPath
-	}
-	return cfg, nil
+	return "sc_" + short
 }
 
 // setup creates the run's schema, tables and topology, and starts the
 // relays, the consumers and the producers.
 func (r *run) setup(ctx context.Context) error {
-	r.name()
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var err error
-	pools := []struct {
-		dst  **pgxpool.Pool
-		url  string
-		max  int32
-		path string
-	}{
-		{&r.admin, r.env.DirectDatabaseURL(), 8, ""},
-		{&r.app, r.env.DatabaseURL(testenv.LinkAppDB), int32(2*r.workload.Producers + 4), ""},
-		{&r.cons, r.env.DatabaseURL(testenv.LinkConsumerDB), 8, r.schema},
-	}
-	for _, p := range pools {
-		cfg, err := poolConfig(p.url, p.max, p.path)
-		if err != nil {
-			return err
-		}
-		if *p.dst, err = pgxpool.NewWithConfig(sctx, cfg); err != nil {
-			return fmt.Errorf("database pool: %w", err)
-		}
-	}
-	if err := r.admin.QueryRow(sctx, `SELECT now()`).Scan(&r.dbStart); err != nil {
-		return fmt.Errorf("reading the database clock: %w", err)
-	}
-	if _, err := r.admin.Exec(sctx, `CREATE SCHEMA `+pgx.Identifier{r.schema}.Sanitize()); err != nil {
-		return fmt.Errorf("creating schema %s: %w", r.schema, err)
-	}
-	if _, err := r.admin.Exec(sctx, `CREATE TABLE `+r.business+` (id uuid PRIMARY KEY, event_id uuid NOT NULL, note text)`); err != nil {
-		return fmt.Errorf("creating the business table: %w", err)
-	}
-	for _, bc := range r.contexts {
-		if err := outbox.Migrate(sctx, r.admin, bc.table); err != nil {
-			return err
-		}
-		if err := relay.DeclareTopology(sctx, r.env.DirectAMQPURL(), bc.exchange, bc.queue, "#"); err != nil {
-			return fmt.Errorf("declaring topology: %w", err)
-		}
-	}
-	if err := consumer.MigrateInbox(sctx, r.cons); err != nil {
+	r.fx, err = fixture.New(sctx, r.env, fixture.Options{
+		Prefix: r.schemaPrefix(), Contexts: r.contextNames(), AppConns: int32(2*r.workload.Producers + 4),
+	})
+	if err != nil {
 		return err
+	}
+	for _, c := range r.fx.Contexts {
+		r.contexts = append(r.contexts, &boundedCtx{
+			name: c.Name, table: c.Table, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name,
+		})
+	}
+	for i := 0; i+1 < len(r.contexts); i++ {
+		r.contexts[i].next = r.contexts[i+1]
 	}
 	for _, l := range r.env.Links() {
 		if r.links[l.Name], err = chaos.LinkByName(sctx, r.env.ToxiproxyClient(), l.Name, ""); err != nil {
@@ -552,7 +498,7 @@ func (r *run) startConsumers() error {
 			if len(r.contexts) > 1 {
 				in.queue = bc.queue
 			}
-			pg, err := consumer.NewPGInbox(r.cons, bc.inbox, in.effect())
+			pg, err := consumer.NewPGInbox(r.fx.Cons, bc.inbox, in.effect())
 			if err != nil {
 				return err
 			}
@@ -578,7 +524,7 @@ func (r *run) makeProducers() error {
 	for i := range max(r.workload.Producers, 1) {
 		clk := chaos.NewClock(0)
 		p := &Producer{
-			Name: fmt.Sprintf("producer-%d", i+1), DB: r.app, Table: bc.table, Business: r.business,
+			Name: fmt.Sprintf("producer-%d", i+1), DB: r.fx.App, Table: bc.table, Business: r.fx.Business,
 			Variant: r.variant, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
 			Notify: true, StampOccurredAt: true,
 		}
@@ -820,7 +766,7 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 	if r.variant == Outbox {
 		faulted := map[string]bool{}
 		for _, bc := range r.contexts {
-			rows, err := r.admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.table.Ident())
+			rows, err := r.fx.Admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.table.Ident())
 			if err != nil {
 				return false, err
 			}
@@ -859,7 +805,7 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	rows, err := r.admin.Query(ctx, `SELECT DISTINCT message_id FROM `+pgx.Identifier{r.schema, "inbox"}.Sanitize())
+	rows, err := r.fx.Admin.Query(ctx, `SELECT DISTINCT message_id FROM `+pgx.Identifier{r.fx.Schema, "inbox"}.Sanitize())
 	if err != nil {
 		return false, err
 	}
@@ -876,24 +822,8 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	ready, err := r.queueDepth(ctx)
+	ready, err := r.fx.QueueDepth(ctx)
 	return err == nil && ready == 0, err
-}
-
-// queueDepth sums the ready messages of every context's queue.
-func (r *run) queueDepth(ctx context.Context) (int, error) {
-	n := 0
-	err := relay.WithChannel(ctx, r.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
-		for _, bc := range r.contexts {
-			q, err := ch.QueueDeclarePassive(bc.queue, true, false, false, false, amqp.Table{"x-queue-type": "classic", "x-dead-letter-exchange": bc.queue + ".dlx"})
-			if err != nil {
-				return err
-			}
-			n += q.Messages
-		}
-		return nil
-	})
-	return n, err
 }
 
 // deliveries counts the Deliver records so far.
@@ -926,7 +856,7 @@ func (r *run) settle(ctx context.Context) ([]string, error) {
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	last := -1
 	_ = chaos.WaitFor(wctx, 300*time.Millisecond, func(ctx context.Context) (bool, error) {
-		n, err := r.queueDepth(ctx)
+		n, err := r.fx.QueueDepth(ctx)
 		if err != nil {
 			return false, nil
 		}
@@ -938,28 +868,7 @@ func (r *run) settle(ctx context.Context) ([]string, error) {
 	cancel()
 	r.consumersStop()
 	r.consumersDone.Wait()
-	var queued []string
-	err := relay.WithChannel(ctx, r.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
-		for _, bc := range r.contexts {
-			for _, q := range []string{bc.queue, bc.queue + ".dead"} {
-				for {
-					d, ok, err := ch.Get(q, false)
-					if err != nil {
-						return err
-					}
-					if !ok {
-						break
-					}
-					queued = append(queued, d.MessageId)
-					if err := d.Ack(false); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return nil
-	})
-	return queued, err
+	return r.fx.TakeQueued(ctx)
 }
 
 // teardown removes everything the run made and leaves the environment as
@@ -987,24 +896,9 @@ func (r *run) teardown() {
 	if err := r.resetEnv(ctx); err != nil {
 		r.logf("teardown: %v", err)
 	}
-	if r.admin != nil {
-		_, _ = r.admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{r.schema}.Sanitize()+` CASCADE`)
-		for _, bc := range r.contexts {
-			_, _ = r.admin.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1`, bc.table.String())
-		}
-	}
-	_ = relay.WithChannel(ctx, r.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
-		for _, bc := range r.contexts {
-			_, _ = ch.QueueDelete(bc.queue, false, false, false)
-			_, _ = ch.QueueDelete(bc.queue+".dead", false, false, false)
-			_ = ch.ExchangeDelete(bc.queue+".dlx", false, false)
-			_ = ch.ExchangeDelete(bc.exchange, false, false)
-		}
-		return nil
-	})
-	for _, p := range []*pgxpool.Pool{r.admin, r.app, r.cons} {
-		if p != nil {
-			p.Close()
+	if r.fx != nil {
+		if err := r.fx.Close(ctx); err != nil {
+			r.logf("teardown: %v", err)
 		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -22,40 +20,7 @@ import (
 // readState reads the final state: the outbox rows, the effects, and what
 // was left in the queues.
 func (r *run) readState(ctx context.Context, queued []string) (checker.State, error) {
-	st := checker.State{DBStart: r.dbStart, Queued: queued}
-	if err := r.admin.QueryRow(ctx, `SELECT now()`).Scan(&st.DBNow); err != nil {
-		return st, fmt.Errorf("reading the database clock: %w", err)
-	}
-	if r.variant == Outbox {
-		st.Outbox = map[string]checker.RowState{}
-		for _, bc := range r.contexts {
-			rows, err := r.admin.Query(ctx, `SELECT id::text, message_type, processed_at, faulted_at, attempts, occurred_at FROM `+bc.table.Ident())
-			if err != nil {
-				return st, fmt.Errorf("reading %s: %w", bc.table, err)
-			}
-			var row checker.RowState
-			_, err = pgx.ForEachRow(rows, []any{&row.ID, &row.Type, &row.ProcessedAt, &row.FaultedAt, &row.Attempts, &row.OccurredAt}, func() error {
-				st.Outbox[row.ID] = row
-				return nil
-			})
-			if err != nil {
-				return st, fmt.Errorf("reading %s: %w", bc.table, err)
-			}
-		}
-	}
-	rows, err := r.admin.Query(ctx, `SELECT message_id, count(*) FROM `+pgx.Identifier{r.schema, "effects"}.Sanitize()+` GROUP BY message_id`)
-	if err != nil {
-		return st, fmt.Errorf("reading effects: %w", err)
-	}
-	st.Effects = map[string]int{}
-	var (
-		id string
-		n  int
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { st.Effects[id] += n; return nil }); err != nil {
-		return st, fmt.Errorf("reading effects: %w", err)
-	}
-	return st, nil
+	return r.fx.State(ctx, queued, r.variant == Outbox)
 }
 
 // checkerConfig states what the run promises.
