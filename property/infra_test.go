@@ -3,12 +3,9 @@ package property
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,6 +18,7 @@ import (
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -36,95 +34,6 @@ const (
 )
 
 var infraPolicy = relay.RetryPolicy{MaxAttempts: infraMaxAttempts, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}
-
-// TestInfraProperty is the property on real PostgreSQL and RabbitMQ: rapid
-// draws sequences of commits and rollbacks, relay ticks, relay crashes at
-// a failpoint, pauses past the lease, links cut and healed through
-// toxiproxy and clocks skewed; after heal and drain the checkers must
-// pass over the history and the state read from PostgreSQL and RabbitMQ,
-// and after every action no outbox row of a rolled-back transaction may
-// exist and no effect may be applied twice.
-func TestInfraProperty(t *testing.T) {
-	env := testenv.StartT(t, testenv.Options{})
-	setRapidFlag(t, "rapid.checks", "12")
-	setRapidFlag(t, "rapid.steps", "24")
-	rapid.Check(t, func(rt *rapid.T) { runInfra(rt, env, nil) })
-	t.Run("mark before publish is caught", func(t *testing.T) {
-		// The same property over a relay whose claim marks its rows at
-		// once: a publish that fails after the claim loses the event, and
-		// the property must say so.
-		setRapidFlag(t, "rapid.checks", "40")
-		setRapidFlag(t, "rapid.nofailfile", "true")
-		setRapidFlag(t, "rapid.shrinktime", "20s")
-		tb := &failureTB{name: t.Name()}
-		rapid.Check(tb, func(rt *rapid.T) {
-			runInfra(rt, env, func(s relay.Store) relay.Store { return markOnClaim{s} })
-		})
-		if !tb.Failed() {
-			t.Fatal("the property passed a relay that marks rows processed when it claims them")
-		}
-		t.Logf("rapid's counterexample:\n%s", strings.Join(tb.logs, "\n"))
-	})
-}
-
-// failureTB is a rapid.TB that keeps a failure instead of failing the
-// test, for a property that must fail.
-type failureTB struct {
-	name   string
-	mu     sync.Mutex
-	failed bool
-	logs   []string
-}
-
-func (f *failureTB) Helper()      {}
-func (f *failureTB) Name() string { return f.name }
-func (f *failureTB) Logf(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logs = append(f.logs, fmt.Sprintf(format, args...))
-}
-func (f *failureTB) Log(args ...any)                  { f.Logf("%s", fmt.Sprint(args...)) }
-func (f *failureTB) Skipf(format string, args ...any) { f.Logf("skip: "+format, args...) }
-func (f *failureTB) Skip(args ...any)                 { f.Log(args...) }
-func (f *failureTB) SkipNow()                         {}
-func (f *failureTB) Errorf(format string, args ...any) {
-	f.Logf(format, args...)
-	f.Fail()
-}
-func (f *failureTB) Error(args ...any)                 { f.Errorf("%s", fmt.Sprint(args...)) }
-func (f *failureTB) Fatalf(format string, args ...any) { f.Errorf(format, args...) }
-func (f *failureTB) Fatal(args ...any)                 { f.Error(args...) }
-func (f *failureTB) FailNow()                          { f.Fail() }
-func (f *failureTB) Fail() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failed = true
-}
-func (f *failureTB) Failed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.failed
-}
-
-// setRapidFlag sets a flag for the rest of the test, unless the command
-// line gave it.
-func setRapidFlag(t *testing.T, name, value string) {
-	t.Helper()
-	f := flag.Lookup(name)
-	if f == nil {
-		t.Fatalf("no flag %s", name)
-	}
-	given := false
-	flag.Visit(func(g *flag.Flag) { given = given || g.Name == name })
-	if given {
-		return
-	}
-	prev := f.Value.String()
-	if err := f.Value.Set(value); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Value.Set(prev) })
-}
 
 var infraSeq atomic.Int64
 
@@ -152,7 +61,7 @@ type infraCase struct {
 
 	consumerStop context.CancelFunc
 	consumerDone sync.WaitGroup
-	wrap         func(relay.Store) relay.Store
+	form         mutant.RelayForm
 }
 
 // infraRelay is one in-process relay replica whose store and publisher
@@ -175,12 +84,13 @@ func (c *infraCase) log(t *rapid.T, format string, args ...any) {
 	t.Log(s)
 }
 
-// runInfra runs one test case; wrap, when set, decorates each relay's
-// store (a mutant).
-func runInfra(t *rapid.T, env *testenv.Env, wrap func(relay.Store) relay.Store) {
+// runInfra runs one test case; form's store and publisher decorators (a
+// relay-side mutant of the catalogue, none for the reference) decorate
+// each relay's.
+func runInfra(t *rapid.T, env *testenv.Env, form mutant.RelayForm) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := &infraCase{env: env, rec: &history.Recorder{}, poison: map[string]bool{}, wrap: wrap}
+	c := &infraCase{env: env, rec: &history.Recorder{}, poison: map[string]bool{}, form: form}
 	defer c.cleanup()
 	if err := c.setup(ctx, t); err != nil {
 		t.Fatalf("setting up: %v", err)
@@ -189,10 +99,10 @@ func runInfra(t *rapid.T, env *testenv.Env, wrap func(relay.Store) relay.Store) 
 	t.Repeat(c.actions(ctx))
 	rep, err := c.finish(ctx, t)
 	if err != nil {
-		t.Fatalf("after %d action(s): %v\n  %s", len(c.trace), err, strings.Join(c.trace, "\n  "))
+		failCase(t, c.trace, err.Error())
 	}
 	if !rep.Valid {
-		t.Fatalf("after %d action(s):\n  %s\n%s", len(c.trace), strings.Join(c.trace, "\n  "), rep.Summary())
+		failCase(t, c.trace, rep.Summary())
 	}
 }
 
@@ -316,12 +226,9 @@ func (c *infraCase) build(ir *infraRelay) error {
 		MaxAttempts: infraPolicy.MaxAttempts, BackoffBase: infraPolicy.BackoffBase, BackoffMax: infraPolicy.BackoffMax,
 		PublishTimeout: infraPublishTimeout, StoreTimeout: time.Second, Now: ir.clock.Now,
 	}
-	var base relay.Store = relay.NewPGStore(ir.pool, c.table)
-	if c.wrap != nil {
-		base = c.wrap(base)
-	}
+	base, bpub := c.form.Wrap(mutant.NewPGRaw(ir.pool, c.table), pub, ir.clock.Now)
 	store := &recStore{Store: base, rec: c.rec, process: ir.name, now: ir.clock.Now}
-	ir.r, err = relay.New(cfg, store, &recPublisher{pub: pub, rec: c.rec, process: ir.name, now: ir.clock.Now},
+	ir.r, err = relay.New(cfg, store, &recPublisher{pub: bpub, rec: c.rec, process: ir.name, now: ir.clock.Now},
 		relay.Options{Failpoints: ir.fp, Decoder: scenarios.Registry()})
 	return err
 }
@@ -607,7 +514,7 @@ func (c *infraCase) invariant(ctx context.Context, t *rapid.T) {
 	}
 	for _, id := range ids {
 		if failed[id] {
-			t.Fatalf("row %s of a rolled-back transaction is in the outbox\n  %s", id, strings.Join(c.trace, "\n  "))
+			failCase(t, c.trace, fmt.Sprintf("row %s of a rolled-back transaction is in the outbox", id))
 		}
 	}
 	var dup int
@@ -616,7 +523,7 @@ func (c *infraCase) invariant(ctx context.Context, t *rapid.T) {
 		t.Fatalf("reading effects: %v", err)
 	}
 	if dup > 0 {
-		t.Fatalf("%d event(s) applied twice\n  %s", dup, strings.Join(c.trace, "\n  "))
+		failCase(t, c.trace, fmt.Sprintf("%d event(s) applied twice", dup))
 	}
 }
 
