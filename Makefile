@@ -115,7 +115,7 @@ $(STAMPS)/relay-mutants: docker/build-image.sh $(STAMPS)/debian docker/relay-mut
 # newer than they are. Each has a checksum file, rewritten only when the
 # binary's bytes changed, and the image depends on that file: an image is
 # rebuilt only for a real change.
-GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './.build/*' 2>/dev/null)
+GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './.build/*' -not -path './examples/*' 2>/dev/null)
 
 # go-static DIR/BINARY PACKAGE builds a static binary and updates its
 # checksum file when its bytes changed; PACKAGE may be preceded by build
@@ -150,18 +150,25 @@ build:
 # `go test ./...` does not set: both test targets run them on their own.
 GO_TEST_MUTANTS = $(GO) test -tags mutants -run Mutant $(GOTESTFLAGS) ./cmd/relay/
 
-## test: what CI runs: build what is missing (images, Go), then every test with Docker and the relay's mutant tests (-tags mutants)
+## test: what CI runs: build what is missing (images, Go), then every test with Docker, the relay's mutant tests (-tags mutants) and test-examples
 .PHONY: test
 test: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test: images build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 	$(GO_TEST_MUTANTS) -count=1
+	@$(MAKE) --no-print-directory test-examples
 
 ## test-short: the tests that need no Docker (go test -short ./..., and the relay's mutant tests with -tags mutants)
 .PHONY: test-short
 test-short:
 	$(GO) test -short $(GOTESTFLAGS) ./...
 	$(GO_TEST_MUTANTS) -short
+
+## test-examples: the separate module examples/external, which uses outboxlab from outside (needs Docker and the images)
+.PHONY: test-examples
+test-examples: export OUTBOXLAB_REQUIRE_DOCKER := 1
+test-examples: images
+	cd examples/external && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
 ## demo: run the main demonstration job
 .PHONY: demo

@@ -52,7 +52,7 @@ func checkImage(ctx context.Context, c *client.Client, img string) error {
 	case err == nil:
 		return nil
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%w: image %s is not in the local Docker engine: run `make images` (images are built locally, never pulled)", ErrImageNotFound, img)
+		return fmt.Errorf("%w: image %s is not in the local Docker engine: run `make images` in the outboxlab repository (images are built locally, never pulled)", ErrImageNotFound, img)
 	default:
 		return fmt.Errorf("inspecting image %s: %w", img, err)
 	}

@@ -202,6 +202,14 @@ func TestEnvironment(t *testing.T) {
 		if c.Name() != "relay-1" {
 			t.Errorf("first relay named %q, want relay-1", c.Name())
 		}
+		for name, want := range map[string]*Container{"relay-1": c, "postgres": env.Postgres(), "rabbitmq": env.RabbitMQ(), "toxiproxy": env.Toxiproxy()} {
+			if got, ok := env.Container(name); !ok || got != want {
+				t.Errorf("Container(%q) = %v, %v; want %v", name, got, ok, want)
+			}
+		}
+		if got, ok := env.Container("relay-2"); ok {
+			t.Errorf("Container(relay-2) = %v, want none", got)
+		}
 		code, out, err := c.Exec(ctx, "printenv", "OUTBOX_DATABASE_URL", "OUTBOX_AMQP_URL", "OUTBOX_RELAY_ID")
 		if err != nil || code != 0 {
 			t.Fatalf("printenv: %d %q %v", code, out, err)
@@ -229,6 +237,9 @@ func TestEnvironment(t *testing.T) {
 		}
 		if err := c.Remove(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if _, ok := env.Container("relay-1"); ok {
+			t.Error("a removed container is still found by name")
 		}
 		if _, err := env.StartContainer(ctx, ContainerSpec{Name: "relay-1", Image: ImageBase, Cmd: []string{"sleep", "infinity"}}); err != nil {
 			t.Fatalf("a removed container's name is free again: %v", err)

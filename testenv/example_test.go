@@ -61,6 +61,23 @@ func ExampleEnv_StartRelay() {
 	_ = relay.Kill(ctx)
 }
 
+// Any container of the environment, a service or one the test started, is
+// found by its name and can be killed, stopped, paused or restarted.
+func ExampleEnv_Container() {
+	var env *testenv.Env // from testenv.StartT or testenv.Start
+	ctx := context.Background()
+	pg, ok := env.Container("postgres")
+	if !ok {
+		return
+	}
+	_ = pg.Pause(ctx) // clients time out until it is unpaused
+	_ = pg.Unpause(ctx)
+	_ = pg.Restart(ctx) // SIGTERM, then SIGKILL after its stop timeout
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_ = pg.WaitReady(wctx)
+}
+
 // A command-line program starts an environment with Start and closes it.
 func ExampleStart() {
 	ctx := context.Background()

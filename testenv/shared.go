@@ -28,7 +28,7 @@ type Shared struct {
 
 // Get returns the shared environment, starting it on the first call. It
 // skips the test under -short, and when no Docker engine answers unless
-// OUTBOXLAB_REQUIRE_DOCKER is set; any other failure to start fails it.
+// RequireDockerEnv is set; any other failure to start fails it.
 func (s *Shared) Get(tb testing.TB) *Env {
 	tb.Helper()
 	if testing.Short() {
@@ -44,7 +44,7 @@ func (s *Shared) Get(tb testing.TB) *Env {
 		s.env, s.err = Start(ctx, opts)
 	})
 	if s.err != nil {
-		if errors.Is(s.err, ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
+		if errors.Is(s.err, ErrDockerUnavailable) && os.Getenv(RequireDockerEnv) == "" {
 			tb.Skipf("integration test: %v", s.err)
 		}
 		tb.Fatalf("starting the test environment: %v", s.err)

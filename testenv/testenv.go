@@ -2,8 +2,48 @@
 // PostgreSQL, RabbitMQ and toxiproxy as containers on one private Docker
 // network, with a toxiproxy proxy in front of the database and the broker
 // for every named link (app->db, relay->db, relay->broker, consumer->broker,
-// consumer->db), and relay replicas as their own containers on the same
-// network.
+// consumer->db, and any declared in Options.Links), and relay replicas as
+// their own containers on the same network. It is public so that a team's
+// own module can put its code under the same faults: nothing in it depends
+// on this repository's tree, only on its images.
+//
+// The API is small:
+//
+//   - Start (for a command) or StartT (for a test: skipped under -short and
+//     without Docker, removed when the test ends) starts the services and
+//     the links; Shared starts one environment per test package.
+//   - DatabaseURL and AMQPURL give a link's URL for clients in this
+//     process, ContainerDatabaseURL and ContainerAMQPURL for containers on
+//     the network, DirectDatabaseURL and DirectAMQPURL bypass toxiproxy.
+//   - Proxy returns a link's toxiproxy proxy, to cut it (Disable) or add
+//     toxics; Postgres, RabbitMQ, Toxiproxy, Container and StartRelay give
+//     containers that can be killed, stopped, paused, unpaused and
+//     restarted.
+//   - Close removes every container and the network.
+//
+// A test in another module:
+//
+//	func TestCheckoutSurvivesABrokerCrash(t *testing.T) {
+//		env := testenv.StartT(t, testenv.Options{})
+//		ctx := context.Background()
+//		db, err := pgxpool.New(ctx, env.DatabaseURL(testenv.LinkAppDB))
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		defer db.Close()
+//		relay, err := env.StartRelay(ctx, testenv.RelaySpec{Env: map[string]string{
+//			"OUTBOX_TABLE": "orders_outbox", "OUTBOX_EXCHANGE": "orders", "OUTBOX_MIGRATE": "true",
+//		}})
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		// ... stage orders through db ...
+//		_ = env.RabbitMQ().Kill(ctx)  // the broker crashes
+//		_ = env.RabbitMQ().Start(ctx) // and comes back
+//		_ = relay.Pause(ctx)          // a replica freezes past its lease
+//		_ = relay.Unpause(ctx)
+//		// ... check that every order was delivered ...
+//	}
 //
 // Clients in the test process use DatabaseURL and AMQPURL: they reach a
 // link's proxy through a port on the loopback interface. Containers on the
@@ -12,11 +52,11 @@
 // environment starts, so the URLs stay valid while containers are killed,
 // stopped, paused and started again.
 //
-// Images are built by `make images`; nothing is ever pulled. Every container
-// and network carries the label org.outboxlab.harness=true and the run's id,
-// and is removed by Close (StartT registers it with t.Cleanup). What a
-// crashed process left behind is removed by the next Start, or by
-// `make clean-containers`.
+// Images are built by `make images` in the outboxlab repository; nothing
+// is ever pulled. Every container and network carries the label
+// org.outboxlab.harness=true and the run's id, and is removed by Close
+// (StartT registers it with t.Cleanup). What a crashed process left behind
+// is removed by the next Start, or by `make clean-containers`.
 package testenv
 
 import (
@@ -127,6 +167,11 @@ func DefaultLinks() []Link {
 		{Name: LinkConsumerDB, Service: ServiceDB},
 	}
 }
+
+// RequireDockerEnv is the environment variable that turns a missing Docker
+// engine from a skip into a failure in StartT and Shared.Get, as `make
+// test` sets it ("1"), so that CI cannot pass by skipping.
+const RequireDockerEnv = "OUTBOXLAB_REQUIRE_DOCKER"
 
 // Sentinel errors that callers branch on.
 var (
@@ -390,10 +435,11 @@ var setupTestcontainers = sync.OnceFunc(func() {
 })
 
 // StartT starts an environment for a test or benchmark and removes it when
-// tb ends (t.Cleanup), also when the test fails or panics. It skips tb
-// under -short and when no Docker engine answers, unless the environment
-// variable OUTBOXLAB_REQUIRE_DOCKER is set (`make test` sets it): then a
-// missing engine fails the test. A missing image always fails it.
+// tb ends (t.Cleanup), also when the test fails or panics; a failed test
+// logs the last lines of every container first. It skips tb under -short
+// and when no Docker engine answers, unless RequireDockerEnv is set (`make
+// test` sets it): then a missing engine fails the test. A missing image
+// always fails it.
 func StartT(tb testing.TB, opts Options) *Env {
 	tb.Helper()
 	if testing.Short() {
@@ -412,8 +458,8 @@ func StartT(tb testing.TB, opts Options) *Env {
 	}
 	e, err := Start(ctx, opts)
 	if err != nil {
-		if errors.Is(err, ErrDockerUnavailable) && os.Getenv("OUTBOXLAB_REQUIRE_DOCKER") == "" {
-			tb.Skipf("testenv: skipping: %v (set OUTBOXLAB_REQUIRE_DOCKER=1 to fail instead, or run go test -short)", err)
+		if errors.Is(err, ErrDockerUnavailable) && os.Getenv(RequireDockerEnv) == "" {
+			tb.Skipf("testenv: skipping: %v (set %s=1 to fail instead, or run go test -short)", err, RequireDockerEnv)
 		}
 		tb.Fatalf("testenv: %v", err)
 	}
@@ -714,6 +760,20 @@ func httpGet(ctx context.Context, url string) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return nil
+}
+
+// Container returns the container of the environment named name
+// ("postgres", "rabbitmq", "toxiproxy", or a name given to StartContainer
+// or StartRelay), to kill, stop, pause or restart it.
+func (e *Env) Container(name string) (*Container, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.containers {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return nil, false
 }
 
 // Containers returns every container of the environment still known to it,
