@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"time"
+
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 
 	"github.com/google/uuid"
 )

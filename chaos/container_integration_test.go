@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"

@@ -4,12 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"

@@ -1,9 +1,10 @@
 package checker
 
 import (
-	"github.com/outboxlab/outboxlab/history"
 	"maps"
 	"testing"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 func TestDuplicateDeliveries(t *testing.T) {

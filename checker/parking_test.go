@@ -240,11 +240,11 @@ func TestFaultWindows(t *testing.T) {
 		m := history.Meta{Fault: &history.Fault{Name: name, Class: history.ClassOther}}
 		b.rec("nemesis", history.Invoke, history.FaultStop, m).rec("nemesis", done, history.FaultStop, m)
 	}
-	start("a", history.OK)                                                                                                // #0 opens a
-	stop("a", history.Info)                                                                                               // #2-3 heal failed: a stays open
-	stop("a", history.OK)                                                                                                 // #4-5 closes a at #5
-	start("b", history.Fail)                                                                                              // #6-7 opens b at #6, closes at #7
-	start("c", history.Info)                                                                                              // #8-9 half applied: c opens at #8
+	start("a", history.OK)                                                                                                        // #0 opens a
+	stop("a", history.Info)                                                                                                       // #2-3 heal failed: a stays open
+	stop("a", history.OK)                                                                                                         // #4-5 closes a at #5
+	start("b", history.Fail)                                                                                                      // #6-7 opens b at #6, closes at #7
+	start("c", history.Info)                                                                                                      // #8-9 half applied: c opens at #8
 	b.fault("d", history.ClassOther).heal("d")                                                                                    // #10-11 standalone records
 	b.rec("nemesis", history.Fail, history.FaultStart, history.Meta{Fault: &history.Fault{Name: "e", Class: history.ClassOther}}) // #12 a failed standalone start opens nothing
 	got := faultWindows(history.Pairs(b.h()))

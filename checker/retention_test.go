@@ -1,9 +1,10 @@
 package checker
 
 import (
-	"github.com/outboxlab/outboxlab/history"
 	"testing"
 	"time"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 func TestRetention(t *testing.T) {

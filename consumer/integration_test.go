@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"os"
 	"regexp"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/sim"
 )
@@ -103,7 +105,7 @@ var catalogue = []Mutant{
 		Name:        "publish-before-commit",
 		Description: "The producer publishes its event before its business transaction commits, so a rollback or a crash before COMMIT leaves a phantom event.",
 		Side:        SideProducer,
-		Producer:    sim.PublishThenCommit,
+		Producer:    workload.PublishThenCommit,
 		Exposure:    Exposure{Rollback: 0.2},
 		Infra:       []InfraRun{{Scenario: "baseline", Variant: "publish-then-commit"}},
 	},

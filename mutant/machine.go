@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/checker"
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"github.com/outboxlab/outboxlab/sim"
 )
 
@@ -182,7 +183,7 @@ type counterexample struct {
 // search draws up to cases cases from seed, stops at the first that
 // fails, and shrinks it.
 func (m *machine) search(seed uint64, cases, maxActs, shrinkBudget int, deadline time.Time) counterexample {
-	r := rand.New(rand.NewPCG(seed, 0x6d75_7461_6e74_0001))
+	r := seedpkg.Rand(seed, seedpkg.Search)
 	for i := range cases {
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			return counterexample{cases: i}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/sim"
@@ -50,9 +52,9 @@ type Mutant struct {
 	Relay RelayForm
 	// Inbox is the consumer-side form, nil for the others.
 	Inbox InboxForm
-	// Producer is the producers' mode in the simulation; sim.Outbox but
+	// Producer is the producers' mode in the simulation; workload.Outbox but
 	// for publish-before-commit.
-	Producer sim.ProducerMode
+	Producer workload.Mode
 	// Exposure is the simulation swarm that exposes the mutant: the
 	// faults that make its bug matter (added to the swarm each seed
 	// draws) and the workload it needs.
@@ -68,7 +70,7 @@ type Mutant struct {
 type InfraRun struct {
 	// Scenario names a scenario of the chaos catalogue.
 	Scenario string
-	// Variant is the producers' variant (scenarios.Variant's name);
+	// Variant is the producers' mode (a workload.Mode's name);
 	// empty for the outbox.
 	Variant string
 	// Env is the relay replicas' extra environment; OUTBOX_MUTANT is

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"go.uber.org/goleak"
 
 	"github.com/outboxlab/outboxlab/checker"
@@ -55,7 +57,7 @@ func TestCatalogue(t *testing.T) {
 				t.Errorf("%s: consumer-side mutant without an inbox form", m.Name)
 			}
 		case SideProducer:
-			if m.Producer == sim.Outbox {
+			if m.Producer == workload.Outbox {
 				t.Errorf("%s: producer-side mutant with the outbox producer", m.Name)
 			}
 		default:

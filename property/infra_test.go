@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,7 +53,7 @@ type infraCase struct {
 	cons     *pgxpool.Pool
 	nemesis  *chaos.Nemesis
 
-	producers []*scenarios.Producer
+	producers []*workload.Producer
 	relays    []*infraRelay
 	links     []string // fault names of the links
 	skews     []string // fault names of the clock skews
@@ -174,9 +176,9 @@ func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
 	offsets := []time.Duration{-10 * time.Minute, -time.Minute, time.Minute, 10 * time.Minute}
 	for i := range 2 {
 		clk := chaos.NewClock(0)
-		p := &scenarios.Producer{
+		p := &workload.Producer{
 			Name: fmt.Sprintf("producer-%d", i+1), DB: c.app, Table: c.table,
-			Business: pgx.Identifier{c.schema, "business"}.Sanitize(), Variant: scenarios.Outbox,
+			Business: pgx.Identifier{c.schema, "business"}.Sanitize(), Mode: workload.Outbox,
 			Rec: c.rec, Now: clk.Now, StampOccurredAt: true,
 		}
 		c.producers = append(c.producers, p)
@@ -229,7 +231,7 @@ func (c *infraCase) build(ir *infraRelay) error {
 	base, bpub := c.form.Wrap(mutant.NewPGRaw(ir.pool, c.table), pub, ir.clock.Now)
 	store := &recStore{Store: base, rec: c.rec, process: ir.name, now: ir.clock.Now}
 	ir.r, err = relay.New(cfg, store, &recPublisher{pub: bpub, rec: c.rec, process: ir.name, now: ir.clock.Now},
-		relay.Options{Failpoints: ir.fp, Decoder: scenarios.Registry()})
+		relay.Options{Failpoints: ir.fp, Decoder: workload.Registry()})
 	return err
 }
 
@@ -314,17 +316,17 @@ func (c *infraCase) event(kind int) uuid.UUID {
 	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s/%d/%d", c.schema, c.events, kind)))
 }
 
-func (c *infraCase) txn(t *rapid.T, rollback bool) scenarios.Txn {
+func (c *infraCase) txn(t *rapid.T, rollback bool) workload.Txn {
 	n := rapid.IntRange(1, 3).Draw(t, "events")
-	var tx scenarios.Txn
+	var tx workload.Txn
 	tx.Rollback = rollback
 	for range n {
 		kind := rapid.SampledFrom([]int{0, 0, 0, 0, 0, 0, 1, 2}).Draw(t, "kind") // 1 unknown type, 2 undecodable
 		id := c.event(kind)
-		e := outbox.Event{ID: id, Type: scenarios.TypeOrderPlaced, Payload: []byte(`{"order_id":"o","amount":1}`)}
+		e := outbox.Event{ID: id, Type: workload.TypeOrderPlaced, Payload: []byte(`{"order_id":"o","amount":1}`)}
 		switch kind {
 		case 1:
-			e.Type = scenarios.TypeUnknown
+			e.Type = workload.TypeUnknown
 			c.poison[id.String()] = true
 		case 2:
 			e.Payload = []byte(`{"order_id":"o","amount":"lots"}`)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	seedpkg "github.com/outboxlab/outboxlab/seed"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/sim"
 )
 
@@ -14,7 +16,7 @@ import (
 // leaves at least one phantom event, and its seed.
 func phantomRun(t *testing.T) sim.Result {
 	t.Helper()
-	v := sim.Variant{Name: "publish-then-commit", Producer: sim.PublishThenCommit}
+	v := sim.Variant{Name: "publish-then-commit", Producer: workload.PublishThenCommit}
 	for seed := uint64(1); seed <= 50; seed++ {
 		res := sim.Run(seed, sim.Options{Variant: v})
 		if !res.Valid && res.Report.Counts.Phantom > 0 {

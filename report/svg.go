@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
 )
 
 // Layout of every chart: the same left margin and plot width, so that the

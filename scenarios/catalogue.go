@@ -3,6 +3,7 @@ package scenarios
 import (
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/seed"
+	"github.com/outboxlab/outboxlab/workload"
 
 	"context"
 	"fmt"
@@ -24,7 +25,7 @@ type Scenario struct {
 	Summary string
 	// Workload is the default workload; Options.Events and the long mode
 	// resize it.
-	Workload Workload
+	Workload workload.Shape
 	// Safety is the default length of the safety phase.
 	Safety time.Duration
 	// Replicas is the number of relay replicas per context (default 2).
@@ -42,7 +43,7 @@ type Scenario struct {
 	NeedsFailpoints bool
 	// Exposes lists the unsafe variants this scenario catches: running it
 	// with one of them must report lost or phantom events.
-	Exposes []Variant
+	Exposes []workload.Mode
 	// WorkloadFaults names the workload's own faults (poison events, held
 	// transactions, producer crashes) that must fire.
 	WorkloadFaults []string
@@ -85,8 +86,8 @@ const (
 
 // defaultWorkload is the workload of most scenarios: a few producers
 // writing small transactions concurrently, a tenth of them rolled back.
-func defaultWorkload() Workload {
-	return Workload{Events: 150, Producers: 3, MaxEventsPerTxn: 3, RollbackRate: 0.1}
+func defaultWorkload() workload.Shape {
+	return workload.Shape{Events: 150, Producers: 3, MaxEventsPerTxn: 3, RollbackRate: 0.1}
 }
 
 // Catalogue returns every scenario, in the order the catalogue runs them.
@@ -136,9 +137,9 @@ func baseline() Scenario {
 		Summary:  "no faults: every committed event is delivered once, with no duplicate at all",
 		Workload: defaultWorkload(),
 		Safety:   6 * time.Second,
-		Exposes:  []Variant{PublishThenCommit},
+		Exposes:  []workload.Mode{workload.PublishThenCommit},
 		check: func(ctx context.Context, r *run, res *Result) {
-			if r.variant == Outbox && res.Counts.DuplicateDeliveries > 0 {
+			if r.mode == workload.Outbox && res.Counts.DuplicateDeliveries > 0 {
 				res.Problems = append(res.Problems, fmt.Sprintf("baseline: %d duplicate deliveries with no fault at all", res.Counts.DuplicateDeliveries))
 			}
 		},
@@ -151,7 +152,7 @@ func brokerDown() Scenario {
 		Summary:  "the link from the publisher to the broker goes down for many polls, twice, then heals",
 		Workload: defaultWorkload(),
 		Safety:   9 * time.Second,
-		Exposes:  []Variant{CommitThenPublish, Optimistic},
+		Exposes:  []workload.Mode{workload.CommitThenPublish, workload.Optimistic},
 		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			f := chaos.Down(r.link(r.publisherBrokerLink()))
 			if err := r.nemesis.Add(f); err != nil {
@@ -171,7 +172,7 @@ func brokerKilled() Scenario {
 		Summary:  "the RabbitMQ container is killed with a backlog in its queue and started again",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
-		Exposes:  []Variant{Optimistic},
+		Exposes:  []workload.Mode{workload.Optimistic},
 		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			// The consumers are cut off first, so that the kill finds
 			// published messages waiting in the queue: only their
@@ -348,7 +349,7 @@ func confirmLost() Scenario {
 			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2*time.Second, 3*time.Second))}, nil
 		},
 		check: func(ctx context.Context, r *run, res *Result) {
-			if r.variant != Outbox {
+			if r.mode != workload.Outbox {
 				return
 			}
 			if n := res.Counts.DuplicatesBy[r.publisherBrokerLinkName()+" confirms lost"]; n == 0 {
@@ -424,7 +425,7 @@ func producerCrash() Scenario {
 		Summary:        "producers die around COMMIT: outcomes unknown to them; nothing of a rolled-back transaction may show up, and what did commit must arrive",
 		Workload:       w,
 		Safety:         6 * time.Second,
-		Exposes:        []Variant{CommitThenPublish},
+		Exposes:        []workload.Mode{workload.CommitThenPublish},
 		WorkloadFaults: []string{WorkloadProducerCrash},
 	}
 }

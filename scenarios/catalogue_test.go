@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 func TestCatalogueNamesAndLookup(t *testing.T) {
@@ -35,7 +37,7 @@ func TestCatalogueNamesAndLookup(t *testing.T) {
 	if _, ok := Lookup("no-such-scenario"); ok {
 		t.Error("Lookup found a scenario that does not exist")
 	}
-	for _, v := range Variants[1:] {
+	for _, v := range workload.Modes[1:] {
 		if !slices.ContainsFunc(Catalogue(), func(s Scenario) bool { return slices.Contains(s.Exposes, v) }) {
 			t.Errorf("no scenario exposes %s", v)
 		}
@@ -53,7 +55,7 @@ func TestWorkloadDrawIsSeeded(t *testing.T) {
 	a := w.Draw(rand.New(rand.NewPCG(7, 1)))
 	b := w.Draw(rand.New(rand.NewPCG(7, 1)))
 	c := w.Draw(rand.New(rand.NewPCG(8, 1)))
-	ids := func(p Plan) []string {
+	ids := func(p workload.Plan) []string {
 		var out []string
 		for _, txns := range p.Txns {
 			for _, t := range txns {
@@ -106,7 +108,7 @@ func TestParseRelayLog(t *testing.T) {
 
 func TestRunNotApplicable(t *testing.T) {
 	sc, _ := Lookup(LeaseExpiry)
-	res, err := Run(context.Background(), nil, sc, Options{Seed: 3, Variant: CommitThenPublish})
+	res, err := Run(context.Background(), nil, sc, Options{Seed: 3, Mode: workload.CommitThenPublish})
 	if !errors.Is(err, ErrNotApplicable) {
 		t.Fatalf("lease-expiry with an unsafe variant: err = %v, want ErrNotApplicable", err)
 	}
@@ -130,7 +132,7 @@ func TestReplayCommands(t *testing.T) {
 	if test != "go test ./scenarios -run 'TestCatalogue/broker-down$' -args -seed=42" {
 		t.Errorf("test replay = %q", test)
 	}
-	r = newRun(nil, sc, Options{Seed: 9, Variant: Optimistic})
+	r = newRun(nil, sc, Options{Seed: 9, Mode: workload.Optimistic})
 	if _, test := r.replay(); !strings.Contains(test, "TestUnsafeVariants/optimistic/broker-down$") || !strings.Contains(test, "-seed=9") {
 		t.Errorf("unsafe replay = %q", test)
 	}

@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"github.com/outboxlab/outboxlab/workload"
+
 	"maps"
 	"os"
 	"strconv"
@@ -47,11 +49,6 @@ const (
 	BatchSize      = 20
 )
 
-// TypesSpec is the OUTBOX_TYPES value that makes ./cmd/relay know the
-// workload's types and their payload shape: TypeUnknown is parked at once,
-// an OrderPlaced payload with a string amount is undecodable.
-const TypesSpec = TypeOrderPlaced + ":order_id=string;amount=integer," + TypeOrderPaid + ":order_id=string;amount=integer"
-
 // TimingEnv returns the relay settings of every replica as OUTBOX_*
 // variables.
 func TimingEnv() map[string]string {
@@ -64,7 +61,7 @@ func TimingEnv() map[string]string {
 		"OUTBOX_BACKOFF_MAX":     BackoffMax.String(),
 		"OUTBOX_MAX_ATTEMPTS":    strconv.Itoa(MaxAttempts),
 		"OUTBOX_BATCH_SIZE":      strconv.Itoa(BatchSize),
-		"OUTBOX_TYPES":           TypesSpec,
+		"OUTBOX_TYPES":           workload.TypesSpec,
 		"OUTBOX_LOG_LEVEL":       "info",
 	}
 }

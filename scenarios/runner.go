@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/outboxlab/outboxlab/fixture"
-	"github.com/outboxlab/outboxlab/seed"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/seed"
+	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,9 +33,9 @@ type Options struct {
 	Seed uint64
 	// Relay is the relay under test; the zero value is ours (see Ours).
 	Relay RelayUnderTest
-	// Variant is how producers get their events out; the unsafe variants
-	// run with no relay at all. Default Outbox.
-	Variant Variant
+	// Mode is how producers get their events out; the unsafe modes
+	// run with no relay at all. Default workload.Outbox.
+	Mode workload.Mode
 	// Events overrides the workload's size.
 	Events int
 	// Duration overrides the length of the safety phase.
@@ -82,11 +84,11 @@ type run struct {
 	sc       Scenario
 	opts     Options
 	relay    RelayUnderTest
-	variant  Variant
+	mode     workload.Mode
 	long     bool
 	safety   time.Duration
-	workload Workload
-	plan     Plan
+	workload workload.Shape
+	plan     workload.Plan
 	rec      *history.Recorder
 
 	// fx holds the run's schema, tables, topology and pools.
@@ -95,7 +97,7 @@ type run struct {
 
 	nemesis   *chaos.Nemesis
 	links     map[string]*chaos.Link
-	producers []*Producer
+	producers []*workload.Producer
 	// consumerNames are the history processes of the consumers.
 	consumerNames []string
 	clocks        []*chaos.Clock
@@ -150,7 +152,7 @@ func (r *run) lease() time.Duration {
 // publisherBrokerLink is the link through which events reach the broker:
 // the relays' for the outbox, the producers' for the unsafe variants.
 func (r *run) publisherBrokerLink() string {
-	if r.variant == Outbox {
+	if r.mode == workload.Outbox {
 		return testenv.LinkRelayBroker
 	}
 	if slices.ContainsFunc(r.env.Links(), func(l testenv.Link) bool { return l.Name == LinkAppBroker }) {
@@ -170,7 +172,7 @@ func (r *run) publisherBrokerLinkName() string { return r.link(r.publisherBroker
 func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Result, error) {
 	began := time.Now()
 	r := newRun(env, sc, opts)
-	r.logf("SEED=%d scenario=%s relay=%s variant=%s events=%d safety=%s", opts.Seed, sc.Name, r.relay.Name, r.variant, r.plan.Total, r.safety)
+	r.logf("SEED=%d scenario=%s relay=%s variant=%s events=%d safety=%s", opts.Seed, sc.Name, r.relay.Name, r.mode, r.plan.Total, r.safety)
 	res := r.baseResult()
 	if err := r.applicable(); err != nil {
 		res.Problems = append(res.Problems, err.Error())
@@ -247,9 +249,9 @@ func byCause(by map[string]int) string {
 func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
 	r := &run{env: env, sc: sc, opts: opts, rec: &history.Recorder{}, links: map[string]*chaos.Link{}, lanes: map[string]string{}}
 	r.relay = opts.Relay.resolve()
-	r.variant = opts.Variant
-	if r.variant == "" {
-		r.variant = Outbox
+	r.mode = opts.Mode
+	if r.mode == "" {
+		r.mode = workload.Outbox
 	}
 	r.long = opts.Long || LongFromEnv()
 	r.workload, r.safety = sc.Workload, sc.Safety
@@ -263,7 +265,7 @@ func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
 	if opts.Duration > 0 {
 		r.safety = opts.Duration
 	}
-	if r.variant != Outbox {
+	if r.mode != workload.Outbox {
 		// Nothing would park poison without a relay.
 		r.workload.PoisonRate = 0
 	}
@@ -273,9 +275,9 @@ func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
 
 func (r *run) applicable() error {
 	switch {
-	case r.variant.Unsafe() && r.sc.NeedsRelay:
-		return fmt.Errorf("%w: %s acts on relay replicas, and the %s variant runs without a relay", ErrNotApplicable, r.sc.Name, r.variant)
-	case r.variant == Outbox && r.sc.NeedsFailpoints && !r.relay.Failpoints:
+	case r.mode.Unsafe() && r.sc.NeedsRelay:
+		return fmt.Errorf("%w: %s acts on relay replicas, and the %s variant runs without a relay", ErrNotApplicable, r.sc.Name, r.mode)
+	case r.mode == workload.Outbox && r.sc.NeedsFailpoints && !r.relay.Failpoints:
 		return fmt.Errorf("%w: %s needs a relay that honours %s, and %s does not declare it", ErrNotApplicable, r.sc.Name, chaos.FailpointsEnv, r.relay.Name)
 	}
 	return nil
@@ -283,7 +285,7 @@ func (r *run) applicable() error {
 
 func (r *run) baseResult() Result {
 	res := Result{
-		Scenario: r.sc.Name, Relay: r.relay.Name, Variant: string(r.variant), Seed: r.opts.Seed,
+		Scenario: r.sc.Name, Relay: r.relay.Name, Variant: string(r.mode), Seed: r.opts.Seed,
 		Events: r.plan.Total, Safety: r.safety,
 	}
 	res.Replay, res.ReplayTest = r.replay()
@@ -313,8 +315,8 @@ func (r *run) replay() (cmd, test string) {
 	if r.long {
 		long = LongEnv + "=1 "
 	}
-	if r.variant.Unsafe() {
-		test = fmt.Sprintf("%sgo test ./scenarios -run 'TestUnsafeVariants/%s/%s$' -args -seed=%d", long, r.variant, r.sc.Name, r.opts.Seed)
+	if r.mode.Unsafe() {
+		test = fmt.Sprintf("%sgo test ./scenarios -run 'TestUnsafeVariants/%s/%s$' -args -seed=%d", long, r.mode, r.sc.Name, r.opts.Seed)
 		return test, test
 	}
 	test = fmt.Sprintf("%sgo test ./scenarios -run 'TestCatalogue/%s$' -args -seed=%d", long, r.sc.Name, r.opts.Seed)
@@ -400,7 +402,7 @@ func (r *run) scopeLinks() {
 		testenv.LinkConsumerBroker: consumers,
 		testenv.LinkConsumerDB:     consumers,
 	}
-	if r.variant.Unsafe() {
+	if r.mode.Unsafe() {
 		pb := r.publisherBrokerLink()
 		users[pb] = append(slices.Clone(users[pb]), producers...)
 	}
@@ -427,7 +429,7 @@ func (r *run) scopeLinks() {
 
 // startRelays starts every replica of every context at once.
 func (r *run) startRelays(ctx context.Context) error {
-	if r.variant.Unsafe() {
+	if r.mode.Unsafe() {
 		return nil
 	}
 	replicas := r.sc.Replicas
@@ -523,12 +525,12 @@ func (r *run) makeProducers() error {
 	bc := r.contexts[0]
 	for i := range max(r.workload.Producers, 1) {
 		clk := chaos.NewClock(0)
-		p := &Producer{
+		p := &workload.Producer{
 			Name: fmt.Sprintf("producer-%d", i+1), DB: r.fx.App, Table: bc.table, Business: r.fx.Business,
-			Variant: r.variant, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
+			Mode: r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
 			Notify: true, StampOccurredAt: true,
 		}
-		if r.variant.Unsafe() {
+		if r.mode.Unsafe() {
 			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{
 				URL: r.env.AMQPURL(r.publisherBrokerLink()), Exchange: bc.exchange, Name: p.Name, DialTimeout: time.Second,
 			})
@@ -616,7 +618,7 @@ func (r *run) runWorkload(ctx context.Context) error {
 					defer cancel()
 					_ = p.Do(tctx, t)
 				}
-				if t.Hold > 0 && r.variant == Outbox {
+				if t.Hold > 0 && r.mode == workload.Outbox {
 					wg.Go(do)
 				} else {
 					do()
@@ -763,7 +765,7 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 	}
 	committed, confirmed := r.committedIDs()
 	expect := map[string]bool{}
-	if r.variant == Outbox {
+	if r.mode == workload.Outbox {
 		faulted := map[string]bool{}
 		for _, bc := range r.contexts {
 			rows, err := r.fx.Admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.table.Ident())

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -152,7 +154,7 @@ func TestUnsafeVariants(t *testing.T) {
 	env := sharedEnv(t)
 	began := time.Now()
 	var sum summary
-	for _, v := range []Variant{PublishThenCommit, CommitThenPublish, Optimistic} {
+	for _, v := range []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish, workload.Optimistic} {
 		t.Run(string(v), func(t *testing.T) {
 			exposing := 0
 			for _, sc := range Catalogue() {
@@ -163,7 +165,7 @@ func TestUnsafeVariants(t *testing.T) {
 				t.Run(sc.Name, func(t *testing.T) {
 					seed := seeds(t)[0]
 					opts := runOptions(t, seed)
-					opts.Variant = v
+					opts.Mode = v
 					res, err := Run(context.Background(), env, sc, opts)
 					if err != nil {
 						t.Fatalf("SEED=%d: %v", seed, err)
@@ -172,9 +174,9 @@ func TestUnsafeVariants(t *testing.T) {
 					c := res.Counts
 					t.Logf("%s under %s: %d committed, %d delivered, %d lost, %d phantom", v, sc.Name, c.Committed, c.Delivered, c.Lost, c.Phantom)
 					switch {
-					case v == PublishThenCommit && c.Phantom == 0:
+					case v == workload.PublishThenCommit && c.Phantom == 0:
 						t.Errorf("SEED=%d: publish-then-commit produced no phantom event under %s\nreplay: %s", seed, sc.Name, res.ReplayTest)
-					case v != PublishThenCommit && c.Lost == 0:
+					case v != workload.PublishThenCommit && c.Lost == 0:
 						t.Errorf("SEED=%d: %s lost no event under %s\nreplay: %s", seed, v, sc.Name, res.ReplayTest)
 					}
 					if res.Valid {

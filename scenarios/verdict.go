@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -20,7 +22,7 @@ import (
 // readState reads the final state: the outbox rows, the effects, and what
 // was left in the queues.
 func (r *run) readState(ctx context.Context, queued []string) (checker.State, error) {
-	return r.fx.State(ctx, queued, r.variant == Outbox)
+	return r.fx.State(ctx, queued, r.mode == workload.Outbox)
 }
 
 // checkerConfig states what the run promises.
@@ -36,7 +38,7 @@ func (r *run) checkerConfig() checker.Config {
 	if n, err := strconv.Atoi(r.relay.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 {
 		cfg.MaxAttempts = n
 	}
-	if r.variant == Outbox {
+	if r.mode == workload.Outbox {
 		cfg.Features = r.relay.Features
 		cfg.Features.Stages = true
 		cfg.Poison = maps.Clone(r.plan.Poison)
@@ -47,7 +49,7 @@ func (r *run) checkerConfig() checker.Config {
 // unchecked says what the checkers cannot judge without relay records.
 func (r *run) unchecked(rep checker.Report) []string {
 	var out []string
-	if r.variant == Outbox {
+	if r.mode == workload.Outbox {
 		out = append(out,
 			"fencing: the relays run outside the harness's process and record no claims or marks; lease-expiry judges fencing on the rows a paused replica held",
 			"parking: attempts consumed during broker outages and the spacing of retries need relay retry records; the final rows are judged (poison parked within the attempt limit, healthy rows never parked)",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
@@ -68,7 +70,7 @@ func messageOf(e outbox.Event) relay.Message {
 // producer crashed, its link was cut) completes as failed: the database
 // rolls it back when the connection drops.
 func (w *world) runJob(p *proc, j job) {
-	mode := w.v.Producer
+	mode := w.v.mode()
 	v := p.enter(callBegin)
 	if failed(v) {
 		return
@@ -99,7 +101,7 @@ func (w *world) runJob(p *proc, j job) {
 			abort(errLinkDown)
 			return
 		}
-		if mode == Outbox {
+		if mode == workload.Outbox {
 			if err := tx.Stage(e); err != nil {
 				w.err = err
 				tx.Rollback()
@@ -108,7 +110,7 @@ func (w *world) runJob(p *proc, j job) {
 			}
 		}
 	}
-	if mode == PublishThenCommit {
+	if mode == workload.PublishThenCommit {
 		for _, e := range evs {
 			c, err := p.pub.publish(messageOf(e), relay.DefaultPublishOptions())
 			if err == nil {
@@ -128,7 +130,7 @@ func (w *world) runJob(p *proc, j job) {
 		return
 	}
 	switch mode {
-	case CommitThenPublish:
+	case workload.CommitThenPublish:
 		for _, e := range evs {
 			c, err := p.pub.publish(messageOf(e), relay.DefaultPublishOptions())
 			if err != nil {
@@ -138,7 +140,7 @@ func (w *world) runJob(p *proc, j job) {
 				return
 			}
 		}
-	case OptimisticPublish:
+	case workload.Optimistic:
 		for _, e := range evs {
 			c, err := p.pub.publish(messageOf(e), relay.PublishOptions{Mandatory: true})
 			if err != nil {

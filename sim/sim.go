@@ -20,53 +20,20 @@ package sim
 
 import (
 	"fmt"
-	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	seedpkg "github.com/outboxlab/outboxlab/seed"
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
 )
-
-// ProducerMode is how producers hand their events on.
-type ProducerMode int
-
-// Producer modes. Only Outbox is safe; the others are the dual-write
-// variants the outbox exists to replace, kept to be seen failing.
-const (
-	// Outbox stages each event in the business transaction; relays
-	// publish it after COMMIT.
-	Outbox ProducerMode = iota
-	// PublishThenCommit publishes each event (waiting for its confirm)
-	// before COMMIT: a rollback or a crash before COMMIT leaves a phantom.
-	PublishThenCommit
-	// CommitThenPublish commits, then publishes inline and waits for the
-	// confirm, giving up on failure: a crash or an outage after COMMIT
-	// loses the event.
-	CommitThenPublish
-	// OptimisticPublish commits, then publishes without waiting for any
-	// confirm and without a relay.
-	OptimisticPublish
-)
-
-func (m ProducerMode) String() string {
-	switch m {
-	case Outbox:
-		return "outbox"
-	case PublishThenCommit:
-		return "publish-then-commit"
-	case CommitThenPublish:
-		return "commit-then-publish"
-	case OptimisticPublish:
-		return "optimistic-publish"
-	}
-	return fmt.Sprintf("ProducerMode(%d)", int(m))
-}
 
 // Variant changes what runs in the simulation without touching production
 // code: decorators on the seams the production relay and consumer are
@@ -86,7 +53,7 @@ type Variant struct {
 	// receives also implements RawInbox.
 	WrapInbox func(p Process, in consumer.Inbox) consumer.Inbox
 	// WrapDecoder decorates the relays' decoder (an *outbox.Registry that
-	// knows TypePlaced, TypePaid and TypeRejected).
+	// knows the workload's types and workload.TypeRejected).
 	WrapDecoder func(relay.Decoder) relay.Decoder
 	// RelayConfig adjusts each relay's configuration before relay.New.
 	RelayConfig func(*relay.Config)
@@ -94,8 +61,16 @@ type Variant struct {
 	// publishes, as relay.AMQPConfig.Options; nil means
 	// relay.DefaultPublishOptions (persistent, mandatory).
 	PublishOptions *relay.PublishOptions
-	// Producer is the producers' mode; Outbox by default.
-	Producer ProducerMode
+	// Producer is the producers' mode; empty means workload.Outbox.
+	Producer workload.Mode
+}
+
+// mode returns the producers' mode.
+func (v Variant) mode() workload.Mode {
+	if v.Producer == "" {
+		return workload.Outbox
+	}
+	return v.Producer
 }
 
 // Options tunes a run. The zero value runs the production system with the
@@ -204,7 +179,7 @@ func swarmOf(seed uint64, opts Options) Swarm {
 		opts.Tune(&sw)
 	}
 	sw = sw.sane()
-	if opts.Variant.Producer != Outbox {
+	if opts.Variant.mode() != workload.Outbox {
 		sw.Poison = 0 // inline producers have no relay to park anything
 	}
 	return sw
@@ -408,7 +383,7 @@ func (w *world) teardown() {
 // state reads the final state of the fakes.
 func (w *world) state() checker.State {
 	st := checker.State{Effects: w.inbox.Effects(), DBStart: w.dbStart, DBNow: w.clock.Now()}
-	if w.v.Producer == Outbox {
+	if w.v.mode() == workload.Outbox {
 		st.Outbox = make(map[string]checker.RowState, len(w.store.byID))
 		for _, r := range w.store.Rows() {
 			cr := checker.RowState{ID: r.ID.String(), Type: r.Type, Attempts: r.Attempts, OccurredAt: r.OccurredAt}
@@ -465,7 +440,7 @@ func (w *world) checkerConfig() checker.Config {
 		}
 	}
 	cfg := w.relayConfig(relayProc)
-	stages := w.v.Producer == Outbox
+	stages := w.v.mode() == workload.Outbox
 	return checker.Config{
 		Retention:   cfg.Retention,
 		MaxAttempts: cfg.MaxAttempts,

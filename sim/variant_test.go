@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/sim"
@@ -91,9 +93,9 @@ func TestVariantsAreCaught(t *testing.T) {
 		{lookup("mark-before-publish"), []sim.Fault{sim.FaultKill}, checker.NameLost},
 		{lookup("consumer-no-dedupe"), []sim.Fault{sim.FaultKill, sim.FaultBrokerRestart}, checker.NameDuplicateEffects},
 		{lookup("broker-down-consumes-attempts"), []sim.Fault{sim.FaultBrokerDown}, checker.NameParking},
-		{sim.Variant{Name: "publish-then-commit", Producer: sim.PublishThenCommit}, nil, checker.NamePhantom},
-		{sim.Variant{Name: "commit-then-publish", Producer: sim.CommitThenPublish}, []sim.Fault{sim.FaultKill, sim.FaultBrokerDown}, checker.NameLost},
-		{sim.Variant{Name: "optimistic-publish", Producer: sim.OptimisticPublish}, []sim.Fault{sim.FaultBrokerRestart}, checker.NameLost},
+		{sim.Variant{Name: "publish-then-commit", Producer: workload.PublishThenCommit}, nil, checker.NamePhantom},
+		{sim.Variant{Name: "commit-then-publish", Producer: workload.CommitThenPublish}, []sim.Fault{sim.FaultKill, sim.FaultBrokerDown}, checker.NameLost},
+		{sim.Variant{Name: "optimistic-publish", Producer: workload.Optimistic}, []sim.Fault{sim.FaultBrokerRestart}, checker.NameLost},
 	}
 	for _, c := range cases {
 		t.Run(c.v.Name, func(t *testing.T) {

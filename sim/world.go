@@ -3,11 +3,13 @@ package sim
 import (
 	"context"
 	"fmt"
-	seedpkg "github.com/outboxlab/outboxlab/seed"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	seedpkg "github.com/outboxlab/outboxlab/seed"
+	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/google/uuid"
 
@@ -17,28 +19,13 @@ import (
 	"github.com/outboxlab/outboxlab/relay"
 )
 
-// Event types of the simulated workload.
-const (
-	TypePlaced = "order.placed"
-	TypePaid   = "order.paid"
-	// TypeUnknown is registered nowhere: the relay parks it at once.
-	TypeUnknown = "order.unknown"
-	// TypeRejected is known but the broker always nacks it.
-	TypeRejected = "order.oversized"
-)
-
-// orderEvent is the payload of every known type.
-type orderEvent struct {
-	N int `json:"n"`
-}
-
-// Registry returns the decoder the simulated relays use: it knows
-// TypePlaced, TypePaid and TypeRejected, not TypeUnknown.
+// Registry returns the decoder the simulated relays use: the workload's
+// registry, which knows workload.TypeOrderPlaced and TypeOrderPaid, and
+// workload.TypeRejected, a type the simulated broker always nacks; not
+// workload.TypeUnknown.
 func Registry() *outbox.Registry {
-	reg := outbox.NewRegistry()
-	reg.Register(TypePlaced, orderEvent{})
-	reg.Register(TypePaid, orderEvent{})
-	reg.Register(TypeRejected, orderEvent{})
+	reg := workload.Registry()
+	reg.Register(workload.TypeRejected, workload.OrderPlaced{})
 	return reg
 }
 
@@ -110,7 +97,7 @@ func newWorld(seed uint64, opts Options) *world {
 	w.sw = swarmOf(seed, opts)
 	w.store = NewStore(w.clock)
 	w.dbStart = w.clock.Now()
-	w.broker.Reject = map[string]bool{TypeRejected: true}
+	w.broker.Reject = map[string]bool{workload.TypeRejected: true}
 	w.dec = registry
 	if w.v.WrapDecoder != nil {
 		w.dec = w.v.WrapDecoder(w.dec)
@@ -359,9 +346,10 @@ func (w *world) newEvent() outbox.Event {
 		n >>= 8
 	}
 	k := int(w.wrng.Int64N(1000))
-	e := outbox.Event{ID: id, Type: TypePlaced, Payload: []byte(`{"n":` + strconv.Itoa(k) + `}`)}
+	e := outbox.Event{ID: id, Type: workload.TypeOrderPlaced,
+		Payload: []byte(`{"order_id":"o` + strconv.Itoa(k) + `","amount":` + strconv.Itoa(k) + `}`)}
 	if k%2 == 1 {
-		e.Type = TypePaid
+		e.Type = workload.TypeOrderPaid
 	}
 	if w.wrng.IntN(4) == 0 {
 		c := id
@@ -371,11 +359,11 @@ func (w *world) newEvent() outbox.Event {
 	if w.wrng.Float64() < w.sw.Poison {
 		switch w.wrng.IntN(3) {
 		case 0:
-			e.Type = TypeUnknown
+			e.Type = workload.TypeUnknown
 		case 1:
-			e.Payload = []byte(`{"n":"not a number"}`)
+			e.Payload = []byte(`{"order_id":"o1","amount":"lots"}`)
 		case 2:
-			e.Type = TypeRejected
+			e.Type = workload.TypeRejected
 		}
 		w.poison[id.String()] = true
 	}

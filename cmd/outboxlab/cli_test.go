@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -268,8 +270,8 @@ func hash(out string) string {
 func withUnsafeCatalogue(t *testing.T) {
 	old := simMutants
 	variants := map[string]sim.Variant{
-		"publish-then-commit": {Name: "publish-then-commit", Producer: sim.PublishThenCommit},
-		"commit-then-publish": {Name: "commit-then-publish", Producer: sim.CommitThenPublish},
+		"publish-then-commit": {Name: "publish-then-commit", Producer: workload.PublishThenCommit},
+		"commit-then-publish": {Name: "commit-then-publish", Producer: workload.CommitThenPublish},
 	}
 	simMutants = mutantCatalogue{
 		names: func() []string { return []string{"commit-then-publish", "publish-then-commit"} },

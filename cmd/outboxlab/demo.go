@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
@@ -22,13 +24,13 @@ const (
 )
 
 // demoVariants are the producers the demo compares, the unsafe ones first.
-var demoVariants = []scenarios.Variant{scenarios.PublishThenCommit, scenarios.CommitThenPublish, scenarios.Outbox}
+var demoVariants = []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish, workload.Outbox}
 
-var variantHow = map[scenarios.Variant]string{
-	scenarios.PublishThenCommit: "publishes the event, then commits the business write",
-	scenarios.CommitThenPublish: "commits the business write, then publishes the event inline",
-	scenarios.Outbox:            "stages the event in the business transaction; a relay publishes it after COMMIT",
-	scenarios.Optimistic:        "commits, then publishes without waiting for a confirm",
+var variantHow = map[workload.Mode]string{
+	workload.PublishThenCommit: "publishes the event, then commits the business write",
+	workload.CommitThenPublish: "commits the business write, then publishes the event inline",
+	workload.Outbox:            "stages the event in the business transaction; a relay publishes it after COMMIT",
+	workload.Optimistic:        "commits, then publishes without waiting for a confirm",
 }
 
 func demoVerb() verb {
@@ -164,7 +166,7 @@ func (o *demoOptions) run(ctx context.Context, std *stdio) int {
 
 	code = exitOK
 	for i, r := range results {
-		if specs[i].Variant != scenarios.Outbox {
+		if specs[i].Variant != workload.Outbox {
 			continue
 		}
 		if !r.Valid || r.Counts.Lost > 0 || r.Counts.Phantom > 0 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/sim"
@@ -19,10 +21,10 @@ import (
 // explanations, report and exit code are exercised on real histories
 // without Docker. relabel, when set, reports the results of one variant as
 // another's.
-func simRunner(t *testing.T, relabel map[scenarios.Variant]scenarios.Variant) {
-	modes := map[scenarios.Variant]sim.ProducerMode{
-		scenarios.Outbox: sim.Outbox, scenarios.PublishThenCommit: sim.PublishThenCommit,
-		scenarios.CommitThenPublish: sim.CommitThenPublish, scenarios.Optimistic: sim.OptimisticPublish,
+func simRunner(t *testing.T, relabel map[workload.Mode]workload.Mode) {
+	modes := map[workload.Mode]workload.Mode{
+		workload.Outbox: workload.Outbox, workload.PublishThenCommit: workload.PublishThenCommit,
+		workload.CommitThenPublish: workload.CommitThenPublish, workload.Optimistic: workload.Optimistic,
 	}
 	old := scenarioRuns
 	scenarioRuns = scenarioRunner{
@@ -85,7 +87,7 @@ func TestDemoPrintsTheTableSentencesAndReport(t *testing.T) {
 		if !strings.Contains(out, string(v)+": "+r.Note+"\n") {
 			t.Errorf("no sentence for %s in:\n%s", v, out)
 		}
-		if v == scenarios.Outbox && (r.Counts.Lost != 0 || r.Counts.Phantom != 0) {
+		if v == workload.Outbox && (r.Counts.Lost != 0 || r.Counts.Phantom != 0) {
 			t.Errorf("outbox row lost %d, phantom %d", r.Counts.Lost, r.Counts.Phantom)
 		}
 	}
@@ -103,7 +105,7 @@ func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
 	// report its results as the outbox's.
 	var seed uint64
 	for s := uint64(1); s < 100; s++ {
-		if res := sim.Run(s, sim.Options{Variant: sim.Variant{Producer: sim.CommitThenPublish}}); res.Report.Counts.Lost > 0 {
+		if res := sim.Run(s, sim.Options{Variant: sim.Variant{Producer: workload.CommitThenPublish}}); res.Report.Counts.Lost > 0 {
 			seed = s
 			break
 		}
@@ -111,7 +113,7 @@ func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
 	if seed == 0 {
 		t.Fatal("no seed below 100 where commit-then-publish loses an event")
 	}
-	simRunner(t, map[scenarios.Variant]scenarios.Variant{scenarios.Outbox: scenarios.CommitThenPublish})
+	simRunner(t, map[workload.Mode]workload.Mode{workload.Outbox: workload.CommitThenPublish})
 	code, out, _ := invoke(t, "demo", "--out", t.TempDir(), "--seed", fmt.Sprint(seed))
 	if code != exitFail {
 		t.Fatalf("demo exit %d, want 1\n%s", code, out)
@@ -134,7 +136,7 @@ func TestDemoJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
 		t.Fatalf("stdout is not the rows as JSON: %v\n%s", err, out)
 	}
-	if rows[2].Variant != string(scenarios.Outbox) || rows[2].Counts.Committed == 0 {
+	if rows[2].Variant != string(workload.Outbox) || rows[2].Counts.Committed == 0 {
 		t.Errorf("rows = %+v", rows)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
@@ -103,7 +105,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio) int {
 	}
 	specs := make([]runSpec, len(names))
 	for i, n := range names {
-		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: scenarios.Outbox, Events: o.events, Duration: o.duration}
+		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
 	}
 	_, results, code := runScenarios(ctx, std, "run", specs, o.json)
 	if code != exitOK {

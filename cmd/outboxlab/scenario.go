@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
@@ -20,7 +22,7 @@ type runSpec struct {
 	Scenario string
 	Seed     uint64
 	Relay    scenarios.RelayUnderTest
-	Variant  scenarios.Variant
+	Variant  workload.Mode
 	// Events and Duration override the scenario's workload size; zero
 	// keeps its default.
 	Events   int
@@ -94,7 +96,7 @@ func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec,
 	label := func(i int) string {
 		s := specs[i]
 		l := fmt.Sprintf("[%d/%d] %s", i+1, len(specs), s.Scenario)
-		if s.Variant != "" && s.Variant != scenarios.Outbox {
+		if s.Variant != "" && s.Variant != workload.Outbox {
 			l += " " + string(s.Variant)
 		}
 		if s.Relay.Name != "" && s.Relay.Name != "ours" {
@@ -136,7 +138,7 @@ func toRun(res scenarios.Result, title string) report.Run {
 	run := report.Run{
 		Title: title, Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed,
 		Valid: res.Valid, Problems: res.Problems, Report: res.Report, Replay: res.Replay, History: res.History,
-		ExpectFail: scenarios.Variant(res.Variant).Unsafe(),
+		ExpectFail: workload.Mode(res.Variant).Unsafe(),
 	}
 	for _, f := range res.Faults {
 		run.Faults = append(run.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})

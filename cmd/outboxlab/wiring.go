@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -31,7 +33,7 @@ func demoScenarioOf() (scenarios.Scenario, error) {
 	sc.Workload.RollbackRate = 0.15
 	sc.Workload.CrashAfterCommitRate = 0.1
 	sc.WorkloadFaults = append(sc.WorkloadFaults, scenarios.WorkloadProducerCrash)
-	sc.Exposes = []scenarios.Variant{scenarios.PublishThenCommit, scenarios.CommitThenPublish}
+	sc.Exposes = []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish}
 	return sc, nil
 }
 
@@ -77,7 +79,7 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 			relay = scenarios.Ours()
 		}
 		res, err := scenarios.Run(ctx, env, scs[i], scenarios.Options{
-			Seed: s.Seed, Relay: relay, Variant: s.Variant, Events: s.Events, Duration: s.Duration,
+			Seed: s.Seed, Relay: relay, Mode: s.Variant, Events: s.Events, Duration: s.Duration,
 			Progress: func(p scenarios.Progress) { progress(i, p) },
 		})
 		switch {

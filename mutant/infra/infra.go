@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -298,7 +300,7 @@ func problems(res scenarios.Result) (unfired, other []string) {
 }
 
 func describe(r mutant.InfraRun) string {
-	if r.Variant != "" && r.Variant != string(scenarios.Outbox) {
+	if r.Variant != "" && r.Variant != string(workload.Outbox) {
 		return r.Scenario + " (producers " + r.Variant + ")"
 	}
 	return r.Scenario
@@ -319,9 +321,9 @@ func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relay
 	if !ok {
 		return scenarios.Result{}, fmt.Errorf("no scenario %q (known: %s)", r.Scenario, strings.Join(scenarios.Names(), ", "))
 	}
-	variant := scenarios.Outbox
+	variant := workload.Outbox
 	if r.Variant != "" {
-		v, err := scenarios.ParseVariant(r.Variant)
+		v, err := workload.ParseMode(r.Variant)
 		if err != nil {
 			return scenarios.Result{}, err
 		}
@@ -348,7 +350,7 @@ func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relay
 		u.Command, u.Image = slices.Clone(o.Command), o.Image
 		u.Features, u.Failpoints = scenarios.OurFeatures, true
 	}
-	opts := scenarios.Options{Seed: seed, Relay: u, Variant: variant}
+	opts := scenarios.Options{Seed: seed, Relay: u, Mode: variant}
 	if o.Log != nil {
 		opts.Log = o.Log
 	}

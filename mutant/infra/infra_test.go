@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/workload"
+
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -44,7 +46,7 @@ func TestPlan(t *testing.T) {
 				t.Errorf("%s: no scenario %q", name, r.Scenario)
 			}
 			if r.Variant != "" {
-				if _, err := scenarios.ParseVariant(r.Variant); err != nil {
+				if _, err := workload.ParseMode(r.Variant); err != nil {
 					t.Errorf("%s: %v", name, err)
 				}
 			}

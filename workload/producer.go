@@ -1,4 +1,9 @@
-package scenarios
+// Package workload is what producers do in every tier: the producer modes
+// (the outbox, and the unsafe dual writes it replaces, kept for teaching),
+// the message types and their registry, the shape of a run's business
+// transactions and the plan drawn from a seed, and the producer that runs
+// a plan against PostgreSQL and, for the unsafe modes, a publisher.
+package workload
 
 import (
 	"context"
@@ -15,48 +20,48 @@ import (
 	"github.com/outboxlab/outboxlab/relay"
 )
 
-// Variant is how a producer gets its event to the broker: through the
+// Mode is how a producer gets its event to the broker: through the
 // outbox, or one of the unsafe dual writes the outbox replaces.
-type Variant string
+type Mode string
 
-// Producer variants.
+// Producer modes.
 const (
 	// Outbox stages the event in the business transaction; a relay
 	// publishes it after COMMIT.
-	Outbox Variant = "outbox"
+	Outbox Mode = "outbox"
 	// PublishThenCommit publishes (with a confirm) before COMMIT: a rollback
 	// after the publish leaves a phantom event.
-	PublishThenCommit Variant = "publish-then-commit"
+	PublishThenCommit Mode = "publish-then-commit"
 	// CommitThenPublish commits, then publishes inline with a confirm: a
 	// crash or a broker outage between the two loses the event.
-	CommitThenPublish Variant = "commit-then-publish"
+	CommitThenPublish Mode = "commit-then-publish"
 	// Optimistic commits, then publishes without waiting for a confirm and
 	// with no relay behind it: whatever the broker drops is gone.
-	Optimistic Variant = "optimistic"
+	Optimistic Mode = "optimistic"
 )
 
-// Variants lists every producer variant, the safe one first.
-var Variants = []Variant{Outbox, PublishThenCommit, CommitThenPublish, Optimistic}
+// Modes lists every producer mode, the safe one first.
+var Modes = []Mode{Outbox, PublishThenCommit, CommitThenPublish, Optimistic}
 
-// ParseVariant returns the variant named s.
-func ParseVariant(s string) (Variant, error) {
-	for _, v := range Variants {
-		if string(v) == s {
-			return v, nil
+// ParseMode returns the mode named s.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
 		}
 	}
-	return "", fmt.Errorf("unknown producer variant %q (want one of %v)", s, Variants)
+	return "", fmt.Errorf("unknown producer mode %q (want one of %v)", s, Modes)
 }
 
-// Unsafe reports whether v is one of the dual writes kept for teaching.
-func (v Variant) Unsafe() bool { return v != Outbox }
+// Unsafe reports whether m is one of the dual writes kept for teaching.
+func (m Mode) Unsafe() bool { return m != Outbox }
 
 // Beginner opens transactions; *pgxpool.Pool is one.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Producer writes business rows and gets events out by its Variant,
+// Producer writes business rows and gets events out by its Mode,
 // recording every transaction as a commit operation: ok when COMMIT was
 // acknowledged, fail when the transaction definitely did not commit, info
 // when the outcome is unknown (the COMMIT's reply was lost).
@@ -66,7 +71,7 @@ type Producer struct {
 	DB       Beginner
 	Table    outbox.Table
 	Business string // business table, a validated identifier
-	Variant  Variant
+	Mode     Mode
 	// Publisher is used by the unsafe variants only.
 	Publisher relay.Publisher
 	// PublishTimeout bounds an inline publish and its confirm.
@@ -162,7 +167,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 			uuid.New(), e.ID, e.Type); err != nil {
 			return abort(fmt.Errorf("business write: %w", err))
 		}
-		if p.Variant == Outbox {
+		if p.Mode == Outbox {
 			if p.StampOccurredAt && p.Now != nil && e.OccurredAt.IsZero() {
 				e.OccurredAt = p.Now()
 			}
@@ -171,7 +176,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 			}
 		}
 	}
-	if p.Variant == PublishThenCommit {
+	if p.Mode == PublishThenCommit {
 		if err := p.publish(ctx, t.Events, true); err != nil {
 			return abort(err)
 		}
@@ -202,7 +207,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 		p.crashed("after-commit")
 		return ErrProducerCrashed
 	}
-	switch p.Variant {
+	switch p.Mode {
 	case CommitThenPublish:
 		return p.publish(ctx, t.Events, true)
 	case Optimistic:

@@ -1,4 +1,4 @@
-package scenarios
+package workload
 
 import (
 	"encoding/json"
@@ -18,6 +18,9 @@ const (
 	TypeOrderPlaced = "order.placed"
 	TypeOrderPaid   = "order.paid"
 	TypeUnknown     = "order.teleported"
+	// TypeRejected is a type the relays know and a broker refuses (the
+	// simulation's broker nacks it): poison of a third kind.
+	TypeRejected = "order.oversized"
 )
 
 // OrderPlaced is the payload of TypeOrderPlaced and TypeOrderPaid.
@@ -38,8 +41,13 @@ func Registry() *outbox.Registry {
 // environment.
 var KnownTypes = []string{TypeOrderPlaced, TypeOrderPaid}
 
-// Workload shapes the business transactions of a run.
-type Workload struct {
+// TypesSpec is the OUTBOX_TYPES value that makes ./cmd/relay know the
+// workload's types and their payload shape: TypeUnknown is parked at once,
+// an OrderPlaced payload with a string amount is undecodable.
+const TypesSpec = TypeOrderPlaced + ":order_id=string;amount=integer," + TypeOrderPaid + ":order_id=string;amount=integer"
+
+// Shape shapes the business transactions of a run.
+type Shape struct {
 	// Events is how many events the producers try to stage in all.
 	Events int
 	// Producers run their transactions concurrently.
@@ -70,7 +78,7 @@ type Workload struct {
 }
 
 // Scaled returns w with its events multiplied by k (at least 1 event).
-func (w Workload) Scaled(k float64) Workload {
+func (w Shape) Scaled(k float64) Shape {
 	w.Events = max(1, int(float64(w.Events)*k))
 	return w
 }
@@ -85,7 +93,7 @@ type Plan struct {
 
 // Draw builds the plan from rng alone: the same seed gives the same
 // transactions, event ids included.
-func (w Workload) Draw(rng *rand.Rand) Plan {
+func (w Shape) Draw(rng *rand.Rand) Plan {
 	producers := max(w.Producers, 1)
 	per := max(w.MaxEventsPerTxn, 1)
 	p := Plan{Txns: make([][]Txn, producers), Poison: map[string]bool{}}
