@@ -14,8 +14,8 @@ import (
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
-// benchRunner runs the benchmark on a fresh environment; tests replace it.
-var benchRunner = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+// benchOnContainers runs the benchmark on a fresh environment.
+func benchOnContainers(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
 	eopts := testenv.Options{Logf: func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }}
 	status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
 	env, err := testenv.Start(ctx, eopts)
@@ -48,7 +48,7 @@ publisher uses the same window), so that a change of either can be
 measured against the defaults. --json
 prints the summary as one JSON object; --out DIR writes bench.json, the
 tables REPORT.md shows.`,
-		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &benchOptions{}
 			fs.IntVar(&o.events, "events", bench.DefaultEvents, "the backlog each drain starts from (`N` events)")
 			fs.IntVar(&o.batch, "batch", relay.DefaultBatchSize, "the relay's batch size (`N` rows per claim)")
@@ -76,7 +76,7 @@ type benchOptions struct {
 	out           string
 }
 
-func (o *benchOptions) run(ctx context.Context, std *stdio) int {
+func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.events < 1 {
 		return usageErr(std, "bench", "--events must be at least 1, not %d", o.events)
 	}
@@ -97,7 +97,7 @@ func (o *benchOptions) run(ctx context.Context, std *stdio) int {
 	if err := opts.Validate(); err != nil {
 		return usageErr(std, "bench", "%v", err)
 	}
-	if code := needDocker(ctx, std, "bench"); code != exitOK {
+	if code := d.needDocker(ctx, std, "bench"); code != exitOK {
 		return code
 	}
 	start := std.now()
@@ -108,7 +108,7 @@ func (o *benchOptions) run(ctx context.Context, std *stdio) int {
 	fmt.Fprintf(w, "SEED=%d events=%d\n", opts.Seed, opts.Events)
 	pr := newProgress(std, false)
 	opts.Logf = func(format string, args ...any) { pr.Update(fmt.Sprintf(format, args...)) }
-	res, err := benchRunner(ctx, opts, func(line string) { pr.Update(line) })
+	res, err := d.bench(ctx, opts, func(line string) { pr.Update(line) })
 	pr.Clear()
 	if err != nil {
 		if code := environmentErr(std, "bench", err); code != 0 {

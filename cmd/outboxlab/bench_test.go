@@ -13,15 +13,14 @@ import (
 	"github.com/outboxlab/outboxlab/report"
 )
 
-// fakeBench replaces the benchmark with one that returns r or err after
+// fakeBench returns d with a benchmark that returns r or err after
 // checking the options the command passed.
-func fakeBench(t *testing.T, r bench.Result, err error, check func(bench.Options)) {
-	old := benchRunner
-	benchRunner = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+func fakeBench(d deps, r bench.Result, err error, check func(bench.Options)) deps {
+	d.bench = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
 		check(opts)
 		return r, err
 	}
-	t.Cleanup(func() { benchRunner = old })
+	return d
 }
 
 func benchResult() bench.Result {
@@ -38,14 +37,13 @@ func benchResult() bench.Result {
 }
 
 func TestBenchWritesItsTablesAndBundle(t *testing.T) {
-	withDocker(t)
-	fakeBench(t, benchResult(), nil, func(o bench.Options) {
+	d := fakeBench(withDocker(production()), benchResult(), nil, func(o bench.Options) {
 		if o.Events != 1000 || !o.SkipWatermill || o.Seed != 7 {
 			t.Errorf("options %+v, want 1000 events, watermill skipped, seed 7", o)
 		}
 	})
 	dir := t.TempDir()
-	code, out, errOut := invoke(t, "bench", "--events", "1000", "--skip-watermill", "--seed", "7", "--out", dir)
+	code, out, errOut := invokeWith(t, d, "bench", "--events", "1000", "--skip-watermill", "--seed", "7", "--out", dir)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -80,7 +78,7 @@ func TestBenchWritesItsTablesAndBundle(t *testing.T) {
 		t.Errorf("full result %s: %v", b.Bench.Result, err)
 	}
 	md := filepath.Join(t.TempDir(), "REPORT.md")
-	if code, _, errOut := invoke(t, "report", "--in", dir, "--md", md); code != exitOK {
+	if code, _, errOut := invokeWith(t, d, "report", "--in", dir, "--md", md); code != exitOK {
 		t.Fatalf("report: %s", errOut)
 	}
 	data, _ := os.ReadFile(md)
@@ -90,15 +88,14 @@ func TestBenchWritesItsTablesAndBundle(t *testing.T) {
 }
 
 func TestBenchJSONAndFailure(t *testing.T) {
-	withDocker(t)
-	fakeBench(t, benchResult(), nil, func(bench.Options) {})
-	code, out, _ := invoke(t, "bench", "--json")
+	d := fakeBench(withDocker(production()), benchResult(), nil, func(bench.Options) {})
+	code, out, _ := invokeWith(t, d, "bench", "--json")
 	var sum bench.Summary
 	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.RelayMsgsPerSec != 8000 {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
-	fakeBench(t, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
-	code, _, errOut := invoke(t, "bench")
+	d = fakeBench(d, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
+	code, _, errOut := invokeWith(t, d, "bench")
 	if code != exitFail || !strings.Contains(errOut, "999 of 1000") {
 		t.Errorf("failing drain: exit %d, %q", code, errOut)
 	}

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
+	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/sim"
 )
 
-// mutantCatalogue is the mutant catalogue as the command uses it. Its zero
-// value is a catalogue that is not built: the verbs that need one say so
-// and exit 2.
+// mutantCatalogue is the mutant catalogue as the simulation verb uses it:
+// the names it accepts for --mutant and the simulation of each.
 type mutantCatalogue struct {
 	// names lists the mutants in catalogue order.
 	names func() []string
@@ -21,22 +20,31 @@ type mutantCatalogue struct {
 	tune func(name string) func(*sim.Swarm)
 }
 
-// simMutants is the catalogue the command runs.
-var simMutants mutantCatalogue
-
-func (c mutantCatalogue) built() bool { return c.names != nil && c.simVariant != nil }
-
-func (c mutantCatalogue) lookup(name string) (sim.Variant, bool) {
-	if !c.built() {
-		return sim.Variant{}, false
+// catalogueOfMutants returns package mutant's catalogue.
+func catalogueOfMutants() mutantCatalogue {
+	return mutantCatalogue{
+		names: mutant.Names,
+		simVariant: func(name string) (sim.Variant, bool) {
+			m, ok := mutant.Lookup(name)
+			if !ok {
+				return sim.Variant{}, false
+			}
+			return m.Variant(), true
+		},
+		tune: func(name string) func(*sim.Swarm) {
+			m, ok := mutant.Lookup(name)
+			if !ok {
+				return nil
+			}
+			return m.Exposure.Tune
+		},
 	}
-	return c.simVariant(name)
 }
 
 // simOptions returns the simulation options that run a mutant: its
 // variant and the swarm that exposes it.
 func (c mutantCatalogue) simOptions(name string) (sim.Options, bool) {
-	v, ok := c.lookup(name)
+	v, ok := c.simVariant(name)
 	if !ok {
 		return sim.Options{}, false
 	}
@@ -50,22 +58,12 @@ func (c mutantCatalogue) simOptions(name string) (sim.Options, bool) {
 	return opts, true
 }
 
-// lookupSimMutant resolves --mutant for verb, or reports why it cannot.
-func lookupSimMutant(std *stdio, verb, name string) (sim.Options, int) {
-	if !simMutants.built() {
-		return sim.Options{}, unavailable(std, verb, "the mutant catalogue is not built in this version")
-	}
-	opts, ok := simMutants.simOptions(name)
+// lookup resolves --mutant for verb: the simulation options of the mutant
+// and exitOK, or the usage error of a name the catalogue does not know.
+func (c mutantCatalogue) lookup(std *stdio, verb, name string) (sim.Options, int) {
+	opts, ok := c.simOptions(name)
 	if !ok {
-		return sim.Options{}, usageErr(std, verb, "unknown mutant %q (known: %s)", name, strings.Join(simMutants.names(), ", "))
+		return sim.Options{}, usageErr(std, verb, "unknown mutant %q (known: %s)", name, strings.Join(c.names(), ", "))
 	}
 	return opts, exitOK
-}
-
-// mutantNames renders the catalogue for help and errors.
-func mutantNames() string {
-	if !simMutants.built() {
-		return "(the mutant catalogue is not built in this version)"
-	}
-	return fmt.Sprint(simMutants.names())
 }

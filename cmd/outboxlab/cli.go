@@ -30,8 +30,10 @@ type verb struct {
 	// about is the help paragraph; it may mention only the verb's own
 	// flags (a test checks).
 	about string
-	// define declares the verb's flags on fs and returns its runner.
-	define func(fs *flag.FlagSet) func(ctx context.Context, io *stdio) int
+	// define declares the verb's flags on fs and returns its runner, which
+	// reaches containers, the mutant catalogue and the Docker engine only
+	// through the deps it is given.
+	define func(fs *flag.FlagSet) func(ctx context.Context, std *stdio, d deps) int
 }
 
 // stdio is where a verb writes.
@@ -43,14 +45,13 @@ type stdio struct {
 	tty bool
 }
 
-var verbs []verb
-
-func init() {
-	verbs = []verb{demoVerb(), runVerb(), simVerb(), mutantsVerb(), benchVerb(), reportVerb()}
+// verbs returns the verbs in the order usage lists them.
+func verbs() []verb {
+	return []verb{demoVerb(), runVerb(), simVerb(), mutantsVerb(), benchVerb(), reportVerb()}
 }
 
 func findVerb(name string) (verb, bool) {
-	for _, v := range verbs {
+	for _, v := range verbs() {
 		if v.name == name {
 			return v, true
 		}
@@ -59,15 +60,16 @@ func findVerb(name string) (verb, bool) {
 }
 
 // newFlagSet returns v's flag set, its flags declared, and its runner.
-func (v verb) newFlagSet(errOut io.Writer) (*flag.FlagSet, func(context.Context, *stdio) int) {
+func (v verb) newFlagSet(errOut io.Writer) (*flag.FlagSet, func(context.Context, *stdio, deps) int) {
 	fs := flag.NewFlagSet("outboxlab "+v.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	runner := v.define(fs)
 	return fs, runner
 }
 
-// run runs the command line args and returns the exit code.
-func run(ctx context.Context, args []string, out, errOut io.Writer) int {
+// run runs the command line args with the dependencies d and returns the
+// exit code.
+func run(ctx context.Context, d deps, args []string, out, errOut io.Writer) int {
 	std := &stdio{out: out, err: errOut, now: time.Now, tty: isTerminal(errOut)}
 	if len(args) == 0 {
 		writeUsage(errOut)
@@ -112,7 +114,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "outboxlab %s: unexpected argument %q\nRun `outboxlab help %s` for usage.\n", v.name, fs.Arg(0), v.name)
 		return exitUsage
 	}
-	return runner(ctx, std)
+	return runner(ctx, std, d)
 }
 
 // usageErr reports a bad flag value found after parsing.
@@ -135,7 +137,7 @@ Usage:
 
 Verbs:
 `)
-	for _, v := range verbs {
+	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-9s %s\n", v.name, v.summary)
 	}
 	fmt.Fprint(w, `  help      this text, or a verb's usage: outboxlab help VERB

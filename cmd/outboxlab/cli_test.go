@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,11 +27,18 @@ import (
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
-// invoke runs the command line and returns its exit code and outputs.
+// invoke runs the command line with the command's own dependencies and
+// returns its exit code and outputs.
 func invoke(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return invokeWith(t, production(), args...)
+}
+
+// invokeWith runs the command line with the dependencies d.
+func invokeWith(t *testing.T, d deps, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
+	code := run(context.Background(), d, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -50,7 +58,7 @@ func helpFlags(help string) []string {
 }
 
 func TestEveryVerbsHelpListsExactlyItsFlags(t *testing.T) {
-	for _, v := range verbs {
+	for _, v := range verbs() {
 		t.Run(v.name, func(t *testing.T) {
 			code, help, _ := invoke(t, "help", v.name)
 			if code != exitOK {
@@ -126,33 +134,31 @@ func TestHelpWithoutVerbListsEveryVerb(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("help exited %d", code)
 	}
-	for _, v := range verbs {
+	for _, v := range verbs() {
 		if !strings.Contains(out, "\n  "+v.name+" ") {
 			t.Errorf("help does not list %s", v.name)
 		}
 	}
 }
 
-// noDocker makes the Docker engine unreachable for one test.
-func noDocker(t *testing.T) {
-	old := dockerAvailable
-	dockerAvailable = func(context.Context) error {
+// noDocker returns d with a Docker engine that does not answer.
+func noDocker(d deps) deps {
+	d.dockerAvailable = func(context.Context) error {
 		return errors.New("docker engine unavailable: dial unix /var/run/docker.sock: connect: no such file")
 	}
-	t.Cleanup(func() { dockerAvailable = old })
+	return d
 }
 
-// withDocker makes the Docker engine answer for one test.
-func withDocker(t *testing.T) {
-	old := dockerAvailable
-	dockerAvailable = func(context.Context) error { return nil }
-	t.Cleanup(func() { dockerAvailable = old })
+// withDocker returns d with a Docker engine that answers.
+func withDocker(d deps) deps {
+	d.dockerAvailable = func(context.Context) error { return nil }
+	return d
 }
 
 func TestVerbsNeedingDockerSayWhatToDo(t *testing.T) {
-	noDocker(t)
+	d := noDocker(production())
 	for _, args := range [][]string{{"run"}, {"demo"}, {"bench"}, {"mutants", "--tier", "infra"}} {
-		code, _, errOut := invoke(t, args...)
+		code, _, errOut := invokeWith(t, d, args...)
 		if code != exitUsage {
 			t.Errorf("%q without Docker exited %d, want 2", args, code)
 		}
@@ -185,27 +191,6 @@ func TestRunWithoutDockerExits2(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "cannot reach the Docker engine") || !strings.Contains(errOut.String(), "outboxlab sim") {
 		t.Errorf("message: %s", errOut.String())
-	}
-}
-
-func TestPartsNotBuiltSaySo(t *testing.T) {
-	withDocker(t)
-	old := scenarioRuns
-	scenarioRuns = scenarioRunner{}
-	t.Cleanup(func() { scenarioRuns = old })
-	oldM := simMutants
-	simMutants = mutantCatalogue{}
-	t.Cleanup(func() { simMutants = oldM })
-	for args, want := range map[string]string{
-		"run":            "the scenario runner is not built in this version",
-		"demo":           "the scenario runner is not built in this version",
-		"mutants":        "the mutant catalogue is not built in this version",
-		"sim --mutant x": "the mutant catalogue is not built in this version",
-	} {
-		code, _, errOut := invoke(t, strings.Fields(args)...)
-		if code != exitUsage || !strings.Contains(errOut, want) {
-			t.Errorf("%s: exit %d, %q; want 2 and %q", args, code, errOut, want)
-		}
 	}
 }
 
@@ -265,28 +250,27 @@ func hash(out string) string {
 	return m[1]
 }
 
-// withUnsafeCatalogue makes a catalogue of the simulation's unsafe
-// producers, as stand-ins for mutants, for one test.
-func withUnsafeCatalogue(t *testing.T) {
-	old := simMutants
+// unsafeCatalogue returns d with a catalogue of the simulation's unsafe
+// producers, as stand-ins for mutants.
+func unsafeCatalogue(d deps) deps {
 	variants := map[string]sim.Variant{
 		"publish-then-commit": {Name: "publish-then-commit", Producer: workload.PublishThenCommit},
 		"commit-then-publish": {Name: "commit-then-publish", Producer: workload.CommitThenPublish},
 	}
-	simMutants = mutantCatalogue{
+	d.mutants = mutantCatalogue{
 		names: func() []string { return []string{"commit-then-publish", "publish-then-commit"} },
 		simVariant: func(name string) (sim.Variant, bool) {
 			v, ok := variants[name]
 			return v, ok
 		},
 	}
-	t.Cleanup(func() { simMutants = old })
+	return d
 }
 
 func TestSimFailurePrintsInvariantEventsSeedAndReplay(t *testing.T) {
-	withUnsafeCatalogue(t)
+	d := unsafeCatalogue(production())
 	dir := t.TempDir()
-	code, out, errOut := invoke(t, "sim", "--seeds", "20", "--seed", "1", "--mutant", "publish-then-commit", "--out", dir)
+	code, out, errOut := invokeWith(t, d, "sim", "--seeds", "20", "--seed", "1", "--mutant", "publish-then-commit", "--out", dir)
 	if code != exitFail {
 		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
 	}
@@ -300,7 +284,7 @@ func TestSimFailurePrintsInvariantEventsSeedAndReplay(t *testing.T) {
 		t.Fatalf("no replay command in:\n%s", out)
 	}
 	// The replay command fails the same way on its own.
-	code, again, _ := invoke(t, strings.Fields(m[1])...)
+	code, again, _ := invokeWith(t, d, strings.Fields(m[1])...)
 	if code != exitFail || !strings.Contains(again, "FAIL simulation seed "+m[2]) {
 		t.Errorf("replay exited %d:\n%s", code, again)
 	}
@@ -413,5 +397,23 @@ func TestMissingImagesSayMakeImages(t *testing.T) {
 	}
 	if code := environmentErr(std, "run", errors.New("relay crashed")); code != 0 {
 		t.Errorf("another error was taken for an environment problem (exit %d)", code)
+	}
+}
+
+// TestProductionDepsAreComplete: the command's dependencies have every
+// part set, since no verb checks for a missing one.
+func TestProductionDepsAreComplete(t *testing.T) {
+	d := production()
+	v := reflect.ValueOf(d)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Func && f.IsNil() {
+			t.Errorf("production().%s is nil", v.Type().Field(i).Name)
+		}
+	}
+	if d.mutants.names == nil || d.mutants.simVariant == nil || d.mutants.tune == nil {
+		t.Errorf("production().mutants = %+v, want every part set", d.mutants)
+	}
+	if _, ok := d.mutants.simOptions("no-lease"); !ok {
+		t.Error("the catalogue has no simulation of no-lease")
 	}
 }

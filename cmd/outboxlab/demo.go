@@ -48,7 +48,7 @@ sentence per row on what happened and why, and writes an HTML report with a
 timeline of every event; it ends by naming that report. The unsafe rows are
 expected to lose or invent events; the command exits 1 only when the outbox
 row does.`,
-		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &demoOptions{}
 			o.seed = seedFlag{v: demoSeed, set: true}
 			fs.Var(&o.seed, "seed", "the `seed` of the workload and the faults")
@@ -75,7 +75,7 @@ type demoRow struct {
 	report.ScenarioRun
 }
 
-func (o *demoOptions) run(ctx context.Context, std *stdio) int {
+func (o *demoOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.events < 1 {
 		return usageErr(std, "demo", "--events must be at least 1")
 	}
@@ -85,11 +85,8 @@ func (o *demoOptions) run(ctx context.Context, std *stdio) int {
 	if o.out == "" {
 		return usageErr(std, "demo", "--out must name a directory: the demo always writes its report")
 	}
-	if code := needDocker(ctx, std, "demo"); code != exitOK {
+	if code := d.needDocker(ctx, std, "demo"); code != exitOK {
 		return code
-	}
-	if !scenarioRuns.built() {
-		return unavailable(std, "demo", "the scenario runner is not built in this version")
 	}
 	start := std.now()
 	seed := o.seed.v
@@ -106,7 +103,7 @@ func (o *demoOptions) run(ctx context.Context, std *stdio) int {
 		specs[i] = runSpec{Scenario: demoScenario, Seed: seed, Relay: scenarios.RelayUnderTest{Name: "ours"},
 			Variant: v, Events: o.events, Duration: o.duration}
 	}
-	specs, results, code := runScenarios(ctx, std, "demo", specs, false)
+	specs, results, code := runScenarios(ctx, std, d, "demo", specs, false)
 	if code != exitOK {
 		return code
 	}

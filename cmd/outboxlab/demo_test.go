@@ -16,49 +16,45 @@ import (
 	"github.com/outboxlab/outboxlab/sim"
 )
 
-// simRunner stands in for the container runner: each spec runs as a
-// simulation of the same producer variant, so the command's table,
-// explanations, report and exit code are exercised on real histories
-// without Docker. relabel, when set, reports the results of one variant as
-// another's.
-func simRunner(t *testing.T, relabel map[workload.Mode]workload.Mode) {
+// simScenarios returns d with a stand-in for the container runner: each
+// spec runs as a simulation of the same producer variant, so the
+// command's table, explanations, report and exit code are exercised on
+// real histories without Docker. relabel, when set, reports the results of
+// one variant as another's.
+func simScenarios(d deps, relabel map[workload.Mode]workload.Mode) deps {
 	modes := map[workload.Mode]workload.Mode{
 		workload.Outbox: workload.Outbox, workload.PublishThenCommit: workload.PublishThenCommit,
 		workload.CommitThenPublish: workload.CommitThenPublish, workload.Optimistic: workload.Optimistic,
 	}
-	old := scenarioRuns
-	scenarioRuns = scenarioRunner{
-		names: func() []string { return []string{demoScenario, "broker-down"} },
-		run: func(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string)) ([]runOutcome, error) {
-			var out []runOutcome
-			for i, s := range specs {
-				v := s.Variant
-				if r, ok := relabel[v]; ok {
-					v = r
-				}
-				res := sim.Run(s.Seed, sim.Options{Variant: sim.Variant{Name: string(v), Producer: modes[v]}})
-				progress(i, scenarios.Progress{Scenario: s.Scenario, Phase: "check", Committed: res.Report.Counts.Committed})
-				r := scenarios.Result{
-					Scenario: s.Scenario, Relay: s.Relay.Name, Variant: string(s.Variant), Seed: s.Seed, Valid: res.Valid,
-					Counts: res.Report.Counts, Report: res.Report, History: res.History,
-					Replay: fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", s.Scenario, s.Seed),
-				}
-				for f, n := range res.Hits {
-					r.Faults = append(r.Faults, scenarios.FaultHits{Name: string(f), Hits: int64(n)})
-				}
-				out = append(out, runOutcome{Result: r})
+	d.scenarioNames = func() []string { return []string{demoScenario, "broker-down"} }
+	d.runScenarios = func(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string)) ([]runOutcome, error) {
+		var out []runOutcome
+		for i, s := range specs {
+			v := s.Variant
+			if r, ok := relabel[v]; ok {
+				v = r
 			}
-			return out, nil
-		},
+			res := sim.Run(s.Seed, sim.Options{Variant: sim.Variant{Name: string(v), Producer: modes[v]}})
+			progress(i, scenarios.Progress{Scenario: s.Scenario, Phase: "check", Committed: res.Report.Counts.Committed})
+			r := scenarios.Result{
+				Scenario: s.Scenario, Relay: s.Relay.Name, Variant: string(s.Variant), Seed: s.Seed, Valid: res.Valid,
+				Counts: res.Report.Counts, Report: res.Report, History: res.History,
+				Replay: fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", s.Scenario, s.Seed),
+			}
+			for f, n := range res.Hits {
+				r.Faults = append(r.Faults, scenarios.FaultHits{Name: string(f), Hits: int64(n)})
+			}
+			out = append(out, runOutcome{Result: r})
+		}
+		return out, nil
 	}
-	t.Cleanup(func() { scenarioRuns = old })
+	return d
 }
 
 func TestDemoPrintsTheTableSentencesAndReport(t *testing.T) {
-	withDocker(t)
-	simRunner(t, nil)
+	d := simScenarios(withDocker(production()), nil)
 	dir := t.TempDir()
-	code, out, errOut := invoke(t, "demo", "--out", dir, "--seed", "3")
+	code, out, errOut := invokeWith(t, d, "demo", "--out", dir, "--seed", "3")
 	if code != exitOK {
 		t.Fatalf("demo exit %d\n%s%s", code, out, errOut)
 	}
@@ -100,7 +96,6 @@ func TestDemoPrintsTheTableSentencesAndReport(t *testing.T) {
 }
 
 func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
-	withDocker(t)
 	// Find a seed on which commit-then-publish really loses events, and
 	// report its results as the outbox's.
 	var seed uint64
@@ -113,8 +108,8 @@ func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
 	if seed == 0 {
 		t.Fatal("no seed below 100 where commit-then-publish loses an event")
 	}
-	simRunner(t, map[workload.Mode]workload.Mode{workload.Outbox: workload.CommitThenPublish})
-	code, out, _ := invoke(t, "demo", "--out", t.TempDir(), "--seed", fmt.Sprint(seed))
+	d := simScenarios(withDocker(production()), map[workload.Mode]workload.Mode{workload.Outbox: workload.CommitThenPublish})
+	code, out, _ := invokeWith(t, d, "demo", "--out", t.TempDir(), "--seed", fmt.Sprint(seed))
 	if code != exitFail {
 		t.Fatalf("demo exit %d, want 1\n%s", code, out)
 	}
@@ -126,9 +121,8 @@ func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
 }
 
 func TestDemoJSON(t *testing.T) {
-	withDocker(t)
-	simRunner(t, nil)
-	code, out, errOut := invoke(t, "demo", "--out", t.TempDir(), "--json")
+	d := simScenarios(withDocker(production()), nil)
+	code, out, errOut := invokeWith(t, d, "demo", "--out", t.TempDir(), "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
@@ -142,10 +136,9 @@ func TestDemoJSON(t *testing.T) {
 }
 
 func TestRunWithARunner(t *testing.T) {
-	withDocker(t)
-	simRunner(t, nil)
+	d := simScenarios(withDocker(production()), nil)
 	dir := t.TempDir()
-	code, out, errOut := invoke(t, "run", "--scenario", "broker-down", "--seed", "5", "--out", dir)
+	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "5", "--out", dir)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -156,10 +149,10 @@ func TestRunWithARunner(t *testing.T) {
 	if err != nil || b.Scenarios == nil || len(b.Scenarios.Runs) != 1 || b.Scenarios.Runs[0].History == "" {
 		t.Fatalf("scenarios.json: %v %+v", err, b.Scenarios)
 	}
-	if code, _, errOut := invoke(t, "run", "--scenario", "nope"); code != exitUsage || !strings.Contains(errOut, "unknown scenario") {
+	if code, _, errOut := invokeWith(t, d, "run", "--scenario", "nope"); code != exitUsage || !strings.Contains(errOut, "unknown scenario") {
 		t.Errorf("unknown scenario: exit %d %s", code, errOut)
 	}
-	if code, out, _ := invoke(t, "run", "--list"); code != exitOK || out != demoScenario+"\nbroker-down\n" {
+	if code, out, _ := invokeWith(t, d, "run", "--list"); code != exitOK || out != demoScenario+"\nbroker-down\n" {
 		t.Errorf("--list: exit %d %q", code, out)
 	}
 }

@@ -12,16 +12,13 @@ import (
 // dockerCheckTimeout bounds the look for a Docker engine.
 const dockerCheckTimeout = 10 * time.Second
 
-// dockerAvailable is testenv.DockerAvailable; tests replace it.
-var dockerAvailable = testenv.DockerAvailable
-
 // needDocker checks that a Docker engine answers before a verb that runs
 // containers; it returns exitOK, or prints what to do and returns
 // exitUsage.
-func needDocker(ctx context.Context, std *stdio, verb string) int {
+func (d deps) needDocker(ctx context.Context, std *stdio, verb string) int {
 	cctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
 	defer cancel()
-	if err := dockerAvailable(cctx); err != nil {
+	if err := d.dockerAvailable(cctx); err != nil {
 		return unavailable(std, verb, "cannot reach the Docker engine (%v): start it, or use `outboxlab sim` which needs no Docker", err)
 	}
 	return exitOK

@@ -13,7 +13,7 @@
 // Exit codes: 0 when every verdict passed, 1 when one failed (the violated
 // invariant, the offending events, the seed and the replay command are
 // printed), 2 for bad usage or an environment that cannot run the verb (no
-// Docker engine, missing images, a part not built in this version).
+// Docker engine, missing images).
 package main
 
 import (
@@ -25,7 +25,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, production(), os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

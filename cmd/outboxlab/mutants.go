@@ -13,28 +13,7 @@ import (
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
-	"github.com/outboxlab/outboxlab/sim"
 )
-
-func init() {
-	simMutants = mutantCatalogue{
-		names: mutant.Names,
-		simVariant: func(name string) (sim.Variant, bool) {
-			m, ok := mutant.Lookup(name)
-			if !ok {
-				return sim.Variant{}, false
-			}
-			return m.Variant(), true
-		},
-		tune: func(name string) func(*sim.Swarm) {
-			m, ok := mutant.Lookup(name)
-			if !ok {
-				return nil
-			}
-			return m.Exposure.Tune
-		},
-	}
-}
 
 func mutantsVerb() verb {
 	return verb{
@@ -54,7 +33,7 @@ needed); --tier all runs both. With --json the matrix is a JSON list of
 {"mutant","killed","checker","scenario","seed","seconds","steps"}, the
 reference included. A surviving mutant or a killed reference makes the
 command exit 1. --out DIR writes mutants.json.`,
-		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &mutantsOptions{}
 			fs.StringVar(&o.tier, "tier", "sim", "where the mutants run: sim, infra or all")
 			fs.Var(&o.mutants, "mutant", "a mutant `NAME` to run; repeat for several (default: the whole catalogue)")
@@ -76,7 +55,7 @@ type mutantsOptions struct {
 	out     string
 }
 
-func (o *mutantsOptions) run(ctx context.Context, std *stdio) int {
+func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 	tier, err := mutant.ParseTier(o.tier)
 	if err != nil {
 		return usageErr(std, "mutants", "--tier must be sim, infra or all, not %q", o.tier)
@@ -85,12 +64,9 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio) int {
 		return usageErr(std, "mutants", "--seeds must be at least 1, not %d", o.seeds)
 	}
 	if tier != mutant.TierSim {
-		if code := needDocker(ctx, std, "mutants"); code != exitOK {
+		if code := d.needDocker(ctx, std, "mutants"); code != exitOK {
 			return code
 		}
-	}
-	if !simMutants.built() {
-		return unavailable(std, "mutants", "the mutant catalogue is not built in this version")
 	}
 	start := std.now()
 	first := o.seed.orRandom(start)

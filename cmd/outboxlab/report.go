@@ -21,7 +21,7 @@ mutants.json, bench.json, histories/), and writes REPORT.md: the machine, date a
 its seed, faults fired and counts, the simulation summary, the mutant kill
 matrix, the benchmark table and every replay command. A kind of run the
 bundle lacks is reported as not run; no figure is ever invented.`,
-		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &reportOptions{}
 			fs.StringVar(&o.in, "in", "", "the results bundle `DIR` to read (required)")
 			fs.StringVar(&o.md, "md", "REPORT.md", "the Markdown `FILE` to write")
@@ -34,7 +34,7 @@ type reportOptions struct {
 	in, md string
 }
 
-func (o *reportOptions) run(ctx context.Context, std *stdio) int {
+func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 	if o.in == "" {
 		return usageErr(std, "report", "--in DIR is required: the directory a verb wrote with --out")
 	}

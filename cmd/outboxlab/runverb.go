@@ -30,7 +30,7 @@ host process. A live progress line shows events committed and delivered,
 the active faults, the phase and the time left. A failed verdict prints the
 violated invariant, the offending events, the seed and the replay command,
 and exits 1. --out DIR writes scenarios.json, the histories and run.html.`,
-		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, image:REF or cmd:COMMAND")
@@ -56,7 +56,7 @@ type runOptions struct {
 	list      bool
 }
 
-func (o *runOptions) run(ctx context.Context, std *stdio) int {
+func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.events < 0 || o.duration < 0 {
 		return usageErr(std, "run", "--events and --duration must not be negative")
 	}
@@ -68,22 +68,16 @@ func (o *runOptions) run(ctx context.Context, std *stdio) int {
 		return usageErr(std, "run", "%v", err)
 	}
 	if o.list {
-		if !scenarioRuns.built() {
-			return unavailable(std, "run", "the scenario catalogue is not built in this version")
-		}
-		for _, n := range scenarioRuns.names() {
+		for _, n := range d.scenarioNames() {
 			fmt.Fprintln(std.out, n)
 		}
 		return exitOK
 	}
-	if code := needDocker(ctx, std, "run"); code != exitOK {
+	if code := d.needDocker(ctx, std, "run"); code != exitOK {
 		return code
 	}
-	if !scenarioRuns.built() {
-		return unavailable(std, "run", "the scenario runner is not built in this version")
-	}
 	names := []string(o.scenarios)
-	known := scenarioRuns.names()
+	known := d.scenarioNames()
 	if len(names) == 0 {
 		names = known
 	}
@@ -107,7 +101,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio) int {
 	for i, n := range names {
 		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
 	}
-	_, results, code := runScenarios(ctx, std, "run", specs, o.json)
+	_, results, code := runScenarios(ctx, std, d, "run", specs, o.json)
 	if code != exitOK {
 		return code
 	}

@@ -29,18 +29,6 @@ type runSpec struct {
 	Duration time.Duration
 }
 
-// scenarioRunner runs scenarios on containers: it starts the environment
-// once, runs every spec in order, reporting progress, and removes the
-// environment. Its zero value is a runner that is not built.
-type scenarioRunner struct {
-	// names lists the catalogue's scenarios.
-	names func() []string
-	// run runs specs, one outcome per spec; an error means the
-	// environment could not run them (a verdict is never an error). status
-	// receives lines about the environment (containers starting).
-	run func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress), status func(string)) ([]runOutcome, error)
-}
-
 // runOutcome is what became of one spec.
 type runOutcome struct {
 	Result scenarios.Result
@@ -48,11 +36,6 @@ type runOutcome struct {
 	// run with this relay or producer variant.
 	NotApplicable string
 }
-
-// scenarioRuns is the runner the command uses.
-var scenarioRuns scenarioRunner
-
-func (r scenarioRunner) built() bool { return r.names != nil && r.run != nil }
 
 // parseRelay reads --relay: "ours", "image:REF" for a relay image that
 // follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
@@ -91,7 +74,7 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 // results of the specs that ran, with the specs they ran, and exitOK; or
 // the exit code of an environment that could not run them. Specs that are
 // not applicable are reported and left out.
-func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec, quiet bool) ([]runSpec, []scenarios.Result, int) {
+func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []runSpec, quiet bool) ([]runSpec, []scenarios.Result, int) {
 	pr := newProgress(std, quiet)
 	label := func(i int) string {
 		s := specs[i]
@@ -104,7 +87,7 @@ func runScenarios(ctx context.Context, std *stdio, verb string, specs []runSpec,
 		}
 		return l
 	}
-	outcomes, err := scenarioRuns.run(ctx, specs,
+	outcomes, err := d.runScenarios(ctx, specs,
 		func(i int, p scenarios.Progress) { pr.Update(scenarioLine(label(i), p)) },
 		func(line string) { pr.Update(line) })
 	pr.Clear()

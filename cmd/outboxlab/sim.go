@@ -32,7 +32,7 @@ one JSON object. A failing seed prints the violated invariant, its first
 offending events with their timelines and the command that replays it alone.
 With --out DIR it writes sim.json, the histories of the failing seeds, and
 sim.html, an HTML report of the failing seeds (or of the one seed run).`,
-		define: func(fs *flag.FlagSet) func(context.Context, *stdio) int {
+		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &simOptions{}
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds to run (`N`)")
 			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
@@ -60,14 +60,14 @@ func (o *simOptions) replay(seed uint64, n int) string {
 	return s
 }
 
-func (o *simOptions) run(ctx context.Context, std *stdio) int {
+func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.seeds < 1 {
 		return usageErr(std, "sim", "--seeds must be at least 1, not %d", o.seeds)
 	}
 	opts := sim.Options{}
 	if o.mutant != "" {
 		var code int
-		if opts, code = lookupSimMutant(std, "sim", o.mutant); code != exitOK {
+		if opts, code = d.mutants.lookup(std, "sim", o.mutant); code != exitOK {
 			return code
 		}
 	}

@@ -6,18 +6,49 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxlab/outboxlab/workload"
-
+	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
+	"github.com/outboxlab/outboxlab/workload"
 )
+
+// deps is everything the verbs reach beyond their flags and their output:
+// the scenario runner on containers, the mutant catalogue, the benchmark
+// and the Docker engine. main passes production(); the command's tests
+// pass the same struct with fakes in place of the containers. Every field
+// is set: no verb checks for a missing part.
+type deps struct {
+	// scenarioNames lists the scenarios of the catalogue, the ones the
+	// run verb runs without --scenario.
+	scenarioNames func() []string
+	// runScenarios starts the environment once, runs every spec in order,
+	// reporting progress, and removes the environment; it returns one
+	// outcome per spec. An error means the environment could not run them
+	// (a verdict is never an error); status receives lines about the
+	// environment (containers starting).
+	runScenarios func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress), status func(string)) ([]runOutcome, error)
+	// mutants is the mutant catalogue.
+	mutants mutantCatalogue
+	// bench runs the benchmark on a fresh environment.
+	bench func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error)
+	// dockerAvailable reports whether a Docker engine answers, and why not.
+	dockerAvailable func(ctx context.Context) error
+}
+
+// production returns the dependencies of the command as it ships: the
+// catalogues of packages scenarios and mutant, containers from testenv.
+func production() deps {
+	return deps{
+		scenarioNames:   scenarios.Names,
+		runScenarios:    runOnContainers,
+		mutants:         catalogueOfMutants(),
+		bench:           benchOnContainers,
+		dockerAvailable: testenv.DockerAvailable,
+	}
+}
 
 // closeTimeout bounds the removal of the environment.
 const closeTimeout = 2 * time.Minute
-
-func init() {
-	scenarioRuns = scenarioRunner{names: scenarios.Names, run: runOnContainers}
-}
 
 // demoScenarioOf returns the demo's scenario: the catalogue's broker-down
 // (the publisher's link to the broker goes down twice), with a workload
