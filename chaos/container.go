@@ -10,7 +10,7 @@ import (
 )
 
 // Container is what the container faults need of a container handle;
-// internal/testenv's containers satisfy it.
+// testenv's containers satisfy it.
 type Container interface {
 	// Name names the container in fault names: "rabbitmq", "relay-a".
 	Name() string
