@@ -289,13 +289,13 @@ func (n *Nemesis) Run(ctx context.Context, steps []Step, opts RunOptions) error 
 		wg.Go(func() {
 			var laneErrs []error
 			for _, s := range ss {
-				if !sleep(ctx, time.Until(began.Add(s.At))) {
+				if !Sleep(ctx, time.Until(began.Add(s.At))) {
 					break
 				}
 				if err := act(n.Start, s.Fault); err != nil {
 					laneErrs = append(laneErrs, err)
 				}
-				sleep(ctx, s.Duration)
+				Sleep(ctx, s.Duration)
 				if err := act(n.Stop, s.Fault); err != nil {
 					laneErrs = append(laneErrs, err)
 				}
@@ -310,8 +310,8 @@ func (n *Nemesis) Run(ctx context.Context, steps []Step, opts RunOptions) error 
 	return errors.Join(errs...)
 }
 
-// sleep waits d, or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}

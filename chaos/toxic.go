@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bound"
+
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/outboxlab/outboxlab/history"
@@ -103,19 +105,7 @@ func (l *Link) fresh() (*toxiproxy.Proxy, error) {
 // withContext runs fn, returning early with ctx's error when ctx ends
 // first (the toxiproxy client takes no context; fn then finishes in the
 // background).
-func withContext(ctx context.Context, fn func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func withContext(ctx context.Context, fn func() error) error { return bound.Call(ctx, fn, nil) }
 
 // isHTTPStatus reports whether err is the toxiproxy client's error for
 // the given HTTP status; the client exposes it only as text.

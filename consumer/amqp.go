@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bound"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -245,22 +247,13 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpConn, <-chan amqp.Delive
 // bounded runs fn, a blocking amqp091 call that ignores contexts, and
 // closes the socket to fail it when ctx ends first.
 func (c *amqpConn) bounded(ctx context.Context, fn func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
+	return bound.Call(ctx, fn, func() {
 		c.mu.Lock()
 		if c.raw != nil {
 			_ = c.raw.Close()
 		}
 		c.mu.Unlock()
-		return ctx.Err()
-	}
+	})
 }
 
 // amqpDelivery adapts an amqp091 delivery; its ack and nack are bounded by

@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/outboxlab/outboxlab/fixture"
 
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"pgregory.net/rapid"
 
 	"github.com/outboxlab/outboxlab/chaos"
@@ -37,20 +37,17 @@ const (
 
 var infraPolicy = relay.RetryPolicy{MaxAttempts: infraMaxAttempts, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}
 
-var infraSeq atomic.Int64
-
 // infraCase is one test case: its own schema, table, exchange and queue,
 // two producers, two in-process relays, one consumer, and the faults.
 type infraCase struct {
-	env      *testenv.Env
-	rec      *history.Recorder
-	schema   string
+	env *testenv.Env
+	rec *history.Recorder
+	// fx is the case's schema, tables, topology and pools; table,
+	// exchange and queue are its one context's.
+	fx       *fixture.Fixture
 	table    outbox.Table
 	exchange string
 	queue    string
-	admin    *pgxpool.Pool
-	app      *pgxpool.Pool
-	cons     *pgxpool.Pool
 	nemesis  *chaos.Nemesis
 
 	producers []*workload.Producer
@@ -109,48 +106,12 @@ func runInfra(t *rapid.T, env *testenv.Env, form mutant.RelayForm) {
 }
 
 func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
-	n := infraSeq.Add(1)
-	c.schema = fmt.Sprintf("prop_infra_%d_%d", time.Now().Unix()%1_000_000, n)
-	c.table = outbox.MustParseTable(c.schema + ".outbox")
-	c.exchange = "outboxlab." + c.schema
-	c.queue = c.exchange + ".q"
 	var err error
-	pool := func(url, searchPath string) (*pgxpool.Pool, error) {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			return nil, err
-		}
-		cfg.MaxConns = 6
-		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-		if searchPath != "" {
-			cfg.ConnConfig.RuntimeParams["search_path"] = searchPath
-		}
-		return pgxpool.NewWithConfig(ctx, cfg)
-	}
-	if c.admin, err = pool(c.env.DirectDatabaseURL(), ""); err != nil {
+	if c.fx, err = fixture.New(ctx, c.env, fixture.Options{Prefix: "prop_infra", AppConns: 6, ConsumerConns: 6}); err != nil {
 		return err
 	}
-	if c.app, err = pool(c.env.DatabaseURL(testenv.LinkAppDB), ""); err != nil {
-		return err
-	}
-	if c.cons, err = pool(c.env.DatabaseURL(testenv.LinkConsumerDB), c.schema); err != nil {
-		return err
-	}
-	if _, err := c.admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{c.schema}.Sanitize()); err != nil {
-		return err
-	}
-	if _, err := c.admin.Exec(ctx, `CREATE TABLE `+pgx.Identifier{c.schema, "business"}.Sanitize()+` (id uuid PRIMARY KEY, event_id uuid NOT NULL, note text)`); err != nil {
-		return err
-	}
-	if err := outbox.Migrate(ctx, c.admin, c.table); err != nil {
-		return err
-	}
-	if err := consumer.MigrateInbox(ctx, c.cons); err != nil {
-		return err
-	}
-	if err := relay.DeclareTopology(ctx, c.env.DirectAMQPURL(), c.exchange, c.queue, "#"); err != nil {
-		return err
-	}
+	ctx0 := c.fx.Contexts[0]
+	c.table, c.exchange, c.queue = ctx0.Table, ctx0.Topology.Exchange, ctx0.Topology.Queue
 	if c.nemesis, err = chaos.NewNemesis(c.rec); err != nil {
 		return err
 	}
@@ -177,8 +138,8 @@ func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
 	for i := range 2 {
 		clk := chaos.NewClock(0)
 		p := &workload.Producer{
-			Name: fmt.Sprintf("producer-%d", i+1), DB: c.app, Table: c.table,
-			Business: pgx.Identifier{c.schema, "business"}.Sanitize(), Mode: workload.Outbox,
+			Name: fmt.Sprintf("producer-%d", i+1), DB: c.fx.App, Table: c.table,
+			Business: c.fx.Business, Mode: workload.Outbox,
 			Rec: c.rec, Now: clk.Now, StampOccurredAt: true,
 		}
 		c.producers = append(c.producers, p)
@@ -190,7 +151,7 @@ func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
 	}
 	for _, name := range []string{"relay-a", "relay-b"} {
 		ir := &infraRelay{name: name, clock: chaos.NewClock(0)}
-		if ir.pool, err = pool(c.env.DatabaseURL(testenv.LinkRelayDB), ""); err != nil {
+		if ir.pool, err = fixture.Pool(ctx, c.env.DatabaseURL(testenv.LinkRelayDB), 6, ""); err != nil {
 			return err
 		}
 		if err := c.build(ir); err != nil {
@@ -293,7 +254,7 @@ func (c *infraCase) startConsumer() error {
 	cctx, cancel := context.WithCancel(context.Background())
 	c.consumerStop = cancel
 	in := &recInbox{rec: c.rec, process: "consumer-1"}
-	pg, err := consumer.NewPGInbox(c.cons, "orders", consumer.RecordEffect("orders"))
+	pg, err := consumer.NewPGInbox(c.fx.Cons, fixture.DefaultContext, consumer.RecordEffect(fixture.DefaultContext))
 	if err != nil {
 		return err
 	}
@@ -313,7 +274,7 @@ func (c *infraCase) startConsumer() error {
 // asked.
 func (c *infraCase) event(kind int) uuid.UUID {
 	c.events++
-	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s/%d/%d", c.schema, c.events, kind)))
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s/%d/%d", c.fx.Schema, c.events, kind)))
 }
 
 func (c *infraCase) txn(t *rapid.T, rollback bool) workload.Txn {
@@ -427,7 +388,7 @@ func (c *infraCase) actions(ctx context.Context) map[string]func(*rapid.T) {
 			wctx, cancel := context.WithTimeout(ctx, infraLease+5*time.Second)
 			err := chaos.WaitFor(wctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
 				var held int
-				err := c.admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+`
+				err := c.fx.Admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+`
 					WHERE locked_by = ANY($1) AND locked_until >= now() AND processed_at IS NULL AND faulted_at IS NULL`, paused).Scan(&held)
 				return err == nil && held == 0, nil
 			})
@@ -506,7 +467,7 @@ func (c *infraCase) invariant(ctx context.Context, t *rapid.T) {
 			}
 		}
 	}
-	rows, err := c.admin.Query(ctx, `SELECT id::text FROM `+c.table.Ident())
+	rows, err := c.fx.Admin.Query(ctx, `SELECT id::text FROM `+c.table.Ident())
 	if err != nil {
 		t.Fatalf("reading the outbox: %v", err)
 	}
@@ -520,7 +481,7 @@ func (c *infraCase) invariant(ctx context.Context, t *rapid.T) {
 		}
 	}
 	var dup int
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM (SELECT message_id FROM `+pgx.Identifier{c.schema, "effects"}.Sanitize()+
+	if err := c.fx.Admin.QueryRow(ctx, `SELECT count(*) FROM (SELECT message_id FROM `+pgx.Identifier{c.fx.Schema, "effects"}.Sanitize()+
 		` GROUP BY message_id HAVING count(*) > 1) d`).Scan(&dup); err != nil {
 		t.Fatalf("reading effects: %v", err)
 	}
@@ -577,7 +538,7 @@ func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, err
 // and an empty queue.
 func (c *infraCase) drained(ctx context.Context) (bool, error) {
 	var pending int
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+` WHERE processed_at IS NULL AND faulted_at IS NULL`).Scan(&pending); err != nil {
+	if err := c.fx.Admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+` WHERE processed_at IS NULL AND faulted_at IS NULL`).Scan(&pending); err != nil {
 		return false, nil
 	}
 	if pending > 0 {
@@ -593,7 +554,7 @@ func (c *infraCase) drained(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	rows, err := c.admin.Query(ctx, `SELECT message_id FROM `+pgx.Identifier{c.schema, "inbox"}.Sanitize())
+	rows, err := c.fx.Admin.Query(ctx, `SELECT message_id FROM `+pgx.Identifier{c.fx.Schema, "inbox"}.Sanitize())
 	if err != nil {
 		return false, nil
 	}
@@ -610,51 +571,18 @@ func (c *infraCase) drained(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	ready := 0
-	err = relay.WithChannel(ctx, c.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
-		q, err := ch.QueueDeclarePassive(c.queue, true, false, false, false, nil)
-		ready = q.Messages
-		return err
-	})
+	ready, err := c.fx.QueueDepth(ctx)
 	return err == nil && ready == 0, nil
 }
 
-// state reads the outbox rows, the effects and what is left in the queue.
+// state takes what is left in the queue and reads the outbox rows and the
+// effects.
 func (c *infraCase) state(ctx context.Context) (checker.State, error) {
-	st := checker.State{Outbox: map[string]checker.RowState{}, Effects: map[string]int{}}
-	if err := c.admin.QueryRow(ctx, `SELECT now()`).Scan(&st.DBNow); err != nil {
-		return st, err
-	}
-	rows, err := c.admin.Query(ctx, `SELECT id::text, message_type, processed_at, faulted_at, attempts, occurred_at FROM `+c.table.Ident())
+	queued, err := c.fx.TakeQueued(ctx)
 	if err != nil {
-		return st, err
+		return checker.State{}, err
 	}
-	var row checker.RowState
-	if _, err := pgx.ForEachRow(rows, []any{&row.ID, &row.Type, &row.ProcessedAt, &row.FaultedAt, &row.Attempts, &row.OccurredAt}, func() error {
-		st.Outbox[row.ID] = row
-		return nil
-	}); err != nil {
-		return st, err
-	}
-	counts, err := consumer.EffectCounts(ctx, c.cons, "orders")
-	if err != nil {
-		return st, err
-	}
-	st.Effects = counts
-	err = relay.WithChannel(ctx, c.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
-		for _, q := range []string{c.queue, c.queue + ".dead"} {
-			for {
-				d, ok, err := ch.Get(q, false)
-				if err != nil || !ok {
-					break
-				}
-				st.Queued = append(st.Queued, d.MessageId)
-				_ = d.Ack(false)
-			}
-		}
-		return nil
-	})
-	return st, err
+	return c.fx.State(ctx, queued, true)
 }
 
 // cleanup releases paused ticks, heals, and removes what the case made.
@@ -676,20 +604,8 @@ func (c *infraCase) cleanup() {
 			r.pool.Close()
 		}
 	}
-	if c.admin != nil {
-		_, _ = c.admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{c.schema}.Sanitize()+` CASCADE`)
-		_, _ = c.admin.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1`, c.table.String())
-	}
-	_ = relay.WithChannel(ctx, c.env.DirectAMQPURL(), func(ch *amqp.Channel) error {
-		_, _ = ch.QueueDelete(c.queue, false, false, false)
-		_, _ = ch.QueueDelete(c.queue+".dead", false, false, false)
-		_ = ch.ExchangeDelete(c.queue+".dlx", false, false)
-		return ch.ExchangeDelete(c.exchange, false, false)
-	})
-	for _, p := range []*pgxpool.Pool{c.admin, c.app, c.cons} {
-		if p != nil {
-			p.Close()
-		}
+	if c.fx != nil {
+		_ = c.fx.Close(ctx)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bound"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -411,21 +413,12 @@ func (s *amqpSession) close() {
 // gives up when ctx ends first: it then closes the socket, which fails the
 // call, and the session is broken.
 func (s *amqpSession) bounded(ctx context.Context, fn func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
+	return bound.Call(ctx, fn, func() {
 		s.broken.Store(true)
 		if s.raw != nil {
 			_ = s.raw.Close()
 		}
-		return ctx.Err()
-	}
+	})
 }
 
 // amqpConfirmation awaits the confirm of one publish.

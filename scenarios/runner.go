@@ -610,7 +610,7 @@ func (r *run) runWorkload(ctx context.Context) error {
 			// takes, so that the workload spans the phase as planned.
 			began := time.Now()
 			for k, t := range txns {
-				if !sleepCtx(ctx, time.Until(began.Add(offset+time.Duration(k)*pace))) {
+				if !chaos.Sleep(ctx, time.Until(began.Add(offset+time.Duration(k)*pace))) {
 					return
 				}
 				do := func() {
@@ -630,20 +630,6 @@ func (r *run) runWorkload(ctx context.Context) error {
 	return nil
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether ctx is still on.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // startProgress reports progress about twice a second until stopped.
 func (r *run) startProgress() func() {
