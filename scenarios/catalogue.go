@@ -99,9 +99,28 @@ func Catalogue() []Scenario {
 	}
 }
 
-// Lookup returns the scenario named name.
+// DualWrite is the scenario of the demo: the catalogue's broker-down (the
+// publisher's link to the broker goes down twice), with a workload that
+// also rolls requests back and has producers die right after COMMIT, so
+// that each unsafe producer mode shows its own failure under the same run.
+// It is not part of Catalogue (the relay is judged by the scenarios
+// there); Lookup finds it.
+const DualWrite = "dual-write"
+
+func dualWrite() Scenario {
+	sc := brokerDown()
+	sc.Name = DualWrite
+	sc.Summary = "the broker goes down twice while producers commit, roll back, and die right after COMMIT"
+	sc.Workload.RollbackRate = 0.15
+	sc.Workload.CrashAfterCommitRate = 0.1
+	sc.WorkloadFaults = append(sc.WorkloadFaults, WorkloadProducerCrash)
+	sc.Exposes = []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish}
+	return sc
+}
+
+// Lookup returns the scenario named name: one of Catalogue, or DualWrite.
 func Lookup(name string) (Scenario, bool) {
-	for _, s := range Catalogue() {
+	for _, s := range append(Catalogue(), dualWrite()) {
 		if s.Name == name {
 			return s, true
 		}

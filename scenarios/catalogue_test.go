@@ -141,3 +141,24 @@ func TestReplayCommands(t *testing.T) {
 		t.Errorf("black-box replay = %q", cmd)
 	}
 }
+
+func TestDualWriteIsTheDemosScenario(t *testing.T) {
+	sc, ok := Lookup(DualWrite)
+	if !ok {
+		t.Fatalf("Lookup(%q) found nothing", DualWrite)
+	}
+	if slices.Contains(Names(), DualWrite) {
+		t.Errorf("%s is in the catalogue that run runs by default", DualWrite)
+	}
+	if sc.faults == nil || sc.Workload.RollbackRate == 0 || sc.Workload.CrashAfterCommitRate == 0 {
+		t.Errorf("%s must cut the broker and roll back and crash producers: %+v", DualWrite, sc.Workload)
+	}
+	for _, m := range []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish} {
+		if !slices.Contains(sc.Exposes, m) {
+			t.Errorf("%s does not expose %s", DualWrite, m)
+		}
+	}
+	if !slices.Contains(sc.WorkloadFaults, WorkloadProducerCrash) {
+		t.Errorf("%s does not require its producer crashes to fire", DualWrite)
+	}
+}

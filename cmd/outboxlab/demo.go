@@ -17,7 +17,7 @@ import (
 // Demo defaults: one seed, so that `make demo` tells the same story each
 // time, and a workload small enough to finish in well under 3 minutes.
 const (
-	demoScenario = "dual-write"
+	demoScenario = scenarios.DualWrite
 	demoSeed     = 42
 	demoEvents   = 90
 	demoOut      = ".build/demo"

@@ -9,7 +9,6 @@ import (
 	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
-	"github.com/outboxlab/outboxlab/workload"
 )
 
 // deps is everything the verbs reach beyond their flags and their output:
@@ -50,29 +49,8 @@ func production() deps {
 // closeTimeout bounds the removal of the environment.
 const closeTimeout = 2 * time.Minute
 
-// demoScenarioOf returns the demo's scenario: the catalogue's broker-down
-// (the publisher's link to the broker goes down twice), with a workload
-// that also rolls requests back and has producers die right after COMMIT,
-// so that each unsafe producer shows its own failure under the same run.
-func demoScenarioOf() (scenarios.Scenario, error) {
-	sc, ok := scenarios.Lookup(scenarios.BrokerDown)
-	if !ok {
-		return sc, fmt.Errorf("the catalogue has no %s scenario", scenarios.BrokerDown)
-	}
-	sc.Name = demoScenario
-	sc.Summary = "the broker goes down twice while producers commit, roll back, and die right after COMMIT"
-	sc.Workload.RollbackRate = 0.15
-	sc.Workload.CrashAfterCommitRate = 0.1
-	sc.WorkloadFaults = append(sc.WorkloadFaults, scenarios.WorkloadProducerCrash)
-	sc.Exposes = []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish}
-	return sc, nil
-}
-
 // lookupScenario returns a scenario of the catalogue, or the demo's.
 func lookupScenario(name string) (scenarios.Scenario, error) {
-	if name == demoScenario {
-		return demoScenarioOf()
-	}
 	sc, ok := scenarios.Lookup(name)
 	if !ok {
 		return sc, fmt.Errorf("unknown scenario %q", name)
