@@ -26,10 +26,7 @@ import (
 
 // Env is where the benchmark runs: the URLs of PostgreSQL and RabbitMQ
 // that bypass every proxy. *testenv.Env satisfies it; so does URLs.
-type Env interface {
-	DirectDatabaseURL() string
-	DirectAMQPURL() string
-}
+type Env = fixture.Env
 
 // URLs is an Env of two plain URLs, for servers the harness did not
 // start.
