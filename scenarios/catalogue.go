@@ -49,12 +49,12 @@ type Scenario struct {
 	WorkloadFaults []string
 
 	// prepare adjusts a replica's environment before it starts.
-	prepare func(r *run, slot *relaySlot)
+	prepare func(s stage, slot *relaySlot)
 	// faults registers the scenario's faults with the run's nemesis and
 	// draws their schedule from rng.
-	faults func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)
+	faults func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)
 	// check adds the scenario's own problems to the result.
-	check func(ctx context.Context, r *run, res *Result)
+	check func(ctx context.Context, s stage, res *Result)
 }
 
 // Workload faults, counted from the history.
@@ -157,8 +157,8 @@ func baseline() Scenario {
 		Workload: defaultWorkload(),
 		Safety:   6 * time.Second,
 		Exposes:  []workload.Mode{workload.PublishThenCommit},
-		check: func(ctx context.Context, r *run, res *Result) {
-			if r.mode == workload.Outbox && res.Counts.DuplicateDeliveries > 0 {
+		check: func(ctx context.Context, s stage, res *Result) {
+			if s.Mode() == workload.Outbox && res.Counts.DuplicateDeliveries > 0 {
 				res.Problems = append(res.Problems, fmt.Sprintf("baseline: %d duplicate deliveries with no fault at all", res.Counts.DuplicateDeliveries))
 			}
 		},
@@ -172,9 +172,9 @@ func brokerDown() Scenario {
 		Workload: defaultWorkload(),
 		Safety:   9 * time.Second,
 		Exposes:  []workload.Mode{workload.CommitThenPublish, workload.Optimistic},
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := chaos.Down(r.link(r.publisherBrokerLink()))
-			if err := r.nemesis.Add(f); err != nil {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := chaos.Down(s.PublisherLink())
+			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
 			at1, d1 := between(rng, time.Second, 2*time.Second), between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
@@ -192,14 +192,14 @@ func brokerKilled() Scenario {
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
 		Exposes:  []workload.Mode{workload.Optimistic},
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			// The consumers are cut off first, so that the kill finds
 			// published messages waiting in the queue: only their
 			// persistence decides whether they survive the restart.
-			cut := chaos.Down(r.link(testenv.LinkConsumerBroker))
-			kill := newServiceKill(r.env.RabbitMQ(), history.ClassBroker)
+			cut := chaos.Down(s.Link(testenv.LinkConsumerBroker))
+			kill := newServiceKill(s.RabbitMQ(), history.ClassBroker)
 			for _, f := range []chaos.Fault{cut, kill} {
-				if err := r.nemesis.Add(f); err != nil {
+				if err := s.AddFault(f, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -220,11 +220,11 @@ func dbDown() Scenario {
 		Summary:  "the relays' database link is cut, then the PostgreSQL container is killed and started again",
 		Workload: defaultWorkload(),
 		Safety:   9 * time.Second,
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			cut := chaos.Down(r.link(testenv.LinkRelayDB))
-			kill := newServiceKill(r.env.Postgres(), history.ClassDB)
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			cut := chaos.Down(s.Link(testenv.LinkRelayDB))
+			kill := newServiceKill(s.Postgres(), history.ClassDB)
 			for _, f := range []chaos.Fault{cut, kill} {
-				if err := r.nemesis.Add(f); err != nil {
+				if err := s.AddFault(f, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -243,24 +243,24 @@ func crashBeforeMark() Scenario {
 		Safety:          9 * time.Second,
 		NeedsRelay:      true,
 		NeedsFailpoints: true,
-		prepare: func(r *run, slot *relaySlot) {
+		prepare: func(s stage, slot *relaySlot) {
 			// The first replica lets one to three confirmed batches be
 			// marked, and dies before marking the next.
-			if slot == r.slot(0, 0) {
-				passes := 1 + seed.Rand(r.opts.Seed, seed.Kill).IntN(3)
+			if slot == s.Slot(0, 0) {
+				passes := 1 + seed.Rand(s.Seed(), seed.Kill).IntN(3)
 				slot.base[chaos.FailpointsEnv] = killSpec(relay.FailAfterConfirmBeforeMark, passes)
 			}
 		},
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &failpointKill{r: r, slot: r.slot(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
-			if err := r.nemesis.Add(f); err != nil {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &failpointKill{rec: s.Recorder(), slot: s.Slot(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
+			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
 			// The window opens with the workload and closes once the
 			// lease of the dead replica's batch has run out.
-			return []chaos.Step{step(f, 0, r.lease()+between(rng, time.Second, 2*time.Second))}, nil
+			return []chaos.Step{step(f, 0, s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
 		},
-		check: func(ctx context.Context, r *run, res *Result) {
+		check: func(ctx context.Context, s stage, res *Result) {
 			if res.Counts.DuplicateDeliveries == 0 {
 				res.Problems = append(res.Problems, "crash-between-publish-and-mark: no event was delivered twice, so the republish after the kill never reached the consumer")
 			}
@@ -275,32 +275,37 @@ func leaseExpiry() Scenario {
 		Workload:   defaultWorkload(),
 		Safety:     10 * time.Second,
 		NeedsRelay: true,
-		prepare: func(r *run, slot *relaySlot) {
+		prepare: func(s stage, slot *relaySlot) {
 			// The first replica lingers after each claim, so that the pause
 			// catches it holding a batch it has not published yet.
-			if slot == r.slot(0, 0) && r.relay.Failpoints {
+			if slot == s.Slot(0, 0) && s.Relay().Failpoints {
 				slot.base[chaos.FailpointsEnv] = "after-claim=sleep(1500ms)"
 			}
 		},
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &pauseHolding{r: r, slot: r.slot(0, 0), within: r.lease() + 6*time.Second}
-			r.pause = f
-			if err := r.nemesis.Add(f); err != nil {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &pauseHolding{db: s.DB(), slot: s.Slot(0, 0), within: s.Lease() + 6*time.Second}
+			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), r.lease()+between(rng, time.Second, 2*time.Second))}, nil
+			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
 		},
-		check: func(ctx context.Context, r *run, res *Result) {
-			if r.pause == nil {
+		check: func(ctx context.Context, s stage, res *Result) {
+			var pause *pauseHolding
+			for _, f := range s.Faults() {
+				if p, ok := f.(*pauseHolding); ok {
+					pause = p
+				}
+			}
+			if pause == nil {
 				return
 			}
-			problems, n := r.pause.verdict(ctx)
+			problems, n := pause.verdict(ctx)
 			res.Problems = append(res.Problems, problems...)
 			if n > 0 && len(problems) == 0 {
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
-					n, r.pause.slot.name))
+					n, pause.slot.name))
 			}
-			if r.relay.Features.Fenced && res.RelayLog.Known && r.relay.Failpoints && res.RelayLog.LostLeases == 0 {
+			if s.Relay().Features.Fenced && res.RelayLog.Known && s.Relay().Failpoints && res.RelayLog.LostLeases == 0 {
 				res.Problems = append(res.Problems, "lease-expiry: the paused relay never logged a lost lease, so its late mark was not exercised")
 			}
 		},
@@ -314,14 +319,16 @@ func clockSkew() Scenario {
 		Workload:   defaultWorkload(),
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			minutes := func() time.Duration { return time.Duration(2+rng.IntN(9)) * time.Minute }
-			fa := &relayClock{slot: r.slot(0, 0), offset: minutes()}
-			fb := &relayClock{slot: r.slot(0, 1), offset: -minutes()}
-			p1 := chaos.NewClockSkew(r.producers[0].Name, r.clocks[0], -minutes())
-			p2 := chaos.NewClockSkew(r.producers[1].Name, r.clocks[1], minutes())
+			fa := &relayClock{slot: s.Slot(0, 0), offset: minutes()}
+			fb := &relayClock{slot: s.Slot(0, 1), offset: -minutes()}
+			n1, c1 := s.Producer(0)
+			n2, c2 := s.Producer(1)
+			p1 := chaos.NewClockSkew(n1, c1, -minutes())
+			p2 := chaos.NewClockSkew(n2, c2, minutes())
 			for _, f := range []chaos.Fault{fa, fb, p1, p2} {
-				if err := r.nemesis.Add(f); err != nil {
+				if err := s.AddFault(f, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -345,8 +352,8 @@ func poison() Scenario {
 		Safety:         6 * time.Second,
 		NeedsRelay:     true,
 		WorkloadFaults: []string{WorkloadPoison},
-		check: func(ctx context.Context, r *run, res *Result) {
-			if r.relay.Features.Parks && res.Counts.Parked == 0 {
+		check: func(ctx context.Context, s stage, res *Result) {
+			if s.Relay().Features.Parks && res.Counts.Parked == 0 {
 				res.Problems = append(res.Problems, "poison: no row ended parked")
 			}
 		},
@@ -359,19 +366,19 @@ func confirmLost() Scenario {
 		Summary:  "a timeout toxic swallows the broker's confirms: published rows are not marked, and are published again after the heal",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			l := r.link(r.publisherBrokerLink())
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			l := s.PublisherLink()
 			f := chaos.Timeout(l, chaos.Downstream, 0).WithName(l.Name() + " confirms lost")
-			if err := r.nemesis.Add(f); err != nil {
+			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
 			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2*time.Second, 3*time.Second))}, nil
 		},
-		check: func(ctx context.Context, r *run, res *Result) {
-			if r.mode != workload.Outbox {
+		check: func(ctx context.Context, s stage, res *Result) {
+			if s.Mode() != workload.Outbox {
 				return
 			}
-			if n := res.Counts.DuplicatesBy[r.publisherBrokerLinkName()+" confirms lost"]; n == 0 {
+			if n := res.Counts.DuplicatesBy[s.PublisherLink().Name()+" confirms lost"]; n == 0 {
 				res.Problems = append(res.Problems, "confirm-lost: no duplicate delivery is explained by the lost confirms, so no unconfirmed row was published again")
 			}
 		},
@@ -384,11 +391,11 @@ func slowNetwork() Scenario {
 		Summary:  "latency and jitter above the publish timeout on the publisher's link to the broker",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			l := r.link(r.publisherBrokerLink())
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			l := s.PublisherLink()
 			lat := PublishTimeout + between(rng, 300*time.Millisecond, 800*time.Millisecond)
 			f := chaos.Latency(l, chaos.Downstream, lat, 200*time.Millisecond)
-			if err := r.nemesis.Add(f); err != nil {
+			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
 			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2500*time.Millisecond, 3500*time.Millisecond))}, nil
@@ -416,17 +423,16 @@ func rollingRestart() Scenario {
 		Safety:     9 * time.Second,
 		Replicas:   3,
 		NeedsRelay: true,
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			var steps []chaos.Step
 			// One lane: a replica restarts only once the one before it is
 			// back, however long the Docker engine takes.
 			at := between(rng, time.Second, 1500*time.Millisecond)
-			for i := range r.contexts[0].relays {
-				f := chaos.RestartContainer(r.slot(0, i), history.ClassProcess)
-				if err := r.nemesis.Add(f); err != nil {
+			for i := range s.Replicas(0) {
+				f := chaos.RestartContainer(s.Slot(0, i), history.ClassProcess)
+				if err := s.AddFault(f, "rolling"); err != nil {
 					return nil, err
 				}
-				r.lanes[f.Name()] = "rolling"
 				steps = append(steps, step(f, at, 100*time.Millisecond))
 				at += between(rng, 1500*time.Millisecond, 2*time.Second)
 			}
@@ -460,18 +466,18 @@ func pipeline() Scenario {
 		Replicas:   1,
 		Contexts:   []string{"envelope", "message", "chat"},
 		NeedsRelay: true,
-		faults: func(r *run, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			faults := []chaos.Fault{
-				chaos.Down(r.link(testenv.LinkRelayBroker)),
-				chaos.Down(r.link(testenv.LinkConsumerDB)),
-				chaos.KillContainer(r.slot(1, 0), history.ClassProcess),
-				chaos.Down(r.link(testenv.LinkConsumerBroker)),
-				chaos.Down(r.link(testenv.LinkRelayDB)),
+				chaos.Down(s.Link(testenv.LinkRelayBroker)),
+				chaos.Down(s.Link(testenv.LinkConsumerDB)),
+				chaos.KillContainer(s.Slot(1, 0), history.ClassProcess),
+				chaos.Down(s.Link(testenv.LinkConsumerBroker)),
+				chaos.Down(s.Link(testenv.LinkRelayDB)),
 			}
 			var steps []chaos.Step
 			at := between(rng, 500*time.Millisecond, time.Second)
 			for _, f := range faults {
-				if err := r.nemesis.Add(f); err != nil {
+				if err := s.AddFault(f, ""); err != nil {
 					return nil, err
 				}
 				d := between(rng, 800*time.Millisecond, 1200*time.Millisecond)
@@ -480,7 +486,7 @@ func pipeline() Scenario {
 			}
 			return steps, nil
 		},
-		check: func(ctx context.Context, r *run, res *Result) {
+		check: func(ctx context.Context, s stage, res *Result) {
 			if cr, ok := res.Report.Result("causal-order"); !ok || cr.Skipped {
 				res.Problems = append(res.Problems, "pipeline: no causal link was checked")
 			}

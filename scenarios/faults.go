@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/history"
@@ -56,7 +57,7 @@ func (f *serviceKill) Heal(ctx context.Context) error {
 // again without the failpoint.
 type failpointKill struct {
 	faultState
-	r     *run
+	rec   *history.Recorder
 	slot  *relaySlot
 	point string
 	// within bounds the wait for the kill once injected.
@@ -93,7 +94,7 @@ func (f *failpointKill) Inject(ctx context.Context) error {
 		return fmt.Errorf("%s exited with status %d, not killed at %s", f.slot.name, code, f.point)
 	}
 	f.hits.Add(1)
-	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: "failpoint " + f.point}})
+	f.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: "failpoint " + f.point}})
 	return nil
 }
 
@@ -105,7 +106,7 @@ func (f *failpointKill) Heal(ctx context.Context) error {
 	if err := f.slot.recreate(ctx, map[string]string{chaos.FailpointsEnv: ""}); err != nil {
 		return err
 	}
-	f.r.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Restart})
+	f.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Restart})
 	f.active.Store(false)
 	return nil
 }
@@ -117,7 +118,7 @@ func (f *failpointKill) Heal(ctx context.Context) error {
 // replica: its late mark must change none of them (fencing).
 type pauseHolding struct {
 	faultState
-	r    *run
+	db   *pgxpool.Pool
 	slot *relaySlot
 	// within bounds the wait for a claim to catch, and again for the
 	// takeover at heal.
@@ -137,7 +138,7 @@ func (f *pauseHolding) Kind() string              { return chaos.KindPause }
 // heldRows lists the rows the replica holds under an unexpired lease and
 // has not marked.
 func (f *pauseHolding) heldRows(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := f.r.fx.Admin.Query(ctx, `SELECT id FROM `+f.slot.bc.table.Ident()+`
+	rows, err := f.db.Query(ctx, `SELECT id FROM `+f.slot.bc.table.Ident()+`
 		WHERE locked_by = $1 AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL`, f.slot.name)
 	if err != nil {
 		return nil, err
@@ -189,7 +190,7 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		snap := map[uuid.UUID]time.Time{}
 		err := chaos.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 			clear(snap)
-			rows, err := f.r.fx.Admin.Query(ctx, `SELECT id, processed_at FROM `+f.slot.bc.table.Ident()+`
+			rows, err := f.db.Query(ctx, `SELECT id, processed_at FROM `+f.slot.bc.table.Ident()+`
 				WHERE id = ANY($1) AND processed_at IS NOT NULL AND locked_by <> $2`, held, f.slot.name)
 			if err != nil {
 				return false, nil
@@ -230,7 +231,7 @@ func (f *pauseHolding) verdict(ctx context.Context) ([]string, int) {
 		return []string{fmt.Sprintf("lease-expiry: no other replica marked the %d rows %s held while it was paused", len(held), f.slot.name)}, 0
 	}
 	var problems []string
-	rows, err := f.r.fx.Admin.Query(ctx, `SELECT id, processed_at, locked_by FROM `+f.slot.bc.table.Ident()+` WHERE id = ANY($1)`, held)
+	rows, err := f.db.Query(ctx, `SELECT id, processed_at, locked_by FROM `+f.slot.bc.table.Ident()+` WHERE id = ANY($1)`, held)
 	if err != nil {
 		return []string{fmt.Sprintf("lease-expiry: reading the held rows: %v", err)}, 0
 	}

@@ -19,6 +19,13 @@
 // and the scenarios that need more read it from the database (the rows a
 // paused relay held in lease-expiry) or from the relay's logs (lost
 // leases).
+//
+// The runner is split by responsibility: runner.go resolves the options
+// and runs the phases, setup.go makes the run on a fixture.Fixture (links
+// scoped, replicas, consumers, producers), schedule.go draws the fault
+// schedule and runs the safety phase through chaos.Phases, settle.go
+// judges the drain, settles and tears down, replay.go prints what replays
+// a run, and stage.go is the narrow view of a run the scenarios' hooks get.
 package scenarios
 
 import (

@@ -109,7 +109,7 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 		}
 	}
 	if r.sc.check != nil {
-		r.sc.check(ctx, r, &res)
+		r.sc.check(ctx, runStage{r}, &res)
 	}
 	res.Valid = rep.Valid && len(res.Problems) == 0
 	return res

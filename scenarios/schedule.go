@@ -1,0 +1,97 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/outboxlab/outboxlab/seed"
+	"github.com/outboxlab/outboxlab/workload"
+
+	"github.com/outboxlab/outboxlab/chaos"
+)
+
+// planFaults registers the scenario's faults and draws their schedule.
+func (r *run) planFaults() ([]chaos.Step, error) {
+	if r.sc.faults == nil {
+		return nil, nil
+	}
+	steps, err := r.sc.faults(runStage{r}, seed.Rand(r.opts.Seed, seed.Faults), r.safety)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range steps {
+		if s.End() > r.safety {
+			return nil, fmt.Errorf("fault %s ends at %s, after the safety phase (%s)", s.Fault, s.End(), r.safety)
+		}
+	}
+	return steps, nil
+}
+
+// warmUp bounds the wait for the first event delivered end to end before
+// the fault schedule starts.
+const warmUp = 10 * time.Second
+
+// faultActionTimeout bounds one injection or heal.
+const faultActionTimeout = 90 * time.Second
+
+// runSafety runs the safety phase through chaos.Phases: the workload for
+// the safety phase's length beside the fault schedule, whose clock starts
+// with the first event delivered (or after warmUp). Every step of the
+// schedule plays out in full, even when a slow Docker engine makes it
+// start late; steps of one lane (by default, of one fault) run one after
+// another, each lasting its Duration from the moment its injection
+// returned; lanes run side by side.
+func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
+	p := &chaos.Phases{
+		Recorder: r.rec, Nemesis: r.nemesis, Safety: r.safety, Steps: steps,
+		Schedule:    chaos.RunOptions{Lanes: r.lanes, ActionTimeout: faultActionTimeout},
+		Ready:       func() bool { return r.applied.Load() > 0 },
+		ReadyWithin: warmUp,
+	}
+	return p.RunSafety(ctx, func(ctx context.Context) error {
+		_ = r.runWorkload(ctx)
+		return nil
+	})
+}
+
+// runWorkload runs every producer's transactions, paced over most of the
+// safety phase. A held transaction of the outbox variant runs beside the
+// producer's next ones, as a slow request does beside others.
+func (r *run) runWorkload(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for i, txns := range r.plan.Txns {
+		if i >= len(r.producers) || len(txns) == 0 {
+			continue
+		}
+		p := r.producers[i]
+		pace := r.workload.Pace
+		if pace == 0 {
+			pace = max(5*time.Millisecond, r.safety*7/10/time.Duration(len(txns)))
+		}
+		offset := pace * time.Duration(i) / time.Duration(len(r.producers))
+		wg.Go(func() {
+			// Transactions start on a fixed beat, however long each
+			// takes, so that the workload spans the phase as planned.
+			began := time.Now()
+			for k, t := range txns {
+				if !chaos.Sleep(ctx, time.Until(began.Add(offset+time.Duration(k)*pace))) {
+					return
+				}
+				do := func() {
+					tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.Hold+10*time.Second)
+					defer cancel()
+					_ = p.Do(tctx, t)
+				}
+				if t.Hold > 0 && r.mode == workload.Outbox {
+					wg.Go(do)
+				} else {
+					do()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}

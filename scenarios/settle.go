@@ -1,0 +1,261 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/outboxlab/outboxlab/workload"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/testenv"
+)
+
+// ensureRunning restarts or thaws whatever a fault left down: the relay
+// replicas, PostgreSQL and RabbitMQ.
+func (r *run) ensureRunning(ctx context.Context) error {
+	for _, c := range []*testenv.Container{r.env.Postgres(), r.env.RabbitMQ()} {
+		st, err := c.State(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Paused {
+			if err := c.Unpause(ctx); err != nil {
+				return err
+			}
+		}
+		if !st.Running {
+			if err := c.Start(ctx); err != nil {
+				return err
+			}
+		}
+		if err := c.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	for _, bc := range r.contexts {
+		for _, s := range bc.relays {
+			if err := s.ensureRunning(ctx); err != nil {
+				return fmt.Errorf("relay %s: %w", s.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// committedIDs returns the events of commits that completed ok, and those
+// published with a confirm.
+func (r *run) committedIDs() (committed, confirmed map[string]bool) {
+	committed, confirmed = map[string]bool{}, map[string]bool{}
+	for _, op := range r.rec.Ops() {
+		if op.Type != history.OK {
+			continue
+		}
+		switch op.F {
+		case history.Commit:
+			for _, id := range op.Events {
+				committed[id] = true
+			}
+		case history.Publish:
+			for _, id := range op.Events {
+				confirmed[id] = true
+			}
+		}
+	}
+	return committed, confirmed
+}
+
+// drained reports that the backlog is gone: no pending outbox row, every
+// event that must arrive applied, and no message left in a queue.
+func (r *run) drained(ctx context.Context) (bool, error) {
+	if !r.ensured {
+		if err := r.ensureRunning(ctx); err != nil {
+			return false, err
+		}
+		r.ensured = true
+	}
+	committed, confirmed := r.committedIDs()
+	expect := map[string]bool{}
+	if r.mode == workload.Outbox {
+		faulted := map[string]bool{}
+		for _, bc := range r.contexts {
+			rows, err := r.fx.Admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.table.Ident())
+			if err != nil {
+				return false, err
+			}
+			var (
+				id              string
+				pending, parked bool
+				waiting         bool
+			)
+			_, err = pgx.ForEachRow(rows, []any{&id, &pending, &parked}, func() error {
+				switch {
+				case pending:
+					waiting = true
+				case parked:
+					faulted[id] = true
+				case !r.plan.Poison[id]:
+					expect[id] = true
+				}
+				return nil
+			})
+			if err != nil {
+				return false, err
+			}
+			if waiting {
+				return false, nil
+			}
+		}
+		for id := range committed {
+			if !r.plan.Poison[id] && !faulted[id] {
+				expect[id] = true
+			}
+		}
+	} else {
+		for id := range committed {
+			if confirmed[id] {
+				expect[id] = true
+			}
+		}
+	}
+	rows, err := r.fx.Admin.Query(ctx, `SELECT DISTINCT message_id FROM `+pgx.Identifier{r.fx.Schema, "inbox"}.Sanitize())
+	if err != nil {
+		return false, err
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, err
+	}
+	got := make(map[string]bool, len(applied))
+	for _, id := range applied {
+		got[id] = true
+	}
+	for id := range expect {
+		if !got[id] {
+			return false, nil
+		}
+	}
+	ready, err := r.fx.QueueDepth(ctx)
+	return err == nil && ready == 0, err
+}
+
+// deliveries counts the Deliver records so far.
+func (r *run) deliveries() int {
+	n := 0
+	for _, op := range r.rec.Ops() {
+		if op.F == history.Deliver {
+			n++
+		}
+	}
+	return n
+}
+
+// settle stops the relays (SIGTERM: each finishes its batch), lets the
+// consumers take what is left in the queues, stops them, and takes what
+// is still queued (dead letters included).
+func (r *run) settle(ctx context.Context) ([]string, error) {
+	var wg sync.WaitGroup
+	for _, bc := range r.contexts {
+		for _, s := range bc.relays {
+			wg.Go(func() {
+				if h := s.handle(); h != nil {
+					_ = h.Stop(ctx, relayStopTimeout)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	// The queues are empty and no delivery came in over the last poll.
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	last := -1
+	_ = chaos.WaitFor(wctx, 300*time.Millisecond, func(ctx context.Context) (bool, error) {
+		n, err := r.fx.QueueDepth(ctx)
+		if err != nil {
+			return false, nil
+		}
+		d := r.deliveries()
+		quiet := n == 0 && d == last
+		last = d
+		return quiet, nil
+	})
+	cancel()
+	r.consumersStop()
+	r.consumersDone.Wait()
+	return r.fx.TakeQueued(ctx)
+}
+
+// teardown removes everything the run made and leaves the environment as
+// it found it: services running and ready, links enabled without toxics.
+func (r *run) teardown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if r.consumersStop != nil {
+		r.consumersStop()
+		r.consumersDone.Wait()
+	}
+	if r.nemesis != nil {
+		_ = r.nemesis.HealAll(ctx)
+	}
+	for _, p := range r.publishers {
+		_ = p.Close()
+	}
+	var wg sync.WaitGroup
+	for _, bc := range r.contexts {
+		for _, s := range bc.relays {
+			wg.Go(func() { _ = s.remove(ctx) })
+		}
+	}
+	wg.Wait()
+	if err := r.resetEnv(ctx); err != nil {
+		r.logf("teardown: %v", err)
+	}
+	if r.fx != nil {
+		if err := r.fx.Close(ctx); err != nil {
+			r.logf("teardown: %v", err)
+		}
+	}
+}
+
+// resetEnv brings PostgreSQL and RabbitMQ up and every link back to
+// enabled with no toxics.
+func (r *run) resetEnv(ctx context.Context) error {
+	var errs []error
+	for _, c := range []*testenv.Container{r.env.Postgres(), r.env.RabbitMQ()} {
+		st, err := c.State(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if st.Paused {
+			errs = append(errs, c.Unpause(ctx))
+		}
+		if !st.Running {
+			errs = append(errs, c.Start(ctx))
+		}
+		errs = append(errs, c.WaitReady(ctx))
+	}
+	for _, l := range r.env.Links() {
+		p, err := r.env.Proxy(l.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		toxics, err := p.Toxics()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range toxics {
+			errs = append(errs, p.RemoveToxic(t.Name))
+		}
+		if !p.Enabled {
+			errs = append(errs, p.Enable())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,243 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/workload"
+
+	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
+)
+
+// contextNames returns the names of the run's bounded contexts.
+func (r *run) contextNames() []string {
+	if len(r.sc.Contexts) == 0 {
+		return []string{defaultContext}
+	}
+	return r.sc.Contexts
+}
+
+// schemaPrefix starts the name of the run's schema: its scenario's name.
+func (r *run) schemaPrefix() string {
+	short := strings.NewReplacer("-", "_").Replace(r.sc.Name)
+	if len(short) > 24 {
+		short = short[:24]
+	}
+	return "sc_" + short
+}
+
+// setup creates the run's schema, tables and topology, and starts the
+// relays, the consumers and the producers.
+func (r *run) setup(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var err error
+	r.fx, err = fixture.New(sctx, r.env, fixture.Options{
+		Prefix: r.schemaPrefix(), Contexts: r.contextNames(), AppConns: int32(2*r.workload.Producers + 4),
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range r.fx.Contexts {
+		r.contexts = append(r.contexts, &boundedCtx{
+			name: c.Name, table: c.Table, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name,
+		})
+	}
+	for i := 0; i+1 < len(r.contexts); i++ {
+		r.contexts[i].next = r.contexts[i+1]
+	}
+	for _, l := range r.env.Links() {
+		if r.links[l.Name], err = chaos.LinkByName(sctx, r.env.ToxiproxyClient(), l.Name, ""); err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+	}
+	if r.nemesis, err = chaos.NewNemesis(r.rec); err != nil {
+		return err
+	}
+	if err := r.startRelays(sctx); err != nil {
+		return err
+	}
+	if err := r.startConsumers(); err != nil {
+		return err
+	}
+	if err := r.makeProducers(); err != nil {
+		return err
+	}
+	r.scopeLinks()
+	return nil
+}
+
+// scopeLinks gives every link's faults their class, from the service at
+// the link's far end, and their targets: the processes of the run that
+// connect through it.
+func (r *run) scopeLinks() {
+	var relays, consumers, producers []string
+	for _, bc := range r.contexts {
+		for _, s := range bc.relays {
+			relays = append(relays, s.name)
+		}
+	}
+	consumers = append(consumers, r.consumerNames...)
+	for _, p := range r.producers {
+		producers = append(producers, p.Name)
+	}
+	users := map[string][]string{
+		testenv.LinkAppDB:          producers,
+		testenv.LinkRelayDB:        relays,
+		testenv.LinkRelayBroker:    relays,
+		testenv.LinkConsumerBroker: consumers,
+		testenv.LinkConsumerDB:     consumers,
+	}
+	if r.mode.Unsafe() {
+		pb := r.publisherBrokerLink()
+		users[pb] = append(slices.Clone(users[pb]), producers...)
+	}
+	for _, l := range r.env.Links() {
+		cl, ok := r.links[l.Name]
+		if !ok {
+			continue
+		}
+		switch l.Service {
+		case testenv.ServiceBroker:
+			cl.WithClass(history.ClassBroker)
+		case testenv.ServiceDB:
+			cl.WithClass(history.ClassDB)
+		}
+		targets := users[l.Name]
+		if len(targets) == 0 {
+			// No process of this run uses the link: its faults hit the
+			// link alone, which is no process, rather than everyone.
+			targets = []string{"link " + l.Name}
+		}
+		cl.WithTargets(targets...)
+	}
+}
+
+// startRelays starts every replica of every context at once.
+func (r *run) startRelays(ctx context.Context) error {
+	if r.mode.Unsafe() {
+		return nil
+	}
+	replicas := r.sc.Replicas
+	if replicas == 0 {
+		replicas = defaultReplicaCount
+	}
+	var slots []*relaySlot
+	for _, bc := range r.contexts {
+		for i := range replicas {
+			name := "relay-" + string(rune('a'+i))
+			if len(r.contexts) > 1 {
+				name = "relay-" + bc.name
+				if replicas > 1 {
+					name += "-" + string(rune('a'+i))
+				}
+			}
+			base := map[string]string{
+				"OUTBOX_TABLE":       bc.table.String(),
+				"OUTBOX_EXCHANGE":    bc.exchange,
+				chaos.ClockOffsetEnv: chaos.FormatClockOffset(0),
+			}
+			for k, v := range TimingEnv() {
+				base[k] = v
+			}
+			for k, v := range r.relay.Env {
+				base[k] = v
+			}
+			s := &relaySlot{r: r, name: name, bc: bc, base: base}
+			bc.relays = append(bc.relays, s)
+			slots = append(slots, s)
+		}
+	}
+	for _, s := range slots {
+		if r.sc.prepare != nil {
+			r.sc.prepare(runStage{r}, s)
+		}
+		// A replica left behind by an interrupted run would hold the name.
+		for _, c := range r.env.Containers() {
+			if c.Name() == s.name {
+				_ = c.Remove(ctx)
+			}
+		}
+	}
+	errs := make([]error, len(slots))
+	var wg sync.WaitGroup
+	for i, s := range slots {
+		wg.Go(func() { errs[i] = s.start(ctx, nil) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startConsumers runs the consumer processes: two competing ones on a
+// single context's queue, one per hop in a pipeline.
+func (r *run) startConsumers() error {
+	cctx, cancel := context.WithCancel(context.Background())
+	r.consumersStop = cancel
+	per := 2
+	if len(r.contexts) > 1 {
+		per = 1
+	}
+	n := 0
+	for _, bc := range r.contexts {
+		for range per {
+			n++
+			in := &recordingInbox{r: r, process: fmt.Sprintf("consumer-%d", n), bc: bc}
+			r.consumerNames = append(r.consumerNames, in.process)
+			if len(r.contexts) > 1 {
+				in.queue = bc.queue
+			}
+			pg, err := consumer.NewPGInbox(r.fx.Cons, bc.inbox, in.effect())
+			if err != nil {
+				return err
+			}
+			in.inner = pg
+			c, err := consumer.New(consumer.Config{Name: bc.inbox, MaxDeliveries: 1 << 30}, in, nil)
+			if err != nil {
+				return err
+			}
+			src := &consumer.AMQPSource{
+				URL: r.env.AMQPURL(testenv.LinkConsumerBroker), Queue: bc.queue, Prefetch: 8,
+				HandleTimeout: 5 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+			}
+			r.consumersDone.Go(func() { _ = src.Run(cctx, c) })
+		}
+	}
+	return nil
+}
+
+// makeProducers builds the producers; the unsafe variants get a publisher
+// each.
+func (r *run) makeProducers() error {
+	bc := r.contexts[0]
+	for i := range max(r.workload.Producers, 1) {
+		clk := chaos.NewClock(0)
+		p := &workload.Producer{
+			Name: fmt.Sprintf("producer-%d", i+1), DB: r.fx.App, Table: bc.table, Business: r.fx.Business,
+			Mode: r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
+			Notify: true, StampOccurredAt: true,
+		}
+		if r.mode.Unsafe() {
+			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{
+				URL: r.env.AMQPURL(r.publisherBrokerLink()), Exchange: bc.exchange, Name: p.Name, DialTimeout: time.Second,
+			})
+			if err != nil {
+				return err
+			}
+			p.Publisher = pub
+			r.publishers = append(r.publishers, pub)
+		}
+		r.producers = append(r.producers, p)
+		r.clocks = append(r.clocks, clk)
+	}
+	return nil
+}
