@@ -45,6 +45,7 @@ type event struct {
 	applyInvoke   int64          // first Apply invoke (or standalone ok), -1 if none
 	applyOK       []history.Op   // Apply ok, duplicates included
 	applyFailed   []history.Op   // Apply fail or info completions
+	applies       []history.Pair // every Apply, in the order they opened
 	claims        []history.Op   // Claim ok naming it
 	marks         []history.Op   // Mark ok naming it
 	markTries     []history.Pair // Mark operations that may have marked it
@@ -54,12 +55,41 @@ type event struct {
 
 	row     *RowState
 	effects int
+	// effectsKnown: the state has the effects table (State.Effects not
+	// nil), so effects is what it says of this event.
+	effectsKnown bool
 	queued  bool
 	poison  bool
 }
 
-// applied reports an end-to-end delivery: an Apply ok or an effect.
-func (e *event) applied() bool { return len(e.applyOK) > 0 || e.effects > 0 }
+// applied reports an end-to-end delivery. An arrival is an effect: when
+// the run reads the consumers' effects table, the event's effect must be
+// in it; otherwise a consumer must have applied it with its effect (an
+// Apply ok the inbox did not absorb as a duplicate). A delivery absorbed
+// as a duplicate of something never applied (a consumer whose inbox key
+// is wrong) is no arrival.
+func (e *event) applied() bool {
+	if e.effectsKnown {
+		return e.effects > 0
+	}
+	for i, p := range e.applies {
+		if p.Done == nil || p.Done.Type != history.OK {
+			continue
+		}
+		if !p.Done.Duplicate {
+			return true
+		}
+		// Absorbed as a duplicate: an arrival only if an earlier apply
+		// of this event may have taken effect (its consumer crashed or
+		// lost the reply after the commit).
+		for _, q := range e.applies[:i] {
+			if q.Outcome() != history.Fail {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // delivered reports a delivery by the run's definition.
 func (e *event) delivered(brokerOnly bool) bool {
@@ -181,6 +211,11 @@ func analyze(h []history.Op, s State, cfg Config) *analysis {
 			a.ev(id, math.MaxInt64).effects = n
 		}
 	}
+	if s.Effects != nil {
+		for _, e := range a.events {
+			e.effectsKnown = true
+		}
+	}
 	for _, id := range s.Queued {
 		a.ev(id, math.MaxInt64).queued = true
 	}
@@ -294,7 +329,9 @@ func (a *analysis) indexPair(p history.Pair) {
 		}
 	case history.Apply:
 		for _, id := range p.Events() {
-			setFirst(&a.ev(id, start.Index).applyInvoke, start.Index)
+			e := a.ev(id, start.Index)
+			setFirst(&e.applyInvoke, start.Index)
+			e.applies = append(e.applies, p)
 		}
 		switch {
 		case ok:

@@ -140,7 +140,7 @@ func TestCheckCountsViolations(t *testing.T) {
 		invoke("producer-1", history.Commit, "f1").publish("producer-1", "f1").fail("producer-1", history.Commit, "f1").
 		relay("relay-a", "e1").relay("relay-b", "e1"). // unexplained duplicate
 		consume("consumer-1", "e1", "f1", "x1").h()
-	rep := Check(h, State{Effects: map[string]int{"e1": 2}}, Config{})
+	rep := Check(h, State{Effects: map[string]int{"e1": 2, "f1": 1, "x1": 1}}, Config{})
 	c := rep.Counts
 	if c.Lost != 2 || c.Phantom != 1 || c.Unexpected != 1 || c.DuplicateEffects != 1 || c.UnexplainedDuplicates != 1 {
 		t.Errorf("lost/phantom/unexpected/dup effects/unexplained = %d/%d/%d/%d/%d, want 2/1/1/1/1",

@@ -44,6 +44,26 @@ func TestLost(t *testing.T) {
 			valid: true,
 		},
 		{
+			name: "absorbed as a duplicate of nothing: an inbox with the wrong key drops the effect",
+			h: build().commit("producer-1", "e1", "e2").relay("relay-a", "e1", "e2").
+				consume("consumer-1", "e1").deliver("consumer-1", "e2").applyDup("consumer-1", "e2").h(),
+			offending: []string{"e2"},
+		},
+		{
+			name: "the effects table decides: an apply ok without its effect is lost",
+			h: build().commit("producer-1", "e1", "e2").relay("relay-a", "e1", "e2").
+				consume("consumer-1", "e1", "e2").h(),
+			s:         State{Effects: map[string]int{"e1": 1}},
+			offending: []string{"e2"},
+		},
+		{
+			name: "the effects table decides: a crashed apply whose effect committed is delivered",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
+				deliver("consumer-1", "e1").invoke("consumer-1", history.Apply, "e1").crash("consumer-1").h(),
+			s:     State{Effects: map[string]int{"e1": 1}},
+			valid: true,
+		},
+		{
 			name:  "rolled back and never seen",
 			h:     build().commitFail("producer-1", "e1").h(),
 			valid: true,
