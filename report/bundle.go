@@ -170,6 +170,40 @@ type Bundle struct {
 	Bench     *BenchFile
 }
 
+// ErrNoMeta is returned by Bundle.Validate for a results file that does
+// not say where and when its run ran.
+var ErrNoMeta = errors.New("no machine metadata")
+
+// Validate reports every file of the bundle whose Meta lacks the date of
+// its run or the machine it ran on (cores, OS, Go version): a report
+// states where its figures come from, so a file without that is refused
+// rather than rendered as figures of an unknown machine. The errors wrap
+// ErrNoMeta and name the file.
+func (b Bundle) Validate() error {
+	var errs []error
+	check := func(name string, m Meta) {
+		if err := m.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(b.Dir, name), err))
+		}
+	}
+	if b.Scenarios != nil {
+		check(FileScenarios, b.Scenarios.Meta)
+	}
+	if b.Demo != nil {
+		check(FileDemo, b.Demo.Meta)
+	}
+	if b.Sim != nil {
+		check(FileSim, b.Sim.Meta)
+	}
+	if b.Mutants != nil {
+		check(FileMutants, b.Mutants.Meta)
+	}
+	if b.Bench != nil {
+		check(FileBench, b.Bench.Meta)
+	}
+	return errors.Join(errs...)
+}
+
 // Empty reports whether the bundle holds no results at all.
 func (b Bundle) Empty() bool {
 	return b.Scenarios == nil && b.Demo == nil && b.Sim == nil && b.Mutants == nil && b.Bench == nil

@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -33,6 +34,29 @@ type Meta struct {
 	// the tree had uncommitted changes; empty when unknown.
 	Commit  string  `json:"commit,omitempty"`
 	Machine Machine `json:"machine"`
+}
+
+// Validate reports, wrapping ErrNoMeta, what m lacks of what CollectMeta
+// always fills in: an RFC 3339 date, and the machine's cores, OS and Go
+// version. The commit and the Docker version may be unknown.
+func (m Meta) Validate() error {
+	var missing []string
+	if _, err := time.Parse(time.RFC3339, m.Date); err != nil {
+		missing = append(missing, "meta.date")
+	}
+	if m.Machine.Cores < 1 {
+		missing = append(missing, "meta.machine.cores")
+	}
+	if m.Machine.OS == "" {
+		missing = append(missing, "meta.machine.os")
+	}
+	if m.Machine.Go == "" {
+		missing = append(missing, "meta.machine.go")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s missing", ErrNoMeta, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // CollectMeta describes this machine and the git tree of the working
