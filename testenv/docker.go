@@ -44,6 +44,25 @@ func DockerAvailable(ctx context.Context) error {
 	return c.Close()
 }
 
+// ImageExists reports whether the image ref is in the local engine. It
+// pulls nothing; an error means the engine could not be asked.
+func ImageExists(ctx context.Context, ref string) (bool, error) {
+	c, err := dockerClient(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	_, err = c.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("inspecting image %s: %w", ref, err)
+	}
+}
+
 // checkImage returns an error naming `make images` when img is not in the
 // local engine: images are built here, never pulled.
 func checkImage(ctx context.Context, c *client.Client, img string) error {

@@ -304,6 +304,26 @@ func TestMissingImage(t *testing.T) {
 	t.Logf("as expected: %v", err)
 }
 
+// TestImageExists checks the look-up the outboxlab command makes before
+// it starts containers (a container test: it needs a Docker engine and
+// `make images`).
+func TestImageExists(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := DockerAvailable(ctx); err != nil {
+		t.Skip(err)
+	}
+	if ok, err := ImageExists(ctx, ImagePostgres); err != nil || !ok {
+		t.Errorf("ImageExists(%s) = %v, %v; want true (built by `make images`)", ImagePostgres, ok, err)
+	}
+	if ok, err := ImageExists(ctx, "outboxlab/never-built:missing"); err != nil || ok {
+		t.Errorf("ImageExists of an image never built = %v, %v; want false, no error", ok, err)
+	}
+}
+
 // assertGone fails t when anything labelled with run is left.
 func assertGone(ctx context.Context, t *testing.T, run string) {
 	t.Helper()
