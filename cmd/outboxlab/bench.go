@@ -110,6 +110,10 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 	opts.Logf = func(format string, args ...any) { pr.Update(fmt.Sprintf(format, args...)) }
 	res, err := d.bench(ctx, opts, func(line string) { pr.Update(line) })
 	pr.Clear()
+	if ctx.Err() != nil {
+		// A drain cut short is no failure of the relay.
+		return interrupted(std, ctx, "bench", "the benchmark did not finish, no figures")
+	}
 	if err != nil {
 		if code := environmentErr(std, "bench", err); code != 0 {
 			return code

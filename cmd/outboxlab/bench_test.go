@@ -37,7 +37,7 @@ func benchResult() bench.Result {
 }
 
 func TestBenchWritesItsTablesAndBundle(t *testing.T) {
-	d := fakeBench(withDocker(production()), benchResult(), nil, func(o bench.Options) {
+	d := fakeBench(withDocker(testDeps()), benchResult(), nil, func(o bench.Options) {
 		if o.Events != 1000 || !o.SkipWatermill || o.Seed != 7 {
 			t.Errorf("options %+v, want 1000 events, watermill skipped, seed 7", o)
 		}
@@ -88,7 +88,7 @@ func TestBenchWritesItsTablesAndBundle(t *testing.T) {
 }
 
 func TestBenchJSONAndFailure(t *testing.T) {
-	d := fakeBench(withDocker(production()), benchResult(), nil, func(bench.Options) {})
+	d := fakeBench(withDocker(testDeps()), benchResult(), nil, func(bench.Options) {})
 	code, out, _ := invokeWith(t, d, "bench", "--json")
 	var sum bench.Summary
 	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.RelayMsgsPerSec != 8000 {

@@ -11,11 +11,17 @@ import (
 	"time"
 )
 
-// Exit codes.
+// Exit codes, the same on every verb.
 const (
-	exitOK    = 0
-	exitFail  = 1 // a verdict failed
-	exitUsage = 2 // bad usage, or the environment cannot run the verb
+	exitOK   = 0
+	exitFail = 1 // a verdict failed
+	// exitUsage is bad usage, or an environment that cannot run the verb
+	// (no Docker engine, missing images), or a run that was interrupted
+	// (SIGINT, SIGTERM) before its verdict.
+	exitUsage = 2
+	// exitInconclusive is a run whose fault could not bite what it claims
+	// to test: neither a pass nor a failure of the relay.
+	exitInconclusive = 3
 )
 
 // replayPrefix starts every replay command the command prints.
@@ -43,6 +49,8 @@ type stdio struct {
 	now func() time.Time
 	// tty reports whether err is a terminal (progress updates in place).
 	tty bool
+	// interruptShown is set once a verb has said it was interrupted.
+	interruptShown bool
 }
 
 // verbs returns the verbs in the order usage lists them.
@@ -50,8 +58,22 @@ func verbs() []verb {
 	return []verb{demoVerb(), runVerb(), simVerb(), mutantsVerb(), benchVerb(), reportVerb()}
 }
 
+// helpVerb is the help verb: it is run by run itself, and listed last.
+func helpVerb() verb {
+	return verb{
+		name:    "help",
+		summary: "this text, or a verb's usage: outboxlab help VERB",
+		args:    "[VERB]",
+		about: `Prints the list of verbs, or with a VERB (help itself included) the
+verb's usage: its synopsis, what it does and every flag with its default.
+` + "`outboxlab VERB --help`" + ` prints the same.`,
+		define: func(*flag.FlagSet) func(context.Context, *stdio, deps) int { return nil },
+	}
+}
+
+// findVerb returns the verb called name, help included.
 func findVerb(name string) (verb, bool) {
-	for _, v := range verbs() {
+	for _, v := range append(verbs(), helpVerb()) {
 		if v.name == name {
 			return v, true
 		}
@@ -78,6 +100,10 @@ func run(ctx context.Context, d deps, args []string, out, errOut io.Writer) int 
 	name := args[0]
 	switch name {
 	case "help", "-h", "-help", "--help":
+		if len(args) == 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+			writeVerbHelp(out, helpVerb())
+			return exitOK
+		}
 		if len(args) > 2 {
 			fmt.Fprintf(errOut, "outboxlab help: too many arguments: %s\n", strings.Join(args[1:], " "))
 			return exitUsage
@@ -114,7 +140,39 @@ func run(ctx context.Context, d deps, args []string, out, errOut io.Writer) int 
 		fmt.Fprintf(errOut, "outboxlab %s: unexpected argument %q\nRun `outboxlab help %s` for usage.\n", v.name, fs.Arg(0), v.name)
 		return exitUsage
 	}
-	return runner(ctx, std, d)
+	if ctx.Err() != nil {
+		return interrupted(std, ctx, v.name, "before it started")
+	}
+	code := runner(ctx, std, d)
+	if ctx.Err() != nil {
+		// Whatever the verb made of it, a run cut short has no verdict.
+		if !std.interruptShown {
+			return interrupted(std, ctx, v.name, "its results are incomplete")
+		}
+		return exitUsage
+	}
+	return code
+}
+
+// errInterrupted is the cause of the command's context when a signal
+// (SIGINT, SIGTERM) stopped it.
+var errInterrupted = errors.New("interrupted")
+
+// interrupted reports that ctx ended (a signal) before verb reached a
+// verdict, with what happened, and returns exitUsage: an interrupted run
+// is neither a pass nor a failure.
+func interrupted(std *stdio, ctx context.Context, verb, what string) int {
+	std.interruptShown = true
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = ctx.Err()
+	}
+	if errors.Is(cause, errInterrupted) {
+		fmt.Fprintf(std.err, "outboxlab %s: %v: %s\n", verb, cause, what)
+	} else {
+		fmt.Fprintf(std.err, "outboxlab %s: interrupted (%v): %s\n", verb, cause, what)
+	}
+	return exitUsage
 }
 
 // usageErr reports a bad flag value found after parsing.
@@ -140,11 +198,13 @@ Verbs:
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-9s %s\n", v.name, v.summary)
 	}
-	fmt.Fprint(w, `  help      this text, or a verb's usage: outboxlab help VERB
-
+	fmt.Fprintf(w, "  %-9s %s\n", helpVerb().name, helpVerb().summary)
+	fmt.Fprint(w, `
 Run `+"`outboxlab help VERB`"+` or `+"`outboxlab VERB --help`"+` for a verb's flags.
-Exit codes: 0 every verdict passed; 1 a verdict failed; 2 bad usage or an
-environment that cannot run the verb (no Docker engine, missing images).
+Exit codes, the same on every verb: 0 every verdict passed; 1 a verdict
+failed; 2 bad usage, an environment that cannot run the verb (no Docker
+engine, missing images) or an interrupted run (SIGINT, SIGTERM); 3
+inconclusive (a fault could not bite what the run claims to test).
 `)
 }
 
@@ -152,7 +212,13 @@ environment that cannot run the verb (no Docker engine, missing images).
 // of its FlagSet with its default.
 func writeVerbHelp(w io.Writer, v verb) {
 	fs, _ := v.newFlagSet(io.Discard)
-	fmt.Fprintf(w, "Usage: outboxlab %s %s\n\n%s\n\nFlags:\n", v.name, v.args, strings.TrimSpace(v.about))
+	fmt.Fprintf(w, "Usage: outboxlab %s %s\n\n%s\n", v.name, v.args, strings.TrimSpace(v.about))
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nFlags:\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, usage := flag.UnquoteUsage(f)
 		head := "--" + f.Name

@@ -27,18 +27,37 @@ import (
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
+// testDeps returns the command's own dependencies with an empty
+// environment: a test machine's OUTBOXLAB_SHARD or JOB_COMPLETION_INDEX
+// must not shard the tests' runs.
+func testDeps() deps {
+	return withEnv(production(), nil)
+}
+
+// withEnv returns d with the environment env.
+func withEnv(d deps, env map[string]string) deps {
+	d.getenv = func(k string) string { return env[k] }
+	return d
+}
+
 // invoke runs the command line with the command's own dependencies and
 // returns its exit code and outputs.
 func invoke(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	return invokeWith(t, production(), args...)
+	return invokeWith(t, testDeps(), args...)
 }
 
 // invokeWith runs the command line with the dependencies d.
 func invokeWith(t *testing.T, d deps, args ...string) (int, string, string) {
 	t.Helper()
+	return invokeCtx(t, context.Background(), d, args...)
+}
+
+// invokeCtx runs the command line with the dependencies d under ctx.
+func invokeCtx(t *testing.T, ctx context.Context, d deps, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), d, args, &out, &errOut)
+	code := run(ctx, d, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -149,14 +168,16 @@ func noDocker(d deps) deps {
 	return d
 }
 
-// withDocker returns d with a Docker engine that answers.
+// withDocker returns d with a Docker engine that answers and holds every
+// image.
 func withDocker(d deps) deps {
 	d.dockerAvailable = func(context.Context) error { return nil }
+	d.imageExists = func(context.Context, string) (bool, error) { return true, nil }
 	return d
 }
 
 func TestVerbsNeedingDockerSayWhatToDo(t *testing.T) {
-	d := noDocker(production())
+	d := noDocker(testDeps())
 	for _, args := range [][]string{{"run"}, {"demo"}, {"bench"}, {"mutants", "--tier", "infra"}} {
 		code, _, errOut := invokeWith(t, d, args...)
 		if code != exitUsage {
@@ -210,9 +231,16 @@ func TestSimJSONIsTheSummary(t *testing.T) {
 			}
 		}
 	})
-	want := []string{"events", "failed", "first_failure_seed", "history_sha256", "seeds", "seeds_per_sec", "steps_per_seed"}
+	want := []string{"events", "failed", "first_failure_seed", "first_seed", "history_sha256", "seeds", "seeds_per_sec", "shard", "steps_per_seed"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("JSON keys %v, want %v", keys, want)
+	}
+	// Nothing failed: there is no first failing seed (0 would be a seed).
+	if v, ok := got["first_failure_seed"]; !ok || v != nil {
+		t.Errorf("first_failure_seed = %v, want null", v)
+	}
+	if got["first_seed"] != 5.0 || got["shard"] != "1/1" {
+		t.Errorf("first_seed %v shard %v, want 5 and 1/1", got["first_seed"], got["shard"])
 	}
 	sum := sim.RunMany(context.Background(), 5, 30, sim.Options{})
 	if got["seeds"] != 30.0 || got["failed"] != float64(sum.Failed) || got["history_sha256"] != sum.HistorySHA256 || got["events"] != float64(sum.Events) {
@@ -268,7 +296,7 @@ func unsafeCatalogue(d deps) deps {
 }
 
 func TestSimFailurePrintsInvariantEventsSeedAndReplay(t *testing.T) {
-	d := unsafeCatalogue(production())
+	d := unsafeCatalogue(testDeps())
 	dir := t.TempDir()
 	code, out, errOut := invokeWith(t, d, "sim", "--seeds", "20", "--seed", "1", "--mutant", "publish-then-commit", "--out", dir)
 	if code != exitFail {

@@ -88,6 +88,9 @@ func (o *demoOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if code := d.needDocker(ctx, std, "demo"); code != exitOK {
 		return code
 	}
+	if code := d.needRelay(ctx, std, "demo", scenarios.RelayUnderTest{Name: "ours"}); code != exitOK {
+		return code
+	}
 	start := std.now()
 	seed := o.seed.v
 	w := std.out

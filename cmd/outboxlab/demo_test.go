@@ -52,7 +52,7 @@ func simScenarios(d deps, relabel map[workload.Mode]workload.Mode) deps {
 }
 
 func TestDemoPrintsTheTableSentencesAndReport(t *testing.T) {
-	d := simScenarios(withDocker(production()), nil)
+	d := simScenarios(withDocker(testDeps()), nil)
 	dir := t.TempDir()
 	code, out, errOut := invokeWith(t, d, "demo", "--out", dir, "--seed", "3")
 	if code != exitOK {
@@ -108,7 +108,7 @@ func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
 	if seed == 0 {
 		t.Fatal("no seed below 100 where commit-then-publish loses an event")
 	}
-	d := simScenarios(withDocker(production()), map[workload.Mode]workload.Mode{workload.Outbox: workload.CommitThenPublish})
+	d := simScenarios(withDocker(testDeps()), map[workload.Mode]workload.Mode{workload.Outbox: workload.CommitThenPublish})
 	code, out, _ := invokeWith(t, d, "demo", "--out", t.TempDir(), "--seed", fmt.Sprint(seed))
 	if code != exitFail {
 		t.Fatalf("demo exit %d, want 1\n%s", code, out)
@@ -121,7 +121,7 @@ func TestDemoFailsWhenTheOutboxRowLoses(t *testing.T) {
 }
 
 func TestDemoJSON(t *testing.T) {
-	d := simScenarios(withDocker(production()), nil)
+	d := simScenarios(withDocker(testDeps()), nil)
 	code, out, errOut := invokeWith(t, d, "demo", "--out", t.TempDir(), "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut)
@@ -136,7 +136,7 @@ func TestDemoJSON(t *testing.T) {
 }
 
 func TestRunWithARunner(t *testing.T) {
-	d := simScenarios(withDocker(production()), nil)
+	d := simScenarios(withDocker(testDeps()), nil)
 	dir := t.TempDir()
 	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "5", "--out", dir)
 	if code != exitOK {

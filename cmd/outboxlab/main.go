@@ -10,22 +10,38 @@
 //	outboxlab report --in DIR           REPORT.md from a results bundle
 //	outboxlab help [VERB]               usage
 //
-// Exit codes: 0 when every verdict passed, 1 when one failed (the violated
-// invariant, the offending events, the seed and the replay command are
-// printed), 2 for bad usage or an environment that cannot run the verb (no
-// Docker engine, missing images).
+// Exit codes, the same on every verb: 0 when every verdict passed, 1 when
+// one failed (the violated invariant, the offending events, the seed and
+// the replay command are printed), 2 for bad usage, an environment that
+// cannot run the verb (no Docker engine, missing images) or a run
+// interrupted by SIGINT or SIGTERM (it says so, and cleans up what it
+// started; a second signal exits at once), 3 for an inconclusive run.
 package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		// The first signal ends the run, which still removes its
+		// containers; a second one gets the default action: exit now.
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		name := "SIGTERM"
+		if sig == os.Interrupt {
+			name = "SIGINT"
+		}
+		cancel(fmt.Errorf("%w by %s", errInterrupted, name))
+	}()
 	code := run(ctx, production(), os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	cancel(nil)
 	os.Exit(code)
 }

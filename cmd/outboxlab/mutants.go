@@ -13,6 +13,7 @@ import (
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/scenarios"
 )
 
 func mutantsVerb() verb {
@@ -67,6 +68,12 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 		if code := d.needDocker(ctx, std, "mutants"); code != exitOK {
 			return code
 		}
+		// The infrastructure tier runs our relay and its mutants build.
+		for _, u := range []scenarios.RelayUnderTest{{Name: "ours"}, {Name: "mutants", Mutants: true}} {
+			if code := d.needRelay(ctx, std, "mutants", u); code != exitOK {
+				return code
+			}
+		}
 	}
 	start := std.now()
 	first := o.seed.orRandom(start)
@@ -91,6 +98,10 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 		meta = report.CollectMeta(ctx, start)
 	}
 	rows, err := mutant.RunMatrix(ctx, tier, opts)
+	if ctx.Err() != nil {
+		// A mutant that was not run to the end survived nothing.
+		return interrupted(std, ctx, "mutants", fmt.Sprintf("%d rows of the kill matrix finished, no verdict", len(rows)))
+	}
 	if err != nil {
 		if code := environmentErr(std, "mutants", err); code != 0 {
 			return code

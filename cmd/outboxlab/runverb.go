@@ -26,7 +26,11 @@ a fault schedule drawn from the seed, a heal-and-drain phase and the
 checkers. --scenario may be repeated; without it every scenario of the
 catalogue runs. --relay is ours, a mutant's name, image:REF for any relay
 image that follows the black-box contract, or cmd:COMMAND for one run as a
-host process. A live progress line shows events committed and delivered,
+host process (its arguments split as a shell splits words, single and
+double quotes included, but no shell runs it). Before any container
+starts, the relay's image must be in the local Docker engine (ours come
+from ` + "`make images`" + `) or the command's program must be found, as a path or
+on PATH. A live progress line shows events committed and delivered,
 the active faults, the phase and the time left. A failed verdict prints the
 violated invariant, the offending events, the seed and the replay command,
 and exits 1. --out DIR writes scenarios.json, the histories and run.html.`,
@@ -86,6 +90,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 			return usageErr(std, "run", "unknown scenario %q (known: %s)", n, strings.Join(known, ", "))
 		}
 	}
+	if code := d.needRelay(ctx, std, "run", relay); code != exitOK {
+		return code
+	}
 	start := std.now()
 	seed := o.seed.orRandom(start)
 	if o.json {
@@ -101,9 +108,14 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	for i, n := range names {
 		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
 	}
-	_, results, code := runScenarios(ctx, std, d, "run", specs, o.json)
+	ran, results, code := runScenarios(ctx, std, d, "run", specs, o.json)
 	if code != exitOK {
 		return code
+	}
+	for i := range results {
+		if len(ran[i].Relay.Command) > 0 {
+			results[i].Replay = commandReplay(ran[i])
+		}
 	}
 	if len(results) == 0 {
 		return unavailable(std, "run", "no scenario could run with relay %s", relay.Name)

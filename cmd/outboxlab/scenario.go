@@ -15,6 +15,7 @@ import (
 	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // runSpec is one scenario run the command asks for.
@@ -39,8 +40,10 @@ type runOutcome struct {
 
 // parseRelay reads --relay: "ours", "image:REF" for a relay image that
 // follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
-// a host process, or the name of a relay-side mutant of the catalogue (the
-// relay built with the mutants tag, OUTBOX_MUTANT set: see infra.Relay).
+// a host process (split as a shell splits words, quotes included, by
+// splitArgs; no shell runs it), or the name of a relay-side mutant of the
+// catalogue (the relay built with the mutants tag, OUTBOX_MUTANT set: see
+// infra.Relay).
 func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	switch {
 	case s == "" || s == "ours":
@@ -52,11 +55,14 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		}
 		return scenarios.RelayUnderTest{Name: ref, Image: ref}, nil
 	case strings.HasPrefix(s, "cmd:"):
-		args := strings.Fields(strings.TrimPrefix(s, "cmd:"))
-		if len(args) == 0 {
+		args, err := splitArgs(strings.TrimPrefix(s, "cmd:"))
+		if err != nil {
+			return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %s: %w", s, err)
+		}
+		if len(args) == 0 || args[0] == "" {
 			return scenarios.RelayUnderTest{}, errors.New("--relay cmd:COMMAND needs a command")
 		}
-		return scenarios.RelayUnderTest{Name: strings.Join(args, " "), Command: args}, nil
+		return scenarios.RelayUnderTest{Name: joinArgs(args), Command: args}, nil
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
@@ -68,6 +74,82 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	// The mutants image runs the mutant that OUTBOX_MUTANT names, with our
 	// relay's features and failpoints; the run replays as --relay NAME.
 	return infra.Relay(s), nil
+}
+
+// relayArg returns the --relay argument that selects u again, quoted for
+// a shell.
+func relayArg(u scenarios.RelayUnderTest) string {
+	switch {
+	case len(u.Command) > 0:
+		return quoteArg("cmd:" + joinArgs(u.Command))
+	case u.Image != "":
+		return quoteArg("image:" + u.Image)
+	}
+	return quoteArg(u.Name)
+}
+
+// commandReplay is the replay command of spec, a run whose relay is a
+// command. The scenario runner's own replay joins the command's arguments
+// with blanks inside single quotes, which an argument holding a blank or a
+// quote breaks; here every argument is quoted, so that a shell hands the
+// run verb the same command again.
+func commandReplay(spec runSpec) string {
+	cmd := fmt.Sprintf("%s run --scenario %s --seed %d --relay %s", replayPrefix, quoteArg(spec.Scenario), spec.Seed, relayArg(spec.Relay))
+	if spec.Events > 0 {
+		cmd += fmt.Sprintf(" --events %d", spec.Events)
+	}
+	if spec.Duration > 0 {
+		cmd += fmt.Sprintf(" --duration %s", spec.Duration)
+	}
+	if scenarios.LongFromEnv() {
+		cmd = scenarios.LongEnv + "=1 " + cmd
+	}
+	return cmd
+}
+
+// relayImage returns the image the relay under test runs from, or "" for
+// a command: the image given, else ours (the mutants build for a
+// relay-side mutant), as the scenario runner resolves it.
+func relayImage(u scenarios.RelayUnderTest) string {
+	switch {
+	case len(u.Command) > 0:
+		return ""
+	case u.Image != "":
+		return u.Image
+	case u.Mutants:
+		return testenv.ImageRelayMutants
+	}
+	return testenv.ImageRelay
+}
+
+// needRelay checks, before any container starts, that the relay under
+// test can start: its image is in the local engine, or its command's
+// program is found. It returns exitOK, or says what to do and returns
+// exitUsage.
+func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenarios.RelayUnderTest) int {
+	if len(u.Command) > 0 {
+		prog := u.Command[0]
+		if _, err := d.lookPath(prog); err != nil {
+			if strings.Contains(prog, "/") {
+				return unavailable(std, verb, "relay command %s: %v: give the path of an executable file (build ours with `go build -o bin/relay ./cmd/relay`, then --relay cmd:./bin/relay)", quoteArg(prog), err)
+			}
+			return unavailable(std, verb, "relay command %s is not on PATH (%v): give its path instead, e.g. --relay 'cmd:./bin/%s ...', or add its directory to PATH", quoteArg(prog), err, prog)
+		}
+		return exitOK
+	}
+	img := relayImage(u)
+	cctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
+	defer cancel()
+	ok, err := d.imageExists(cctx, img)
+	switch {
+	case err != nil:
+		return unavailable(std, verb, "cannot look for the relay image %s: %v", img, err)
+	case ok:
+		return exitOK
+	case img == testenv.ImageRelay || img == testenv.ImageRelayMutants:
+		return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it with `make images` (nothing is pulled from a registry)", img)
+	}
+	return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it (docker build -t %s ...) or load it (docker load); nothing is pulled from a registry", img, img)
 }
 
 // runScenarios runs specs with a live progress line. It returns the
@@ -91,12 +173,12 @@ func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []
 		func(i int, p scenarios.Progress) { pr.Update(scenarioLine(label(i), p)) },
 		func(line string) { pr.Update(line) })
 	pr.Clear()
+	if ctx.Err() != nil {
+		return nil, nil, interrupted(std, ctx, verb, "the scenarios did not finish, no verdict")
+	}
 	if err != nil {
 		if code := environmentErr(std, verb, err); code != 0 {
 			return nil, nil, code
-		}
-		if ctx.Err() != nil {
-			return nil, nil, unavailable(std, verb, "interrupted: %v", err)
 		}
 		return nil, nil, unavailable(std, verb, "%v", err)
 	}

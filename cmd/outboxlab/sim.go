@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/sim"
 )
@@ -22,7 +24,7 @@ func simVerb() verb {
 	return verb{
 		name:    "sim",
 		summary: "run the deterministic simulation over many seeds (no Docker needed)",
-		args:    "[--seeds N] [--seed S] [--mutant NAME] [--json] [--out DIR]",
+		args:    "[--seeds N] [--seed S] [--shard K/N] [--mutant NAME] [--json] [--out DIR]",
 		about: `Runs the production relay and consumer against in-memory PostgreSQL and
 RabbitMQ fakes under a seeded scheduler that crashes, pauses, cuts and skews
 them, for --seeds consecutive seeds from --seed, and checks every history.
@@ -31,11 +33,18 @@ swarm parameters first, then the summary; with --json only the summary, as
 one JSON object. A failing seed prints the violated invariant, its first
 offending events with their timelines and the command that replays it alone.
 With --out DIR it writes sim.json, the histories of the failing seeds, and
-sim.html, an HTML report of the failing seeds (or of the one seed run).`,
+sim.html, an HTML report of the failing seeds (or of the one seed run).
+--shard K/N runs only the K-th of N contiguous blocks of the seeds (their
+sizes differ by at most one; the N shards together run every seed once), so
+that N machines share a campaign; without the flag, OUTBOXLAB_SHARD=K/N or
+a Kubernetes Indexed Job's JOB_COMPLETION_INDEX (0-based) with
+OUTBOXLAB_SHARDS=N choose the shard. The summary names the shard and its
+first seed, and the replay command runs the shard's seeds alone.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &simOptions{}
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds to run (`N`)")
 			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
+			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the seeds (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
 			fs.StringVar(&o.mutant, "mutant", "", "simulate the named mutant instead of the production relay")
 			fs.BoolVar(&o.json, "json", false, "print only the summary, as JSON")
 			fs.StringVar(&o.out, "out", "", "write the results bundle (sim.json, histories, sim.html) to `DIR`")
@@ -47,9 +56,25 @@ sim.html, an HTML report of the failing seeds (or of the one seed run).`,
 type simOptions struct {
 	seeds  int
 	seed   seedFlag
+	shard  string
 	mutant string
 	json   bool
 	out    string
+}
+
+// simJSON is the summary --json prints: the simulation's summary, with
+// first_failure_seed null when no seed failed, and the share of the
+// campaign that ran.
+type simJSON struct {
+	sim.Summary
+	// FirstFailureSeed shadows the summary's, which is 0 when none
+	// failed (0 is a seed too).
+	FirstFailureSeed *uint64 `json:"first_failure_seed"`
+	// FirstSeed is the first seed this run ran; null when its shard was
+	// empty. The run ran Seeds seeds from it, when it was not interrupted.
+	FirstSeed *uint64 `json:"first_seed"`
+	// Shard is the share of the campaign that ran, K/N ("1/1": all).
+	Shard string `json:"shard"`
 }
 
 func (o *simOptions) replay(seed uint64, n int) string {
@@ -64,6 +89,13 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.seeds < 1 {
 		return usageErr(std, "sim", "--seeds must be at least 1, not %d", o.seeds)
 	}
+	shard, err := campaign.Resolve(o.shard, d.getenv)
+	if err != nil {
+		if o.shard != "" {
+			return usageErr(std, "sim", "--shard: %v", err)
+		}
+		return usageErr(std, "sim", "%v", err)
+	}
 	opts := sim.Options{}
 	if o.mutant != "" {
 		var code int
@@ -72,12 +104,30 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	start := std.now()
-	first := o.seed.orRandom(start)
+	campaignFirst := o.seed.orRandom(start)
+	if uint64(o.seeds-1) > math.MaxUint64-campaignFirst {
+		return usageErr(std, "sim", "--seeds %d from --seed %d would pass the largest seed, %d: give at most %d seeds from there, or a lower --seed",
+			o.seeds, campaignFirst, uint64(math.MaxUint64), math.MaxUint64-campaignFirst+1)
+	}
+	lo, hi := shard.Range(o.seeds)
+	n := hi - lo
+	first := campaignFirst + uint64(lo)
+	if n == 0 {
+		// Fewer seeds than shards: this one has nothing to do.
+		if o.json {
+			return o.printJSON(std, simJSON{Shard: shard.String()})
+		}
+		fmt.Fprintf(std.out, "shard %s of %d seeds from %d is empty: there are fewer seeds than shards\nPASS\n", shard, o.seeds, campaignFirst)
+		return exitOK
+	}
 	header := sim.Describe(first, opts)
 	if !o.json {
 		fmt.Fprintln(std.out, header)
-		if o.seeds > 1 {
-			fmt.Fprintf(std.out, "seeds %d..%d (each draws its own swarm; the first is shown)\n", first, first+uint64(o.seeds)-1)
+		if !shard.IsWhole() {
+			fmt.Fprintf(std.out, "shard %s of seeds %d..%d: seeds %d..%d (%d of %d)\n",
+				shard, campaignFirst, campaignFirst+uint64(o.seeds)-1, first, first+uint64(n)-1, n, o.seeds)
+		} else if n > 1 {
+			fmt.Fprintf(std.out, "seeds %d..%d (each draws its own swarm; the first is shown)\n", first, first+uint64(n)-1)
 		}
 	}
 	var meta report.Meta
@@ -92,7 +142,7 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 	}
 	pr := newProgress(std, false)
 	done := make(chan sim.Summary, 1)
-	go func() { done <- sim.RunMany(ctx, first, o.seeds, opts) }()
+	go func() { done <- sim.RunMany(ctx, first, n, opts) }()
 	tick := time.NewTicker(200 * time.Millisecond)
 	var sum sim.Summary
 wait:
@@ -101,23 +151,23 @@ wait:
 		case sum = <-done:
 			break wait
 		case <-tick.C:
-			pr.Update(fmt.Sprintf("sim: %d seeds from %d, %s elapsed", o.seeds, first, std.now().Sub(start).Round(time.Second)))
+			pr.Update(fmt.Sprintf("sim: %d seeds from %d, %s elapsed", n, first, std.now().Sub(start).Round(time.Second)))
 		}
 	}
 	tick.Stop()
 	pr.Clear()
 	if ctx.Err() != nil {
-		fmt.Fprintf(std.err, "outboxlab sim: interrupted after %d of %d seeds\n", sum.Seeds, o.seeds)
-		return exitUsage
+		return interrupted(std, ctx, "sim", fmt.Sprintf("%d of %d seeds from %d finished, no verdict", sum.Seeds, n, first))
 	}
 
 	if o.json {
-		b, err := json.Marshal(sum)
-		if err != nil {
-			fmt.Fprintf(std.err, "outboxlab sim: encoding the summary: %v\n", err)
-			return exitUsage
+		js := simJSON{Summary: sum, FirstSeed: &first, Shard: shard.String()}
+		if sum.Failed > 0 {
+			js.FirstFailureSeed = &sum.FirstFailureSeed
 		}
-		fmt.Fprintln(std.out, string(b))
+		if code := o.printJSON(std, js); code != exitOK {
+			return code
+		}
 	} else {
 		first := "none"
 		if sum.Failed > 0 {
@@ -128,7 +178,7 @@ wait:
 	}
 
 	if o.out != "" {
-		if err := o.writeBundle(meta, first, sum, opts); err != nil {
+		if err := o.writeBundle(meta, first, n, sum, opts); err != nil {
 			fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
 			return exitUsage
 		}
@@ -173,9 +223,21 @@ wait:
 	return exitFail
 }
 
+// printJSON prints the --json summary.
+func (o *simOptions) printJSON(std *stdio, js simJSON) int {
+	b, err := json.Marshal(js)
+	if err != nil {
+		fmt.Fprintf(std.err, "outboxlab sim: encoding the summary: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintln(std.out, string(b))
+	return exitOK
+}
+
 // writeBundle writes sim.json, the failing histories and sim.html.
-func (o *simOptions) writeBundle(meta report.Meta, first uint64, sum sim.Summary, opts sim.Options) error {
-	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, o.seeds)}
+// The seeds are n from first: the run's shard.
+func (o *simOptions) writeBundle(meta report.Meta, first uint64, n int, sum sim.Summary, opts sim.Options) error {
+	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, n)}
 	var runs []report.Run
 	for _, f := range sum.Failures {
 		rel, err := report.WriteHistory(o.out, fmt.Sprintf("sim-seed-%d.jsonl", f.Seed), f.History)
@@ -189,7 +251,7 @@ func (o *simOptions) writeBundle(meta report.Meta, first uint64, sum sim.Summary
 			runs = append(runs, run)
 		}
 	}
-	if o.seeds == 1 && len(runs) == 0 {
+	if n == 1 && len(runs) == 0 {
 		runs = append(runs, report.FromSim(sim.Run(first, opts), o.replay(first, 1)))
 	}
 	if err := report.WriteFile(o.out, report.FileSim, file); err != nil {

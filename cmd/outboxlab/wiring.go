@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"time"
 
 	"github.com/outboxlab/outboxlab/bench"
@@ -32,6 +34,14 @@ type deps struct {
 	bench func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error)
 	// dockerAvailable reports whether a Docker engine answers, and why not.
 	dockerAvailable func(ctx context.Context) error
+	// imageExists reports whether an image is in the local Docker engine
+	// (nothing is ever pulled).
+	imageExists func(ctx context.Context, ref string) (bool, error)
+	// lookPath resolves a relay command's program as exec.LookPath does:
+	// on PATH, or as a path when it holds a slash.
+	lookPath func(file string) (string, error)
+	// getenv reads the command's environment (the shard of a campaign).
+	getenv func(string) string
 }
 
 // production returns the dependencies of the command as it ships: the
@@ -43,6 +53,9 @@ func production() deps {
 		mutants:         catalogueOfMutants(),
 		bench:           benchOnContainers,
 		dockerAvailable: testenv.DockerAvailable,
+		imageExists:     testenv.ImageExists,
+		lookPath:        exec.LookPath,
+		getenv:          os.Getenv,
 	}
 }
 
