@@ -524,7 +524,7 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 			return err
 		}
 		res.ClaimPlan = plan
-		res.ClaimUsesPendingIndex = strings.Contains(plan, "Index Scan using "+strings.ReplaceAll(table.String(), ".", "_")+"_pending_idx") &&
+		res.ClaimUsesPendingIndex = strings.Contains(plan, "Index Scan using "+table.PendingIndex()) &&
 			!strings.Contains(plan, "Seq Scan")
 	}
 	if err := b.in.purge(ctx); err != nil {

@@ -156,7 +156,7 @@ func TestClaimUsesPendingIndexAtVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := relay.NewPGStore(db.pool, db.table)
-	index := strings.ReplaceAll(db.table.String(), ".", "_") + "_pending_idx"
+	index := db.table.PendingIndex()
 	check := func(state string) {
 		t.Helper()
 		rows, err := db.pool.Query(ctx, `EXPLAIN `+store.ClaimSQL(), relay.DefaultBatchSize, "explain", int64(120e6))

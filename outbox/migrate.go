@@ -58,12 +58,16 @@ func Migrations() ([]Migration, error) {
 	return ms, nil
 }
 
-// SQL renders the migration for table.
+// SQL renders the migration for table. A migration's template sees the
+// quoted names {{.Table}}, {{.PendingIndex}} and {{.ProcessedIndex}}:
+// every name it splices in is quoted and at most MaxIdentifierLen bytes,
+// so that no two tables' indexes share a name (see Table.PendingIndex).
 func (m Migration) SQL(table Table) (string, error) {
 	var buf bytes.Buffer
 	err := m.sql.Execute(&buf, map[string]string{
-		"Table":       table.Ident(),
-		"IndexPrefix": table.indexPrefix(), // built from validated identifiers only
+		"Table":          table.Ident(),
+		"PendingIndex":   pgx.Identifier{table.PendingIndex()}.Sanitize(),
+		"ProcessedIndex": pgx.Identifier{table.ProcessedIndex()}.Sanitize(),
 	})
 	return buf.String(), err
 }

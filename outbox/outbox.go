@@ -6,6 +6,8 @@ package outbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,14 +118,49 @@ func (t Table) Ident() string {
 	return pgx.Identifier{t.schema, t.name}.Sanitize()
 }
 
-// Channel is the LISTEN/NOTIFY channel that wakes the table's relay.
+// MaxIdentifierLen is the longest identifier PostgreSQL keeps, in bytes
+// (NAMEDATALEN - 1). A longer name is cut: silently for an index, whose
+// cut name may then be taken (CREATE INDEX IF NOT EXISTS skips it), and
+// with an error for a NOTIFY channel.
+const MaxIdentifierLen = 63
+
+// Channel is the LISTEN/NOTIFY channel that wakes the table's relay:
+// "outbox_" and the name with its dot as "_" (outbox_chat_outbox), or,
+// for a name too long for that or with upper-case letters, its start and
+// a hash of the whole name (see derivedName). It is at most
+// MaxIdentifierLen bytes and case-sensitive (LISTEN quotes it).
 func (t Table) Channel() string {
-	return "outbox_" + strings.ReplaceAll(t.String(), ".", "_")
+	return t.derivedName("outbox_", "")
 }
 
-// indexPrefix is a name stem for the table's indexes, unique per table.
-func (t Table) indexPrefix() string {
-	return strings.ReplaceAll(t.String(), ".", "_")
+// PendingIndex is the name of the partial index that serves the relay's
+// claim (migration 001): chat_outbox_pending_idx for chat.outbox. The
+// index lives in the table's schema.
+func (t Table) PendingIndex() string { return t.derivedName("", "_pending_idx") }
+
+// ProcessedIndex is the name of the index the sweep deletes by (migration
+// 001): chat_outbox_processed_idx for chat.outbox.
+func (t Table) ProcessedIndex() string { return t.derivedName("", "_processed_idx") }
+
+// derivedName names an object of the table: prefix, the table's name with
+// its dot as "_", and suffix. That name is used as it is when it fits in
+// MaxIdentifierLen bytes and is all lower case. Otherwise the table's name
+// is cut to fit and followed by "_" and 8 hex digits of the SHA-256 of the
+// whole name as given: names that PostgreSQL would cut to the same bytes,
+// or that differ only in case (Outbox and outbox, which an unquoted use
+// would fold together), get distinct names, and the same table always the
+// same one.
+func (t Table) derivedName(prefix, suffix string) string {
+	stem := strings.ReplaceAll(t.String(), ".", "_")
+	if name := prefix + stem + suffix; len(name) <= MaxIdentifierLen && name == strings.ToLower(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(t.String()))
+	tag := "_" + hex.EncodeToString(sum[:4])
+	if room := MaxIdentifierLen - len(prefix) - len(tag) - len(suffix); len(stem) > room {
+		stem = stem[:room]
+	}
+	return prefix + stem + tag + suffix
 }
 
 // Querier is what Stage needs: a pgx.Tx satisfies it.

@@ -99,3 +99,102 @@ func TestNewEventIsTimeOrdered(t *testing.T) {
 		t.Errorf("ids %s, %s: want UUIDv7 in creation order", a.ID, b.ID)
 	}
 }
+
+// edgeTables are names that ParseTable accepts and that naive derived
+// names mishandle: case that folds together, and 57 to 63 byte names that
+// PostgreSQL would cut to the same bytes.
+func edgeTables(t *testing.T) []Table {
+	t.Helper()
+	long := strings.Repeat("a", 63)
+	var names = []string{
+		"outbox", "Outbox", "OUTBOX", "chat.outbox", "chat.Outbox", "Chat.outbox",
+		long, long[:62] + "b", long[:57], long[:57] + "x", "s." + long, long + "." + long, long + ".outbox",
+		strings.Repeat("b", 50), strings.Repeat("b", 49), "x.outbox_pending_idx",
+	}
+	var ts []Table
+	for _, n := range names {
+		tb, err := ParseTable(n)
+		if err != nil {
+			t.Fatalf("ParseTable(%q): %v", n, err)
+		}
+		ts = append(ts, tb)
+	}
+	return ts
+}
+
+func TestDerivedNamesFitAndAreDistinct(t *testing.T) {
+	type owner struct{ table, what string }
+	channels := map[string]owner{}
+	// Index names are per schema; channels are per database. Fold case
+	// too: even an unquoted use must not merge two tables.
+	indexes := map[string]owner{}
+	for _, tb := range edgeTables(t) {
+		for what, name := range map[string]string{"channel": tb.Channel(), "pending": tb.PendingIndex(), "processed": tb.ProcessedIndex()} {
+			if len(name) > MaxIdentifierLen || name == "" {
+				t.Errorf("%s of %s is %d bytes: %q", what, tb, len(name), name)
+			}
+			if !identRe.MatchString(name) {
+				t.Errorf("%s of %s, %q, is not a plain identifier", what, tb, name)
+			}
+			key, seen := strings.ToLower(name), indexes
+			if what == "channel" {
+				seen = channels
+			} else {
+				key = tb.Schema() + "." + key
+			}
+			if prev, ok := seen[key]; ok {
+				t.Errorf("%s of %s and %s of %s are both %q", what, tb, prev.what, prev.table, name)
+			}
+			seen[key] = owner{tb.String(), what}
+		}
+	}
+}
+
+func TestDerivedNamesAreDeterministic(t *testing.T) {
+	for _, tb := range edgeTables(t) {
+		again := MustParseTable(tb.String())
+		if tb.Channel() != again.Channel() || tb.PendingIndex() != again.PendingIndex() || tb.ProcessedIndex() != again.ProcessedIndex() {
+			t.Errorf("%s: names differ between two parses", tb)
+		}
+	}
+	// Plain lower-case names keep the names they always had: tables
+	// migrated before keep their indexes, and other relays their channel.
+	for name, want := range map[string][3]string{
+		"outbox":      {"outbox_outbox", "outbox_pending_idx", "outbox_processed_idx"},
+		"chat.outbox": {"outbox_chat_outbox", "chat_outbox_pending_idx", "chat_outbox_processed_idx"},
+	} {
+		tb := MustParseTable(name)
+		if got := [3]string{tb.Channel(), tb.PendingIndex(), tb.ProcessedIndex()}; got != want {
+			t.Errorf("%s: names %v, want %v", name, got, want)
+		}
+	}
+	// Others get a hash of the whole name after as much of it as fits.
+	up := MustParseTable("Outbox")
+	if !strings.HasPrefix(up.PendingIndex(), "Outbox_") || len(up.PendingIndex()) != len("Outbox_")+8+len("_pending_idx") {
+		t.Errorf("Outbox's pending index = %q", up.PendingIndex())
+	}
+	long := MustParseTable(strings.Repeat("a", 63))
+	for _, n := range []string{long.Channel(), long.PendingIndex(), long.ProcessedIndex()} {
+		if len(n) != MaxIdentifierLen {
+			t.Errorf("a 63-byte table's name %q is %d bytes, want the whole %d", n, len(n), MaxIdentifierLen)
+		}
+	}
+}
+
+func TestMigrationsQuoteDerivedNames(t *testing.T) {
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range edgeTables(t) {
+		sql, err := ms[0].SQL(tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, idx := range []string{tb.PendingIndex(), tb.ProcessedIndex()} {
+			if want := `CREATE INDEX IF NOT EXISTS "` + idx + `"`; !strings.Contains(sql, want) {
+				t.Errorf("%s: migration lacks %s:\n%s", tb, want, sql)
+			}
+		}
+	}
+}

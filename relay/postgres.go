@@ -33,7 +33,7 @@ var _ Store = (*PGStore)(nil)
 // created by outbox.Migrate.
 func NewPGStore(pool *pgxpool.Pool, table outbox.Table) *PGStore {
 	t := table.Ident()
-	// pending is the predicate of the partial index <table>_pending_idx;
+	// pending is the predicate of the partial index Table.PendingIndex;
 	// the claim repeats it word for word so the planner can use the index.
 	const pending = `processed_at IS NULL AND faulted_at IS NULL`
 	// fence holds a row only for the owner of an unexpired lease.

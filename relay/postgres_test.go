@@ -473,7 +473,7 @@ func TestClaimUsesPendingIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := strings.Join(lines, "\n")
-	index := strings.ReplaceAll(db.Table.String(), ".", "_") + "_pending_idx"
+	index := db.Table.PendingIndex()
 	if !strings.Contains(plan, "Index Scan using "+index) {
 		t.Errorf("claim plan does not scan %s:\n%s", index, plan)
 	}

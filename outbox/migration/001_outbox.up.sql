@@ -1,5 +1,8 @@
 -- 001_outbox creates the outbox table of one bounded context and the partial
--- index that serves the relay's claim query.
+-- index that serves the relay's claim query. The index names are quoted and
+-- derived by outbox.Table (PendingIndex, ProcessedIndex): distinct for every
+-- table name that outbox.ParseTable accepts, Outbox beside outbox and names of
+-- 63 bytes included, so IF NOT EXISTS never skips an index another table has.
 CREATE TABLE IF NOT EXISTS {{.Table}} (
     id             uuid        PRIMARY KEY,
     message_type   text        NOT NULL,
@@ -17,11 +20,11 @@ CREATE TABLE IF NOT EXISTS {{.Table}} (
 
 -- The claim reads pending rows oldest first; processed and faulted rows never
 -- enter this index, so it stays as small as the backlog.
-CREATE INDEX IF NOT EXISTS {{.IndexPrefix}}_pending_idx
+CREATE INDEX IF NOT EXISTS {{.PendingIndex}}
     ON {{.Table}} (occurred_at, id)
     WHERE processed_at IS NULL AND faulted_at IS NULL;
 
 -- The sweep deletes processed rows by age.
-CREATE INDEX IF NOT EXISTS {{.IndexPrefix}}_processed_idx
+CREATE INDEX IF NOT EXISTS {{.ProcessedIndex}}
     ON {{.Table}} (processed_at)
     WHERE processed_at IS NOT NULL;
