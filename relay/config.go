@@ -91,14 +91,30 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every problem with c (after defaults), joined.
+// FieldError is one problem Validate found, with the Config fields it is
+// about (two for a rule that ties fields together), so that a caller that
+// reads them from elsewhere (flags, environment variables) can name the
+// settings its user gave.
+type FieldError struct {
+	// Fields are the names of the Config fields, e.g. "Lease".
+	Fields []string
+	Err    error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate reports every problem with c (after defaults), joined; each is
+// a *FieldError.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	bad := func(fields []string, format string, args ...any) {
+		errs = append(errs, &FieldError{Fields: fields, Err: fmt.Errorf(format, args...)})
+	}
 	if c.RelayID == "" {
-		bad("RelayID is required")
+		bad([]string{"RelayID"}, "RelayID is required")
 	} else if len(c.RelayID) > 200 {
-		bad("RelayID is longer than 200 bytes")
+		bad([]string{"RelayID"}, "RelayID is longer than 200 bytes")
 	}
 	for _, d := range []struct {
 		name string
@@ -109,7 +125,7 @@ func (c Config) Validate() error {
 		{"PublishTimeout", c.PublishTimeout}, {"StoreTimeout", c.StoreTimeout},
 	} {
 		if d.v <= 0 {
-			bad("%s must be positive, got %s", d.name, d.v)
+			bad([]string{d.name}, "%s must be positive, got %s", d.name, d.v)
 		}
 	}
 	for _, n := range []struct {
@@ -117,14 +133,14 @@ func (c Config) Validate() error {
 		v    int
 	}{{"BatchSize", c.BatchSize}, {"MaxAttempts", c.MaxAttempts}, {"SweepBatch", c.SweepBatch}, {"PublishWindow", c.PublishWindow}} {
 		if n.v <= 0 {
-			bad("%s must be positive, got %d", n.name, n.v)
+			bad([]string{n.name}, "%s must be positive, got %d", n.name, n.v)
 		}
 	}
 	if c.BackoffMax < c.BackoffBase {
-		bad("BackoffMax (%s) is shorter than BackoffBase (%s)", c.BackoffMax, c.BackoffBase)
+		bad([]string{"BackoffMax", "BackoffBase"}, "BackoffMax (%s) is shorter than BackoffBase (%s)", c.BackoffMax, c.BackoffBase)
 	}
 	if c.Lease > 0 && c.PublishTimeout > 0 && c.Lease <= 2*c.PublishTimeout {
-		bad("Lease (%s) must be longer than twice PublishTimeout (%s): a claim must outlast its publishes", c.Lease, c.PublishTimeout)
+		bad([]string{"Lease", "PublishTimeout"}, "Lease (%s) must be longer than twice PublishTimeout (%s): a claim must outlast its publishes", c.Lease, c.PublishTimeout)
 	}
 	return errors.Join(errs...)
 }
