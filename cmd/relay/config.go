@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -55,6 +57,37 @@ const mutantEnv = "OUTBOX_MUTANT"
 // exchangeRe is what RabbitMQ accepts as an exchange name.
 var exchangeRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`)
 
+// hostRe is a host name (or an IPv4 address) in OUTBOX_METRICS_ADDR.
+var hostRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
+
+// Bounds of the settings whose extremes no relay should run with: a claim
+// of more rows than maxBatchSize holds a transaction and its locks too
+// long, a publish timeout below minPublishTimeout times out healthy
+// confirms, and one above maxPublishTimeout lets a hung broker stall the
+// relay (and its shutdown) for longer than anyone waits.
+const (
+	maxBatchSize      = 10000
+	minPublishTimeout = 100 * time.Millisecond
+	maxPublishTimeout = 10 * time.Minute
+)
+
+// checkListenAddr reports what is wrong with addr as a host:port to
+// listen on: the port a number from 0 to 65535, the host empty (every
+// interface), an IP address or a host name.
+func checkListenAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not host:port: %q (want e.g. :9090 or 127.0.0.1:9090)", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || fmt.Sprint(n) != port {
+		return fmt.Errorf("port %q of %q is not a number from 0 to 65535", port, addr)
+	}
+	if host != "" && net.ParseIP(host) == nil && !hostRe.MatchString(host) {
+		return fmt.Errorf("host %q of %q is neither an IP address nor a host name", host, addr)
+	}
+	return nil
+}
+
 // parseEnv reads the relay's settings through getenv. Every problem is
 // returned as a *configError naming its variable (several are joined).
 // hostname supplies the default relay id.
@@ -72,7 +105,13 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		}
 		return v
 	}
-	duration := func(name string, dst *time.Duration) {
+	// fieldVar names the variable of each relay.Config field, for the
+	// problems relay.Config.Validate finds.
+	fieldVar := map[string]string{"RelayID": "OUTBOX_RELAY_ID"}
+	// durationIn reads a duration from lo to hi (hi 0: no upper bound)
+	// into the relay.Config field named field.
+	durationIn := func(name, field string, dst *time.Duration, lo, hi time.Duration) {
+		fieldVar[field] = name
 		v := get(name)
 		if v == "" {
 			return
@@ -83,11 +122,16 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 			bad(name, fmt.Errorf("not a duration: %q (want e.g. 500ms, 30s, 5m)", v))
 		case d <= 0:
 			bad(name, fmt.Errorf("must be positive, got %s", d))
+		case d < lo || hi > 0 && d > hi:
+			bad(name, fmt.Errorf("must be from %s to %s, got %s", lo, hi, d))
 		default:
 			*dst = d
 		}
 	}
-	integer := func(name string, dst *int) {
+	duration := func(name, field string, dst *time.Duration) { durationIn(name, field, dst, 0, 0) }
+	// integerIn reads an integer from 1 to hi (hi 0: no upper bound).
+	integerIn := func(name, field string, dst *int, hi int) {
+		fieldVar[field] = name
 		v := get(name)
 		if v == "" {
 			return
@@ -98,10 +142,13 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 			bad(name, fmt.Errorf("not an integer: %q", v))
 		case n <= 0:
 			bad(name, fmt.Errorf("must be positive, got %d", n))
+		case hi > 0 && n > hi:
+			bad(name, fmt.Errorf("must be from 1 to %d, got %d", hi, n))
 		default:
 			*dst = n
 		}
 	}
+	integer := func(name, field string, dst *int) { integerIn(name, field, dst, 0) }
 	boolean := func(name string, dst *bool, def bool) {
 		*dst = def
 		v := get(name)
@@ -159,21 +206,25 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		s.Failpoints = fp
 	}
 
-	duration("OUTBOX_POLL_INTERVAL", &s.Relay.PollInterval)
-	integer("OUTBOX_BATCH_SIZE", &s.Relay.BatchSize)
-	duration("OUTBOX_LEASE", &s.Relay.Lease)
-	integer("OUTBOX_MAX_ATTEMPTS", &s.Relay.MaxAttempts)
-	duration("OUTBOX_BACKOFF_BASE", &s.Relay.BackoffBase)
-	duration("OUTBOX_BACKOFF_MAX", &s.Relay.BackoffMax)
-	duration("OUTBOX_RETENTION", &s.Relay.Retention)
-	integer("OUTBOX_SWEEP_BATCH", &s.Relay.SweepBatch)
-	duration("OUTBOX_SWEEP_INTERVAL", &s.Relay.SweepInterval)
-	duration("OUTBOX_PUBLISH_TIMEOUT", &s.Relay.PublishTimeout)
-	duration("OUTBOX_STORE_TIMEOUT", &s.Relay.StoreTimeout)
-	integer("OUTBOX_PUBLISH_WINDOW", &s.Relay.PublishWindow)
+	duration("OUTBOX_POLL_INTERVAL", "PollInterval", &s.Relay.PollInterval)
+	integerIn("OUTBOX_BATCH_SIZE", "BatchSize", &s.Relay.BatchSize, maxBatchSize)
+	duration("OUTBOX_LEASE", "Lease", &s.Relay.Lease)
+	integer("OUTBOX_MAX_ATTEMPTS", "MaxAttempts", &s.Relay.MaxAttempts)
+	duration("OUTBOX_BACKOFF_BASE", "BackoffBase", &s.Relay.BackoffBase)
+	duration("OUTBOX_BACKOFF_MAX", "BackoffMax", &s.Relay.BackoffMax)
+	duration("OUTBOX_RETENTION", "Retention", &s.Relay.Retention)
+	integer("OUTBOX_SWEEP_BATCH", "SweepBatch", &s.Relay.SweepBatch)
+	duration("OUTBOX_SWEEP_INTERVAL", "SweepInterval", &s.Relay.SweepInterval)
+	durationIn("OUTBOX_PUBLISH_TIMEOUT", "PublishTimeout", &s.Relay.PublishTimeout, minPublishTimeout, maxPublishTimeout)
+	duration("OUTBOX_STORE_TIMEOUT", "StoreTimeout", &s.Relay.StoreTimeout)
+	integer("OUTBOX_PUBLISH_WINDOW", "PublishWindow", &s.Relay.PublishWindow)
 	boolean("OUTBOX_NOTIFY", &s.Notify, true)
 	boolean("OUTBOX_MIGRATE", &s.Migrate, false)
-	s.MetricsAddr = get("OUTBOX_METRICS_ADDR")
+	if s.MetricsAddr = get("OUTBOX_METRICS_ADDR"); s.MetricsAddr != "" {
+		if err := checkListenAddr(s.MetricsAddr); err != nil {
+			bad("OUTBOX_METRICS_ADDR", err)
+		}
+	}
 
 	if v := get("OUTBOX_LOG_LEVEL"); v != "" {
 		if err := s.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -191,12 +242,55 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 	if len(errs) == 0 {
 		offset := s.ClockOffset
 		s.Relay.Now = func() time.Time { return time.Now().Add(offset) }
+		set := s.Relay
 		s.Relay = s.Relay.WithDefaults()
 		if err := s.Relay.Validate(); err != nil {
-			bad("OUTBOX_*", fmt.Errorf("relay settings: %w", err))
+			errs = append(errs, settingErrors(err, set, s.Relay, fieldVar, get)...)
 		}
 	}
 	return s, errors.Join(errs...)
+}
+
+// settingErrors turns the problems relay.Config.Validate found in c (set
+// is c before its defaults) into configErrors naming the variables of the
+// fields each is about, with the value each has: the one given, or the
+// default when the variable is unset.
+func settingErrors(err error, set, c relay.Config, fieldVar map[string]string, get func(string) string) []error {
+	var out []error
+	problems := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		problems = joined.Unwrap()
+	}
+	for _, p := range problems {
+		var fe *relay.FieldError
+		if !errors.As(p, &fe) {
+			out = append(out, &configError{Var: "OUTBOX_*", Err: fmt.Errorf("relay settings: %w", p)})
+			continue
+		}
+		var names, values []string
+		for _, f := range fe.Fields {
+			name, ok := fieldVar[f]
+			if !ok {
+				name = "OUTBOX_* (" + f + ")"
+			}
+			names = append(names, name)
+			given := reflect.ValueOf(set).FieldByName(f)
+			value := reflect.ValueOf(c).FieldByName(f)
+			switch {
+			case !ok || !value.IsValid():
+			case get(name) != "" || !given.IsZero():
+				values = append(values, fmt.Sprintf("%s=%v", name, value.Interface()))
+			default:
+				values = append(values, fmt.Sprintf("%s unset: default %v", name, value.Interface()))
+			}
+		}
+		e := fe.Err
+		if len(values) > 0 {
+			e = fmt.Errorf("%w (%s)", fe.Err, strings.Join(values, ", "))
+		}
+		out = append(out, &configError{Var: strings.Join(names, " and "), Err: e})
+	}
+	return out
 }
 
 // osHostname is the default relay id's source.

@@ -163,3 +163,73 @@ func TestParseEnvNoHostname(t *testing.T) {
 		t.Fatalf("want OUTBOX_RELAY_ID named, got %v", err)
 	}
 }
+
+func TestParseEnvBounds(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		ok         bool
+		want       string
+	}{
+		{"OUTBOX_BATCH_SIZE", "1", true, ""},
+		{"OUTBOX_BATCH_SIZE", "10000", true, ""},
+		{"OUTBOX_BATCH_SIZE", "10001", false, "OUTBOX_BATCH_SIZE: must be from 1 to 10000, got 10001"},
+		{"OUTBOX_BATCH_SIZE", "0", false, "OUTBOX_BATCH_SIZE: must be positive"},
+		{"OUTBOX_PUBLISH_TIMEOUT", "100ms", true, ""},
+		{"OUTBOX_PUBLISH_TIMEOUT", "99ms", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 99ms"},
+		{"OUTBOX_PUBLISH_TIMEOUT", "11m", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 11m0s"},
+	} {
+		vars := map[string]string{tc.key: tc.value}
+		if tc.key == "OUTBOX_PUBLISH_TIMEOUT" {
+			vars["OUTBOX_LEASE"] = "1h" // longer than twice any timeout in bounds
+		}
+		_, err := parseEnv(env(vars), fixedHost)
+		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want ok=%v %q", tc.key, tc.value, err, tc.ok, tc.want)
+		}
+	}
+}
+
+func TestParseEnvMetricsAddr(t *testing.T) {
+	for _, good := range []string{":9090", "127.0.0.1:9090", "[::1]:9090", "localhost:0", "metrics.internal:9102", "0.0.0.0:65535"} {
+		if _, err := parseEnv(env(map[string]string{"OUTBOX_METRICS_ADDR": good}), fixedHost); err != nil {
+			t.Errorf("OUTBOX_METRICS_ADDR=%s: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"9090", "localhost", ":http", ":65536", ":-1", "host name:9090", "a_b:9090", "1.2.3.4:", "::1:9090"} {
+		_, err := parseEnv(env(map[string]string{"OUTBOX_METRICS_ADDR": bad}), fixedHost)
+		var ce *configError
+		if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), "OUTBOX_METRICS_ADDR: ") {
+			t.Errorf("OUTBOX_METRICS_ADDR=%q: %v, want a configuration error naming the variable", bad, err)
+		}
+	}
+}
+
+func TestParseEnvCombinedErrorsNameTheVariables(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"OUTBOX_LEASE": "1s", "OUTBOX_PUBLISH_TIMEOUT": "1s"},
+			[]string{"OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT: ", "OUTBOX_LEASE=1s", "OUTBOX_PUBLISH_TIMEOUT=1s"}},
+		// The lease is the default: the message says so.
+		{map[string]string{"OUTBOX_PUBLISH_TIMEOUT": "5m"},
+			[]string{"OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT: ", "OUTBOX_LEASE unset: default 2m0s", "OUTBOX_PUBLISH_TIMEOUT=5m0s"}},
+		{map[string]string{"OUTBOX_BACKOFF_BASE": "2h"},
+			[]string{"OUTBOX_BACKOFF_MAX and OUTBOX_BACKOFF_BASE: ", "OUTBOX_BACKOFF_MAX unset: default 1h0m0s", "OUTBOX_BACKOFF_BASE=2h0m0s"}},
+		{map[string]string{"OUTBOX_RELAY_ID": strings.Repeat("r", 201)}, []string{"OUTBOX_RELAY_ID: RelayID is longer than 200 bytes"}},
+	} {
+		_, err := parseEnv(env(tc.env), fixedHost)
+		if err == nil {
+			t.Errorf("%v accepted", tc.env)
+			continue
+		}
+		if strings.Contains(err.Error(), "OUTBOX_*") {
+			t.Errorf("%v: %q does not name the variables", tc.env, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %q lacks %q", tc.env, err, w)
+			}
+		}
+	}
+}

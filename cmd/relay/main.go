@@ -3,9 +3,13 @@
 // OUTBOX_TABLE in OUTBOX_DATABASE_URL to OUTBOX_EXCHANGE at OUTBOX_AMQP_URL
 // until SIGTERM or SIGINT, then finishes its batch in flight and exits 0.
 // A configuration it cannot use (missing variable, malformed URL, bad table
-// name or duration) is reported on stderr naming the variable, with exit
-// code 2. An unreachable database or broker is not a configuration error:
-// the relay logs and retries until they come back.
+// name, duration or metrics address, a value out of bounds, settings that
+// contradict each other) is reported on stderr naming the variables, with
+// exit code 2; so is an outbox table that does not exist when
+// OUTBOX_MIGRATE is off (PostgreSQL's undefined_table, found by a check at
+// startup), with how to create it, and a metrics address it cannot listen
+// on. An unreachable database or broker is not a configuration error: the
+// relay logs and retries until they come back.
 //
 // Variables: OUTBOX_DATABASE_URL, OUTBOX_AMQP_URL, OUTBOX_TABLE
 // (optionally schema.table) and OUTBOX_EXCHANGE are required.
@@ -16,10 +20,12 @@
 // OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
 // OUTBOX_RETENTION, OUTBOX_SWEEP_BATCH, OUTBOX_SWEEP_INTERVAL,
 // OUTBOX_PUBLISH_TIMEOUT, OUTBOX_STORE_TIMEOUT and OUTBOX_PUBLISH_WINDOW
-// set the relay.Config fields of the same names. OUTBOX_NOTIFY (default
+// set the relay.Config fields of the same names; OUTBOX_BATCH_SIZE is at
+// most 10000 and OUTBOX_PUBLISH_TIMEOUT from 100ms to 10m. OUTBOX_NOTIFY (default
 // true) wakes the relay by LISTEN/NOTIFY; OUTBOX_MIGRATE (default false)
 // creates the table first; OUTBOX_DECLARE_EXCHANGE (default false) declares
-// the exchange; OUTBOX_METRICS_ADDR serves Prometheus metrics on /metrics;
+// the exchange; OUTBOX_METRICS_ADDR (host:port, e.g. :9090) serves
+// Prometheus metrics on /metrics;
 // OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
 // known message types (see typeDecoder), every type being accepted when it
 // is unset. OUTBOX_MUTANT runs a relay-side mutant of package mutant, a
@@ -93,6 +99,14 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) int 
 		"poll_interval", s.Relay.PollInterval.String(), "batch_size", s.Relay.BatchSize,
 		"lease", s.Relay.Lease.String(), "publish_timeout", s.Relay.PublishTimeout.String())
 	if err := serve(ctx, s, log, mut); err != nil {
+		var ce *configError
+		if errors.As(err, &ce) {
+			// A setting the environment cannot serve: a missing table
+			// without OUTBOX_MIGRATE, a metrics address taken.
+			log.Error("relay cannot run with this configuration", "err", err)
+			fmt.Fprintf(stderr, "relay: bad configuration:\n  %v\n", ce)
+			return exitConfig
+		}
 		log.Error("relay failed", "err", err)
 		return exitFailed
 	}
@@ -133,6 +147,21 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 			return outbox.Migrate(ctx, pool, s.Table)
 		}) {
 			return nil // stopped while the database was unreachable
+		}
+	} else {
+		var missing error
+		if !retry(ctx, log, "checking outbox table", func(ctx context.Context) error {
+			err := checkTable(ctx, pool, s.Table)
+			if errors.Is(err, errTableMissing) {
+				missing = err // no retry can create it
+				return nil
+			}
+			return err
+		}) {
+			return nil
+		}
+		if missing != nil {
+			return missing
 		}
 	}
 
@@ -242,7 +271,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func(context.C
 func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("OUTBOX_METRICS_ADDR: %w", err)
+		return nil, &configError{Var: "OUTBOX_METRICS_ADDR", Err: fmt.Errorf("cannot listen on %s: %w", addr, err)}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -197,6 +197,10 @@ func TestBadConfigurationExitsTwo(t *testing.T) {
 		{"missing table", "OUTBOX_TABLE", "", "OUTBOX_TABLE: is required"},
 		{"bad duration", "OUTBOX_LEASE", "forever", "OUTBOX_LEASE"},
 		{"bad clock offset", "OUTBOX_CLOCK_OFFSET", "-5 minutes", "OUTBOX_CLOCK_OFFSET"},
+		{"bad metrics address", "OUTBOX_METRICS_ADDR", "localhost", "OUTBOX_METRICS_ADDR"},
+		{"batch too large", "OUTBOX_BATCH_SIZE", "20000", "OUTBOX_BATCH_SIZE: must be from 1 to 10000"},
+		{"publish timeout too long", "OUTBOX_PUBLISH_TIMEOUT", "1h", "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s"},
+		{"lease shorter than the publishes", "OUTBOX_PUBLISH_TIMEOUT", "2m", "OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := goodEnv()

@@ -309,3 +309,22 @@ func TestProcessKilledBetweenConfirmAndMark(t *testing.T) {
 		t.Fatalf("exit code %d, want 0", code)
 	}
 }
+
+// TestProcessWithoutItsTableSaysHowToCreateIt is a container test
+// (PostgreSQL and RabbitMQ; skipped under -short): a relay started without
+// OUTBOX_MIGRATE on a table nobody created exits 2 at once, saying how to
+// create it, instead of failing every tick.
+func TestProcessWithoutItsTableSaysHowToCreateIt(t *testing.T) {
+	e := newProcessEnv(t, "notable")
+	env := e.env("relay-notable")
+	delete(env, "OUTBOX_MIGRATE")
+	p := start(t, env)
+	if code := p.wait(t, 30*time.Second); code != exitConfig {
+		t.Fatalf("exit code %d, want %d\n%s", code, exitConfig, p.output())
+	}
+	for _, want := range []string{"OUTBOX_TABLE", e.table.String(), "OUTBOX_MIGRATE=true", "migrations"} {
+		if !strings.Contains(p.output(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, p.output())
+		}
+	}
+}

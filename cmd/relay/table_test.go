@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxlab/outboxlab/outbox"
+)
+
+// fakeDB answers every statement with err.
+type fakeDB struct {
+	err  error
+	stmt string
+}
+
+func (f *fakeDB) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
+	f.stmt = sql
+	return pgconn.CommandTag{}, f.err
+}
+
+func TestCheckTableClassifiesTheError(t *testing.T) {
+	table := outbox.MustParseTable("chat.outbox")
+	undefined := &pgconn.PgError{Code: "42P01", Message: `relation "chat.outbox" does not exist`}
+	noSchema := &pgconn.PgError{Code: "3F000", Message: `schema "chat" does not exist`}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		missing bool
+	}{
+		{"exists", nil, false},
+		{"undefined table", undefined, true},
+		{"undefined table, wrapped", fmt.Errorf("claiming: %w", undefined), true},
+		{"no schema", noSchema, true},
+		{"permission denied", &pgconn.PgError{Code: "42501", Message: "permission denied for table outbox"}, false},
+		{"unreachable", errors.New("dial tcp 10.0.0.1:5432: connect: connection refused"), false},
+	} {
+		db := &fakeDB{err: tc.err}
+		err := checkTable(context.Background(), db, table)
+		if !strings.Contains(db.stmt, table.Ident()) {
+			t.Errorf("%s: the check ran %q, not a statement on %s", tc.name, db.stmt, table.Ident())
+		}
+		if got := errors.Is(err, errTableMissing); got != tc.missing {
+			t.Errorf("%s: missing = %v (%v), want %v", tc.name, got, err, tc.missing)
+		}
+		if tc.err == nil && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if !tc.missing {
+			if tc.err != nil && !errors.Is(err, tc.err) {
+				t.Errorf("%s: %v lost the original error", tc.name, err)
+			}
+			continue
+		}
+		var ce *configError
+		if !errors.As(err, &ce) || ce.Var != "OUTBOX_TABLE" {
+			t.Errorf("%s: %v is not a configuration error about OUTBOX_TABLE", tc.name, err)
+		}
+		for _, want := range []string{"chat.outbox", "OUTBOX_MIGRATE=true", "migrations", pgCode(tc.err)} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: message %q lacks %q", tc.name, err, want)
+			}
+		}
+	}
+}
+
+func pgCode(err error) string {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code
+	}
+	return ""
+}
