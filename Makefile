@@ -1,7 +1,9 @@
 # Makefile for outboxlab. `make help` lists the targets.
 #
 # Images are built locally from docker/ and never pulled: the base image is
-# made with debootstrap when no debian:bookworm-slim image is present. Each
+# made with debootstrap when no debian:bookworm-slim image is present (as
+# root with apt-get, docker/install-missing.sh installs debootstrap first;
+# otherwise the one command that builds the base is printed). Each
 # image has a stamp file under .build/stamps that depends on the image's
 # inputs, so a second `make images` builds nothing; a stamp whose image is no
 # longer in the engine (docker rmi) is dropped, so the image is built again.
@@ -60,7 +62,7 @@ help:
 	@echo "outboxlab make targets:"
 	@awk -F': ' '/^## /{sub(/^## /,""); split($$0,a,": "); printf "  %-18s %s\n", a[1], substr($$0, length(a[1])+3)}' $(MAKEFILE_LIST)
 
-## images: build the Docker images that are missing or out of date (no registry needed)
+## images: build the Docker images that are missing or out of date (no registry; as root with apt-get it installs debootstrap if the base needs it, else prints the one command to run)
 .PHONY: images
 images:
 	@$(MAKE) --no-print-directory -j3 image-stamps
@@ -150,7 +152,7 @@ build:
 # `go test ./...` does not set: both test targets run them on their own.
 GO_TEST_MUTANTS = $(GO) test -tags mutants -run Mutant $(GOTESTFLAGS) ./cmd/relay/
 
-## test: what CI runs: build what is missing (images, Go), then every test with Docker, the relay's mutant tests (-tags mutants) and test-examples
+## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker, the relay's mutant tests (-tags mutants) and test-examples
 .PHONY: test
 test: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test: images build
@@ -170,7 +172,7 @@ test-examples: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test-examples: images
 	cd examples/external && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
-## demo: run the main demonstration job
+## demo: run the main demonstration job (builds the missing images first, debootstrap as for images)
 .PHONY: demo
 demo:
 	@$(MAKE) --no-print-directory images

@@ -5,7 +5,8 @@
 # When an image debian:bookworm-slim already exists locally it is tagged as
 # the base. Otherwise a minimal Debian bookworm root file system is made with
 # debootstrap from the Debian package mirror and turned into an image with
-# `docker import`.
+# `docker import`; run as root, it installs debootstrap first when it is
+# missing and apt-get is there (docker/install-missing.sh).
 #
 # Usage: docker/debian/build.sh [TAG]      (default outboxlab/debian:bookworm)
 # Environment: DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR override the mirrors.
@@ -31,14 +32,13 @@ if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
 	exit 0
 fi
 
-if ! command -v debootstrap >/dev/null 2>&1; then
-	echo "base: debootstrap is not installed: run 'apt-get install -y debootstrap' (as root)" >&2
-	exit 1
-fi
+# debootstrap needs root. As root, a missing debootstrap is installed with
+# apt-get; as anyone else, the one command that does both is printed.
 if [ "$(id -u)" -ne 0 ]; then
-	echo "base: debootstrap needs root to build $tag" >&2
+	echo "base: building $tag needs root (debootstrap): run   sudo $0 $tag   (it installs debootstrap with apt-get when it is missing), then run make again" >&2
 	exit 1
 fi
+"$(dirname "$0")/../install-missing.sh" base debootstrap
 
 root=$(mktemp -d "${TMPDIR:-/var/tmp}/outboxlab-rootfs.XXXXXX")
 cleanup() {
