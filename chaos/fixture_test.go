@@ -34,6 +34,13 @@ func newFixture(t *testing.T) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The link's class is the service at its far end, as the
+		// environment declares it.
+		for _, d := range e.Links() {
+			if d.Name == name {
+				l.WithClass(d.Service.FaultClass())
+			}
+		}
 		return l
 	}
 	return &fixture{

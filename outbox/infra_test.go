@@ -27,7 +27,7 @@ func TestEdgeTableNamesMigrateAndStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close) // after the drops below: cleanups run last first
 
 	schema := fmt.Sprintf("names_%d", time.Now().UnixNano())
 	long := strings.Repeat("n", 63)

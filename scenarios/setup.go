@@ -14,7 +14,6 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/consumer"
-	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -107,12 +106,7 @@ func (r *run) scopeLinks() {
 		if !ok {
 			continue
 		}
-		switch l.Service {
-		case testenv.ServiceBroker:
-			cl.WithClass(history.ClassBroker)
-		case testenv.ServiceDB:
-			cl.WithClass(history.ClassDB)
-		}
+		cl.WithClass(l.Service.FaultClass())
 		targets := users[l.Name]
 		if len(targets) == 0 {
 			// No process of this run uses the link: its faults hit the

@@ -74,6 +74,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/history"
+
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/moby/moby/client"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -136,6 +138,18 @@ const (
 	ServiceDB     Service = "db"     // PostgreSQL
 	ServiceBroker Service = "broker" // RabbitMQ
 )
+
+// FaultClass is the class of a fault on a link to the service: a cut or a
+// slow link to the broker is a broker fault for whoever uses the link.
+func (s Service) FaultClass() history.FaultClass {
+	switch s {
+	case ServiceDB:
+		return history.ClassDB
+	case ServiceBroker:
+		return history.ClassBroker
+	}
+	return history.ClassOther
+}
 
 // Names of the default links. Each is also the name of its toxiproxy proxy.
 const (

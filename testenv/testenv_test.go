@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 func TestMain(m *testing.M) {
@@ -179,4 +181,17 @@ func TestNoDocker(t *testing.T) {
 		t.Fatalf("Start = %v, want ErrDockerUnavailable", err)
 	}
 	t.Logf("as expected: %v", err)
+}
+
+func TestServiceFaultClass(t *testing.T) {
+	for s, want := range map[Service]history.FaultClass{ServiceDB: history.ClassDB, ServiceBroker: history.ClassBroker, "other": history.ClassOther} {
+		if got := s.FaultClass(); got != want {
+			t.Errorf("%s.FaultClass() = %s, want %s", s, got, want)
+		}
+	}
+	for _, l := range DefaultLinks() {
+		if l.Service.FaultClass() == history.ClassOther {
+			t.Errorf("link %s leads to %q, which has no fault class", l.Name, l.Service)
+		}
+	}
 }
