@@ -148,3 +148,47 @@ func (f *FuncFault) Heal(ctx context.Context) error {
 	f.active.Store(false)
 	return nil
 }
+
+// ErrCouldNotBite is wrapped by the error of an injection whose fault
+// could not act on what it claims to test: a pause that found no relay
+// holding claims, a skew too small to matter. A run whose fault could not
+// bite is inconclusive: its own verdict, never a pass and never a failure
+// of the system under test.
+var ErrCouldNotBite = errors.New("fault could not bite")
+
+// NoBite is the error of an injection that could not bite: Fault names the
+// fault and Why says what it needed and did not find.
+type NoBite struct {
+	Fault string
+	Why   string
+}
+
+func (e *NoBite) Error() string { return e.Fault + " could not bite: " + e.Why }
+
+// Is makes a NoBite match ErrCouldNotBite.
+func (e *NoBite) Is(target error) bool { return target == ErrCouldNotBite }
+
+// SplitNoBite separates, in an error tree (errors.Join and %w), the
+// injections that could not bite from every other error.
+func SplitNoBite(err error) (noBite []*NoBite, others []error) {
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		var nb *NoBite
+		if errors.As(e, &nb) {
+			if multi, ok := e.(interface{ Unwrap() []error }); ok {
+				for _, c := range multi.Unwrap() {
+					walk(c)
+				}
+				return
+			}
+			noBite = append(noBite, nb)
+			return
+		}
+		others = append(others, e)
+	}
+	walk(err)
+	return noBite, others
+}

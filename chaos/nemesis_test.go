@@ -344,3 +344,22 @@ func TestPhasesHoldTheScheduleUntilReady(t *testing.T) {
 		t.Fatalf("the fault started at %s, before the run was ready at %s", started, time.Unix(0, readyAt.Load()))
 	}
 }
+
+func TestSplitNoBite(t *testing.T) {
+	a := &NoBite{Fault: "relay-a pause", Why: "it held no claims"}
+	other := errors.New("docker said no")
+	err := errors.Join(fmt.Errorf("lane x: %w", a), other, errors.Join(fmt.Errorf("safety: %w", &NoBite{Fault: "b", Why: "c"})))
+	nb, rest := SplitNoBite(err)
+	if len(nb) != 2 || nb[0] != a || nb[1].Fault != "b" {
+		t.Fatalf("no-bite = %v", nb)
+	}
+	if len(rest) != 1 || rest[0] != other {
+		t.Fatalf("others = %v", rest)
+	}
+	if !errors.Is(fmt.Errorf("x: %w", a), ErrCouldNotBite) {
+		t.Fatal("a wrapped NoBite is not ErrCouldNotBite")
+	}
+	if nb, rest := SplitNoBite(nil); nb != nil || rest != nil {
+		t.Fatal("nil splits into nothing")
+	}
+}

@@ -58,13 +58,16 @@ func Verdicts(rep checker.Report) []CheckerVerdict {
 
 // ScenarioRun is one scenario run in a bundle.
 type ScenarioRun struct {
-	Scenario string         `json:"scenario"`
-	Relay    string         `json:"relay"`
-	Variant  string         `json:"variant"`
-	Seed     uint64         `json:"seed"`
-	Valid    bool           `json:"valid"`
-	Problems []string       `json:"problems,omitempty"`
-	Counts   checker.Counts `json:"counts"`
+	Scenario string   `json:"scenario"`
+	Relay    string   `json:"relay"`
+	Variant  string   `json:"variant"`
+	Seed     uint64   `json:"seed"`
+	Valid    bool     `json:"valid"`
+	Problems []string `json:"problems,omitempty"`
+	// Inconclusive lists the faults that could not bite, for a run that
+	// failed nothing: its verdict is INCONCLUSIVE.
+	Inconclusive []string       `json:"inconclusive,omitempty"`
+	Counts       checker.Counts `json:"counts"`
 	// Checkers are the verdicts of every checker.
 	Checkers []CheckerVerdict `json:"checkers"`
 	Faults   []FaultHits      `json:"faults"`

@@ -178,7 +178,7 @@ code, .mono { font-family: "SFMono-Regular", Menlo, Consolas, "Liberation Mono",
 code.replay { display: block; background: #1d2433; color: #e8ecf3; padding: 8px 12px; border-radius: 6px; overflow-x: auto; white-space: pre; }
 section.run { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 18px 20px; margin: 22px 0; }
 .badge { display: inline-block; font-weight: 700; font-size: 12px; padding: 2px 9px; border-radius: 10px; color: #fff; vertical-align: 3px; margin-left: 10px; }
-.badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); }
+.badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); } .badge.INCONCLUSIVE { background: #6b6f80; }
 .badge.expected { background: #8a5a00; }
 table { border-collapse: collapse; }
 th, td { text-align: left; padding: 4px 10px 4px 0; vertical-align: top; }
@@ -243,6 +243,7 @@ svg .latency-dot { fill: #4a78c2; fill-opacity: .7; }
 {{if .Detail}}<div class="meta mono">{{.Detail}}</div>{{end}}
 {{if .Note}}<div class="note">{{.Note}}</div>{{end}}
 {{if .Problems}}<ul class="problems">{{range .Problems}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if and (not .Problems) .Inconclusive}}<p class="note">Inconclusive: no checker failed, but a fault could not test what it claims to.</p><ul class="problems">{{range .Inconclusive}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Replay}}<h3>Replay</h3><code class="replay">{{.Replay}}</code>{{end}}
 <div class="grid2">
 <div>

@@ -61,7 +61,7 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		for _, r := range b.Scenarios.Runs {
 			c := r.Counts
 			fmt.Fprintf(&s, "| %s | %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %s |\n",
-				cell(r.Scenario), cell(r.Relay), cell(r.Variant), r.Seed, verdict(r.Valid), cell(faultList(r.Faults)),
+				cell(r.Scenario), cell(r.Relay), cell(r.Variant), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)), cell(faultList(r.Faults)),
 				c.Committed, c.Delivered, c.DuplicateDeliveries, c.Lost, c.Phantom, c.DuplicateEffects, fmtLatency(r.DrainTime))
 			replays = append(replays, r.Replay)
 		}
@@ -71,6 +71,15 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 			}
 			fmt.Fprintf(&s, "\n%s (seed %d) failed:\n", mdCode(r.Scenario), r.Seed)
 			for _, p := range r.Problems {
+				fmt.Fprintf(&s, "- %s\n", p)
+			}
+		}
+		for _, r := range b.Scenarios.Runs {
+			if len(r.Problems) > 0 || len(r.Inconclusive) == 0 {
+				continue
+			}
+			fmt.Fprintf(&s, "\n%s (seed %d) was inconclusive, neither passed nor failed:\n", mdCode(r.Scenario), r.Seed)
+			for _, p := range r.Inconclusive {
 				fmt.Fprintf(&s, "- %s\n", p)
 			}
 		}
@@ -257,6 +266,18 @@ func verdict(valid bool) string {
 		return "PASS"
 	}
 	return "**FAIL**"
+}
+
+// mdVerdict sets a verdict word for the tables: failures in bold,
+// inconclusive runs in italics.
+func mdVerdict(v string) string {
+	switch v {
+	case "FAIL":
+		return "**FAIL**"
+	case "INCONCLUSIVE":
+		return "_INCONCLUSIVE_"
+	}
+	return v
 }
 
 func faultList(faults []FaultHits) string {

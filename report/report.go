@@ -31,11 +31,13 @@ type Run struct {
 	Relay    string
 	Variant  string
 	Seed     uint64
-	// Valid is the run's verdict; Problems says why it failed.
-	Valid    bool
-	Problems []string
-	Report   checker.Report
-	Faults   []FaultHits
+	// Valid is the run's verdict; Problems says why it failed, and
+	// Inconclusive which faults could not bite when nothing failed.
+	Valid        bool
+	Problems     []string
+	Inconclusive []string
+	Report       checker.Report
+	Faults       []FaultHits
 	// Replay is the exact command that runs it again.
 	Replay string
 	// Note is one sentence on what happened and why.
@@ -50,9 +52,16 @@ type Run struct {
 }
 
 // Verdict is the run's verdict in a word.
-func (r Run) Verdict() string {
-	if r.Valid {
+func (r Run) Verdict() string { return verdictOf(r.Valid, r.Problems, r.Inconclusive) }
+
+// verdictOf is PASS, FAIL, or INCONCLUSIVE for a run that failed nothing
+// but had a fault that could not bite.
+func verdictOf(valid bool, problems, inconclusive []string) string {
+	switch {
+	case valid:
 		return "PASS"
+	case len(problems) == 0 && len(inconclusive) > 0:
+		return "INCONCLUSIVE"
 	}
 	return "FAIL"
 }

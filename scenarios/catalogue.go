@@ -296,8 +296,8 @@ func leaseExpiry() Scenario {
 					pause = p
 				}
 			}
-			if pause == nil {
-				return
+			if pause == nil || pause.Hits() == 0 {
+				return // never fired: the run is failed or inconclusive for it
 			}
 			problems, n := pause.verdict(ctx)
 			res.Problems = append(res.Problems, problems...)

@@ -162,3 +162,19 @@ func TestDualWriteIsTheDemosScenario(t *testing.T) {
 		t.Errorf("%s does not require its producer crashes to fire", DualWrite)
 	}
 }
+
+func TestVerdictOfAFaultThatCouldNotBite(t *testing.T) {
+	for _, c := range []struct {
+		res  Result
+		want string
+	}{
+		{Result{Valid: true}, VerdictPass},
+		{Result{Inconclusive: []string{"relay-a pause holding claims could not bite: no claim held"}}, VerdictInconclusive},
+		{Result{Inconclusive: []string{"x"}, Problems: []string{"lost: 3 offending"}}, VerdictFail},
+		{Result{Problems: []string{"fault f never fired"}}, VerdictFail},
+	} {
+		if got := c.res.Verdict(); got != c.want {
+			t.Errorf("Verdict(%+v) = %s, want %s", c.res, got, c.want)
+		}
+	}
+}

@@ -111,6 +111,9 @@ type run struct {
 	ensured       bool
 
 	problems []string
+	// noBite are the faults that could not bite what they claim to test:
+	// they make the run inconclusive.
+	noBite []*chaos.NoBite
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -189,7 +192,13 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	r.phase.Store(history.PhaseSafety)
 	r.safetyEnd.Store(time.Now().Add(r.safety).UnixNano())
 	if err := r.runSafety(ctx, steps); err != nil {
-		r.problem("safety phase: %v", err)
+		noBite, others := chaos.SplitNoBite(err)
+		for _, nb := range noBite {
+			r.noBite = append(r.noBite, nb)
+		}
+		if len(others) > 0 {
+			r.problem("safety phase: %v", errors.Join(others...))
+		}
 	}
 	r.phase.Store(history.PhaseLiveness)
 	r.logf("safety phase over after %s; faults: %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(strings.ReplaceAll(r.nemesis.Summary(), "\n", "; ")))

@@ -88,11 +88,15 @@ type Result struct {
 	// Valid is true when every checker passed and every intended fault
 	// fired.
 	Valid bool `json:"valid"`
-	// Problems lists what made the run invalid, one line each.
-	Problems []string       `json:"problems,omitempty"`
-	Counts   checker.Counts `json:"counts"`
-	Report   checker.Report `json:"-"`
-	Faults   []FaultHits    `json:"faults"`
+	// Problems lists what made the run fail, one line each.
+	Problems []string `json:"problems,omitempty"`
+	// Inconclusive lists the faults that could not bite what they claim
+	// to test (a pause that found no relay holding claims). A run with
+	// such a fault and no problem is inconclusive: see Verdict.
+	Inconclusive []string       `json:"inconclusive,omitempty"`
+	Counts       checker.Counts `json:"counts"`
+	Report       checker.Report `json:"-"`
+	Faults       []FaultHits    `json:"faults"`
 	// DrainTime is how long the backlog took to drain after heal.
 	DrainTime time.Duration `json:"drain_time_ns"`
 	Duration  time.Duration `json:"duration_ns"`
@@ -115,6 +119,26 @@ type Result struct {
 	// slow engine made start late still plays out in full after it.
 	Safety  time.Duration `json:"safety_ns"`
 	History []history.Op  `json:"-"`
+}
+
+// Verdicts of a run.
+const (
+	VerdictPass         = "PASS"
+	VerdictFail         = "FAIL"
+	VerdictInconclusive = "INCONCLUSIVE"
+)
+
+// Verdict is the run's verdict in a word: FAIL when a checker or a check
+// of the scenario failed (whatever else happened), INCONCLUSIVE when
+// nothing failed but a fault could not bite, PASS otherwise.
+func (r Result) Verdict() string {
+	switch {
+	case r.Valid:
+		return VerdictPass
+	case len(r.Problems) == 0 && len(r.Inconclusive) > 0:
+		return VerdictInconclusive
+	}
+	return VerdictFail
 }
 
 // RelayLog counts what the relay replicas logged over the run, every

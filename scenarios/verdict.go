@@ -91,9 +91,14 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 	for _, s := range steps {
 		planned[s.Fault] = true
 	}
+	unbitten := map[string]bool{}
+	for _, nb := range r.noBite {
+		unbitten[nb.Fault] = true
+		res.Inconclusive = append(res.Inconclusive, nb.Error())
+	}
 	for _, f := range r.nemesis.Faults() {
 		res.Faults = append(res.Faults, FaultHits{Name: f.Name(), Class: string(f.Class()), Hits: f.Hits()})
-		if planned[f.Name()] && f.Hits() == 0 {
+		if planned[f.Name()] && f.Hits() == 0 && !unbitten[f.Name()] {
 			res.Problems = append(res.Problems, fmt.Sprintf("fault %s never fired", f.Name()))
 		}
 	}
@@ -111,7 +116,7 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 	if r.sc.check != nil {
 		r.sc.check(ctx, runStage{r}, &res)
 	}
-	res.Valid = rep.Valid && len(res.Problems) == 0
+	res.Valid = rep.Valid && len(res.Problems) == 0 && len(res.Inconclusive) == 0
 	return res
 }
 

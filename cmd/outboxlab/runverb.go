@@ -121,10 +121,13 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		return unavailable(std, "run", "no scenario could run with relay %s", relay.Name)
 	}
 
-	failed := 0
+	failed, inconclusive := 0, 0
 	for _, r := range results {
-		if !r.Valid {
+		switch r.Verdict() {
+		case scenarios.VerdictFail:
 			failed++
+		case scenarios.VerdictInconclusive:
+			inconclusive++
 		}
 	}
 	if o.json {
@@ -141,7 +144,14 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		w = std.err
 	}
 	for _, r := range results {
-		if r.Valid {
+		if r.Verdict() == scenarios.VerdictInconclusive {
+			fmt.Fprintf(w, "\nINCONCLUSIVE scenario %s (relay %s), seed %d: no checker failed, but a fault could not test what it claims to:\n", r.Scenario, r.Relay, r.Seed)
+			for _, why := range r.Inconclusive {
+				fmt.Fprintf(w, "  %s\n", why)
+			}
+			fmt.Fprintf(w, "  replay: %s\n", r.Replay)
+		}
+		if r.Verdict() != scenarios.VerdictFail {
 			continue
 		}
 		fmt.Fprintln(w)
@@ -176,6 +186,10 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if failed > 0 {
 		fmt.Fprintf(w, "%d of %d scenarios failed\n", failed, len(results))
 		return exitFail
+	}
+	if inconclusive > 0 {
+		fmt.Fprintf(w, "%d of %d scenarios inconclusive, none failed\n", inconclusive, len(results))
+		return exitInconclusive
 	}
 	return exitOK
 }

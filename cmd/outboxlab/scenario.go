@@ -202,7 +202,7 @@ func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []
 func toRun(res scenarios.Result, title string) report.Run {
 	run := report.Run{
 		Title: title, Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed,
-		Valid: res.Valid, Problems: res.Problems, Report: res.Report, Replay: res.Replay, History: res.History,
+		Valid: res.Valid, Problems: res.Problems, Inconclusive: res.Inconclusive, Report: res.Report, Replay: res.Replay, History: res.History,
 		ExpectFail: workload.Mode(res.Variant).Unsafe(),
 	}
 	for _, f := range res.Faults {
@@ -217,7 +217,7 @@ func toRun(res scenarios.Result, title string) report.Run {
 func toBundle(dir string, i int, res scenarios.Result, note string) (report.ScenarioRun, error) {
 	r := report.ScenarioRun{
 		Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed, Valid: res.Valid,
-		Problems: res.Problems, Counts: res.Counts, Checkers: report.Verdicts(res.Report),
+		Problems: res.Problems, Inconclusive: res.Inconclusive, Counts: res.Counts, Checkers: report.Verdicts(res.Report),
 		DrainTime: res.DrainTime, Duration: res.Duration, Replay: res.Replay, Note: note,
 	}
 	for _, f := range res.Faults {
@@ -258,10 +258,7 @@ func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Resu
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		c := r.Counts
-		v := "PASS"
-		if !r.Valid {
-			v = "FAIL"
-		}
+		v := r.Verdict()
 		fmt.Fprintf(w, "%-*s", width, first(r))
 		for i, x := range []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
 			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.DuplicateEffects)} {
