@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,6 +130,9 @@ type pauseHolding struct {
 	held      []uuid.UUID
 	snapshot  map[uuid.UUID]time.Time
 	takenOver bool
+	// left is how much of its lease the frozen replica had left on the
+	// held rows, by the database clock, when it was frozen.
+	left time.Duration
 }
 
 func (f *pauseHolding) Name() string              { return f.slot.name + " pause holding claims" }
@@ -140,11 +144,45 @@ func (f *pauseHolding) Kind() string              { return chaos.KindPause }
 // has not marked.
 func (f *pauseHolding) heldRows(ctx context.Context) ([]uuid.UUID, error) {
 	rows, err := f.db.Query(ctx, `SELECT id FROM `+f.slot.bc.table.Ident()+`
-		WHERE locked_by = $1 AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL`, f.slot.name)
+		WHERE locked_by = $1 AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL ORDER BY id`, f.slot.name)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+// settledHeldRows reads the held rows until two reads 150 ms apart agree
+// (at most 2 s), so that statements the replica sent before it froze have
+// landed.
+func (f *pauseHolding) settledHeldRows(ctx context.Context) ([]uuid.UUID, error) {
+	prev, err := f.heldRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		if !chaos.Sleep(ctx, 150*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+		cur, err := f.heldRows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Equal(cur, prev) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, nil
+}
+
+// leaseLeft returns how long, by the database clock, the longest lease
+// the replica took on ids has yet to run: the lease it actually took,
+// whatever the harness configured.
+func (f *pauseHolding) leaseLeft(ctx context.Context, ids []uuid.UUID) (time.Duration, error) {
+	var left time.Duration
+	err := f.db.QueryRow(ctx, `SELECT (COALESCE(EXTRACT(EPOCH FROM max(locked_until) - now()), 0) * 1e9)::bigint FROM `+
+		f.slot.bc.table.Ident()+` WHERE id = ANY($1)`, ids).Scan(&left)
+	return left, err
 }
 
 // Inject waits until the replica holds claims, pauses it, and checks that
@@ -161,10 +199,17 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 		if err := f.slot.Pause(ctx); err != nil {
 			return false, err
 		}
-		ids, err = f.heldRows(ctx)
+		// What the frozen replica holds is read once its statements in
+		// flight have landed: a mark sent just before the freeze still
+		// commits, and the rows it marked are not held.
+		ids, err = f.settledHeldRows(ctx)
 		if err == nil && len(ids) > 0 {
+			left, lerr := f.leaseLeft(ctx, ids)
 			f.mu.Lock()
 			f.held, f.snapshot, f.takenOver = ids, nil, false
+			if lerr == nil {
+				f.left = left
+			}
 			f.mu.Unlock()
 			return true, nil
 		}
@@ -190,10 +235,12 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		return nil
 	}
 	f.mu.Lock()
-	held := f.held
+	held, left := f.held, f.left
 	f.mu.Unlock()
 	if len(held) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, f.within)
+		// Another replica can take the rows over only once the lease the
+		// frozen one actually took has run out.
+		wctx, cancel := context.WithTimeout(ctx, max(f.within, left+6*time.Second))
 		snap := map[uuid.UUID]time.Time{}
 		err := chaos.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 			clear(snap)
