@@ -9,25 +9,35 @@ import (
 	"github.com/outboxlab/outboxlab/history"
 )
 
+// ReplayCommand is the outboxlab command that runs scenario on seed
+// again against relay (its Name alone for ours and the mutants), with the
+// workload size or safety phase that was given (0: the scenario's own).
+// Every argument is quoted so that a POSIX shell hands the run verb the
+// same values, a cmd: relay's arguments included.
+func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events int, duration time.Duration) string {
+	cmd := fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", QuoteArg(scenario), seed)
+	switch {
+	case len(relay.Command) > 0:
+		cmd += " --relay " + QuoteArg("cmd:"+JoinCommand(relay.Command))
+	case relay.Image != "":
+		cmd += " --relay " + QuoteArg("image:"+relay.Image)
+	case relay.Name != "" && relay.Name != "ours":
+		cmd += " --relay " + QuoteArg(relay.Name)
+	}
+	if events > 0 {
+		cmd += fmt.Sprintf(" --events %d", events)
+	}
+	if duration > 0 {
+		cmd += fmt.Sprintf(" --duration %s", duration)
+	}
+	return cmd
+}
+
 // replay returns the commands that run the same schedule again.
 func (r *run) replay() (cmd, test string) {
-	cmd = fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", r.sc.Name, r.opts.Seed)
-	if r.relay.Name != "ours" {
-		switch {
-		case len(r.opts.Relay.Command) > 0:
-			cmd += " --relay 'cmd:" + strings.Join(r.opts.Relay.Command, " ") + "'"
-		case r.opts.Relay.Image != "":
-			cmd += " --relay image:" + r.opts.Relay.Image
-		default:
-			cmd += " --relay " + r.relay.Name
-		}
-	}
-	if r.opts.Events > 0 {
-		cmd += fmt.Sprintf(" --events %d", r.opts.Events)
-	}
-	if r.opts.Duration > 0 {
-		cmd += fmt.Sprintf(" --duration %s", r.opts.Duration)
-	}
+	u := r.opts.Relay
+	u.Name = r.relay.Name
+	cmd = ReplayCommand(r.sc.Name, r.opts.Seed, u, r.opts.Events, r.opts.Duration)
 	long := ""
 	if r.long {
 		long = LongEnv + "=1 "

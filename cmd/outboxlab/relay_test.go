@@ -31,14 +31,14 @@ func TestSplitArgs(t *testing.T) {
 		"":                                nil,
 		"line\\\ncontinued":               {"linecontinued"},
 	} {
-		got, err := splitArgs(in)
+		got, err := scenarios.SplitCommand(in)
 		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("splitArgs(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("scenarios.SplitCommand(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{`'open`, `"open`, `trailing\`, `a "b\"`} {
-		if _, err := splitArgs(in); !errors.Is(err, errBadQuoting) {
-			t.Errorf("splitArgs(%q) error %v, want errBadQuoting", in, err)
+		if _, err := scenarios.SplitCommand(in); !errors.Is(err, scenarios.ErrBadQuoting) {
+			t.Errorf("scenarios.SplitCommand(%q) error %v, want scenarios.ErrBadQuoting", in, err)
 		}
 	}
 }
@@ -48,11 +48,11 @@ func TestSplitArgs(t *testing.T) {
 var awkwardArgv = []string{"./my relay", "--name", `it's "quoted"`, "--empty", "", `a\b`, "$HOME", "plain"}
 
 func TestQuoteArgIsWhatAShellSplits(t *testing.T) {
-	got, err := splitArgs(joinArgs(awkwardArgv))
+	got, err := scenarios.SplitCommand(scenarios.JoinCommand(awkwardArgv))
 	if err != nil || !slices.Equal(got, awkwardArgv) {
-		t.Fatalf("splitArgs(joinArgs(%q)) = %q, %v", awkwardArgv, got, err)
+		t.Fatalf("scenarios.SplitCommand(scenarios.JoinCommand(%q)) = %q, %v", awkwardArgv, got, err)
 	}
-	if quoteArg("plain") != "plain" || quoteArg("") != "''" || quoteArg("a b") != "'a b'" {
+	if scenarios.QuoteArg("plain") != "plain" || scenarios.QuoteArg("") != "''" || scenarios.QuoteArg("a b") != "'a b'" {
 		t.Errorf("quoteArg quotes what needs none, or not what does")
 	}
 	sh, err := exec.LookPath("sh")
@@ -60,7 +60,7 @@ func TestQuoteArgIsWhatAShellSplits(t *testing.T) {
 		t.Skip("no sh to compare with")
 	}
 	// A real shell splits the quoted line into the same words.
-	out, err := exec.Command(sh, "-c", `for a in `+joinArgs(awkwardArgv)+`; do printf '[%s]' "$a"; done`).Output()
+	out, err := exec.Command(sh, "-c", `for a in `+scenarios.JoinCommand(awkwardArgv)+`; do printf '[%s]' "$a"; done`).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +69,12 @@ func TestQuoteArgIsWhatAShellSplits(t *testing.T) {
 		want += "[" + a + "]"
 	}
 	if string(out) != want {
-		t.Errorf("sh splits %s into %s, want %s", joinArgs(awkwardArgv), out, want)
+		t.Errorf("sh splits %s into %s, want %s", scenarios.JoinCommand(awkwardArgv), out, want)
 	}
 }
 
 // capturingRunner returns d with a runner that records the specs it is
-// given and passes each, with a replay in the scenario runner's own form.
+// given and passes each, with the replay the scenario runner prints.
 func capturingRunner(d deps, specs *[]runSpec) deps {
 	d = withDocker(d)
 	d.lookPath = func(file string) (string, error) { return file, nil }
@@ -84,7 +84,7 @@ func capturingRunner(d deps, specs *[]runSpec) deps {
 		out := make([]runOutcome, len(ss))
 		for i, s := range ss {
 			out[i] = runOutcome{Result: scenarios.Result{Scenario: s.Scenario, Seed: s.Seed, Valid: true,
-				Replay: "go run ./cmd/outboxlab run --scenario " + s.Scenario + " --relay 'cmd:" + strings.Join(s.Relay.Command, " ") + "'"}}
+				Replay: scenarios.ReplayCommand(s.Scenario, s.Seed, s.Relay, s.Events, s.Duration)}}
 		}
 		return out, nil
 	}
@@ -98,7 +98,7 @@ func TestRelayCommandReplayRoundTrips(t *testing.T) {
 	var specs []runSpec
 	d := capturingRunner(testDeps(), &specs)
 	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "7", "--events", "5", "--json",
-		"--relay", "cmd:"+joinArgs(awkwardArgv))
+		"--relay", "cmd:"+scenarios.JoinCommand(awkwardArgv))
 	if code != exitOK || len(specs) != 1 {
 		t.Fatalf("exit %d, %d specs\n%s%s", code, len(specs), out, errOut)
 	}
@@ -110,7 +110,7 @@ func TestRelayCommandReplayRoundTrips(t *testing.T) {
 		t.Fatalf("results: %v\n%s", err, out)
 	}
 	replay := results[0].Replay
-	words, err := splitArgs(replay)
+	words, err := scenarios.SplitCommand(replay)
 	if err != nil {
 		t.Fatalf("the replay %q does not split: %v", replay, err)
 	}

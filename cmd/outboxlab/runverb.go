@@ -108,14 +108,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	for i, n := range names {
 		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
 	}
-	ran, results, code := runScenarios(ctx, std, d, "run", specs, o.json)
+	_, results, code := runScenarios(ctx, std, d, "run", specs, o.json)
 	if code != exitOK {
 		return code
-	}
-	for i := range results {
-		if len(ran[i].Relay.Command) > 0 {
-			results[i].Replay = commandReplay(ran[i])
-		}
 	}
 	if len(results) == 0 {
 		return unavailable(std, "run", "no scenario could run with relay %s", relay.Name)

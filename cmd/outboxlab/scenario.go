@@ -55,14 +55,14 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		}
 		return scenarios.RelayUnderTest{Name: ref, Image: ref}, nil
 	case strings.HasPrefix(s, "cmd:"):
-		args, err := splitArgs(strings.TrimPrefix(s, "cmd:"))
+		args, err := scenarios.SplitCommand(strings.TrimPrefix(s, "cmd:"))
 		if err != nil {
 			return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %s: %w", s, err)
 		}
 		if len(args) == 0 || args[0] == "" {
 			return scenarios.RelayUnderTest{}, errors.New("--relay cmd:COMMAND needs a command")
 		}
-		return scenarios.RelayUnderTest{Name: joinArgs(args), Command: args}, nil
+		return scenarios.RelayUnderTest{Name: scenarios.JoinCommand(args), Command: args}, nil
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
@@ -74,37 +74,6 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	// The mutants image runs the mutant that OUTBOX_MUTANT names, with our
 	// relay's features and failpoints; the run replays as --relay NAME.
 	return infra.Relay(s), nil
-}
-
-// relayArg returns the --relay argument that selects u again, quoted for
-// a shell.
-func relayArg(u scenarios.RelayUnderTest) string {
-	switch {
-	case len(u.Command) > 0:
-		return quoteArg("cmd:" + joinArgs(u.Command))
-	case u.Image != "":
-		return quoteArg("image:" + u.Image)
-	}
-	return quoteArg(u.Name)
-}
-
-// commandReplay is the replay command of spec, a run whose relay is a
-// command. The scenario runner's own replay joins the command's arguments
-// with blanks inside single quotes, which an argument holding a blank or a
-// quote breaks; here every argument is quoted, so that a shell hands the
-// run verb the same command again.
-func commandReplay(spec runSpec) string {
-	cmd := fmt.Sprintf("%s run --scenario %s --seed %d --relay %s", replayPrefix, quoteArg(spec.Scenario), spec.Seed, relayArg(spec.Relay))
-	if spec.Events > 0 {
-		cmd += fmt.Sprintf(" --events %d", spec.Events)
-	}
-	if spec.Duration > 0 {
-		cmd += fmt.Sprintf(" --duration %s", spec.Duration)
-	}
-	if scenarios.LongFromEnv() {
-		cmd = scenarios.LongEnv + "=1 " + cmd
-	}
-	return cmd
 }
 
 // relayImage returns the image the relay under test runs from, or "" for
@@ -131,9 +100,9 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 		prog := u.Command[0]
 		if _, err := d.lookPath(prog); err != nil {
 			if strings.Contains(prog, "/") {
-				return unavailable(std, verb, "relay command %s: %v: give the path of an executable file (build ours with `go build -o bin/relay ./cmd/relay`, then --relay cmd:./bin/relay)", quoteArg(prog), err)
+				return unavailable(std, verb, "relay command %s: %v: give the path of an executable file (build ours with `go build -o bin/relay ./cmd/relay`, then --relay cmd:./bin/relay)", scenarios.QuoteArg(prog), err)
 			}
-			return unavailable(std, verb, "relay command %s is not on PATH (%v): give its path instead, e.g. --relay 'cmd:./bin/%s ...', or add its directory to PATH", quoteArg(prog), err, prog)
+			return unavailable(std, verb, "relay command %s is not on PATH (%v): give its path instead, e.g. --relay 'cmd:./bin/%s ...', or add its directory to PATH", scenarios.QuoteArg(prog), err, prog)
 		}
 		return exitOK
 	}

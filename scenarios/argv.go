@@ -1,4 +1,4 @@
-package main
+package scenarios
 
 import (
 	"errors"
@@ -6,17 +6,17 @@ import (
 	"strings"
 )
 
-// errBadQuoting is returned for a command line whose quotes or escapes
+// ErrBadQuoting is returned by SplitCommand for a command line whose quotes or escapes
 // do not close.
-var errBadQuoting = errors.New("unbalanced quoting")
+var ErrBadQuoting = errors.New("unbalanced quoting")
 
-// splitArgs splits a command line into its arguments the way a POSIX
+// SplitCommand splits a command line (a cmd: relay) into its arguments the way a POSIX
 // shell splits words, without running a shell: blanks separate arguments;
 // inside single quotes every character is literal; inside double quotes a
 // backslash escapes only \ " $ ` and a newline; outside quotes a
 // backslash escapes the next character. Nothing is expanded ($VAR, globs
 // and ~ stay as written). An empty pair of quotes is an empty argument.
-func splitArgs(s string) ([]string, error) {
+func SplitCommand(s string) ([]string, error) {
 	var (
 		args  []string
 		cur   strings.Builder
@@ -34,7 +34,7 @@ func splitArgs(s string) ([]string, error) {
 		case c == '\'':
 			end := strings.IndexByte(s[i+1:], '\'')
 			if end < 0 {
-				return nil, fmt.Errorf("%w: a single quote at byte %d does not close", errBadQuoting, i)
+				return nil, fmt.Errorf("%w: a single quote at byte %d does not close", ErrBadQuoting, i)
 			}
 			cur.WriteString(s[i+1 : i+1+end])
 			i += end + 1
@@ -52,13 +52,13 @@ func splitArgs(s string) ([]string, error) {
 				cur.WriteByte(s[j])
 			}
 			if j == len(s) {
-				return nil, fmt.Errorf("%w: a double quote at byte %d does not close", errBadQuoting, i)
+				return nil, fmt.Errorf("%w: a double quote at byte %d does not close", ErrBadQuoting, i)
 			}
 			i = j
 			inArg = true
 		case c == '\\':
 			if i+1 == len(s) {
-				return nil, fmt.Errorf("%w: a backslash ends the command", errBadQuoting)
+				return nil, fmt.Errorf("%w: a backslash ends the command", ErrBadQuoting)
 			}
 			i++
 			if s[i] != '\n' { // a backslash-newline joins lines
@@ -76,23 +76,23 @@ func splitArgs(s string) ([]string, error) {
 	return args, nil
 }
 
-// quoteArg returns s as one shell word: as it is when it holds only
+// QuoteArg returns s as one shell word: as it is when it holds only
 // characters no shell treats specially, else in single quotes (a single
-// quote inside written as '\”). splitArgs, and any POSIX shell, give s
+// quote inside written as '\”). SplitCommand, and any POSIX shell, give s
 // back.
-func quoteArg(s string) string {
+func QuoteArg(s string) string {
 	if s != "" && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-") == "" {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// joinArgs returns args as one command line that splitArgs splits back
+// JoinCommand returns args as one command line that SplitCommand splits back
 // into args.
-func joinArgs(args []string) string {
+func JoinCommand(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = quoteArg(a)
+		q[i] = QuoteArg(a)
 	}
 	return strings.Join(q, " ")
 }
