@@ -82,10 +82,7 @@ func Ours() RelayUnderTest {
 func (u RelayUnderTest) resolve() RelayUnderTest {
 	u.Env = maps.Clone(u.Env)
 	if u.Image == "" && len(u.Command) == 0 {
-		u.Image = testenv.ImageRelay
-		if u.Mutants {
-			u.Image = testenv.ImageRelayMutants
-		}
+		u.Image = u.ImageRef()
 		u.Failpoints = true
 		if u.Features == (checker.Features{}) {
 			u.Features = OurFeatures
@@ -102,6 +99,21 @@ func (u RelayUnderTest) resolve() RelayUnderTest {
 		}
 	}
 	return u
+}
+
+// ImageRef is the image the relay runs from: the one given, else ours
+// (its mutants build when Mutants is set); "" for a relay run as a
+// command.
+func (u RelayUnderTest) ImageRef() string {
+	switch {
+	case len(u.Command) > 0:
+		return ""
+	case u.Image != "":
+		return u.Image
+	case u.Mutants:
+		return testenv.ImageRelayMutants
+	}
+	return testenv.ImageRelay
 }
 
 // setting returns the value of an OUTBOX_* setting a replica gets.

@@ -76,21 +76,6 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	return infra.Relay(s), nil
 }
 
-// relayImage returns the image the relay under test runs from, or "" for
-// a command: the image given, else ours (the mutants build for a
-// relay-side mutant), as the scenario runner resolves it.
-func relayImage(u scenarios.RelayUnderTest) string {
-	switch {
-	case len(u.Command) > 0:
-		return ""
-	case u.Image != "":
-		return u.Image
-	case u.Mutants:
-		return testenv.ImageRelayMutants
-	}
-	return testenv.ImageRelay
-}
-
 // needRelay checks, before any container starts, that the relay under
 // test can start: its image is in the local engine, or its command's
 // program is found. It returns exitOK, or says what to do and returns
@@ -106,7 +91,7 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 		}
 		return exitOK
 	}
-	img := relayImage(u)
+	img := u.ImageRef()
 	cctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
 	defer cancel()
 	ok, err := d.imageExists(cctx, img)
