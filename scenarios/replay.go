@@ -10,7 +10,8 @@ import (
 )
 
 // ReplayCommand is the outboxlab command that runs scenario on seed
-// again against relay (its Name alone for ours and the mutants), with the
+// again against relay (its Name alone for ours and the mutants; an image
+// or command with the capabilities it declared), with the
 // workload size or safety phase that was given (0: the scenario's own).
 // Every argument is quoted so that a POSIX shell hands the run verb the
 // same values, a cmd: relay's arguments included.
@@ -23,6 +24,9 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 		cmd += " --relay " + QuoteArg("image:"+relay.Image)
 	case relay.Name != "" && relay.Name != "ours":
 		cmd += " --relay " + QuoteArg(relay.Name)
+	}
+	if (len(relay.Command) > 0 || relay.Image != "") && relay.CapabilitiesString() != "none" {
+		cmd += " --capabilities " + QuoteArg(relay.CapabilitiesString())
 	}
 	if events > 0 {
 		cmd += fmt.Sprintf(" --events %d", events)

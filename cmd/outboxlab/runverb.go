@@ -38,6 +38,7 @@ and exits 1. --out DIR writes scenarios.json, the histories and run.html.`,
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, image:REF or cmd:COMMAND")
+			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, or none (default none)")
 			fs.Var(&o.seed, "seed", "the `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
 			fs.IntVar(&o.events, "events", 0, "events the workload stages (default: the scenario's own)")
 			fs.DurationVar(&o.duration, "duration", 0, "length of the safety phase, instead of --events (default: the scenario's own)")
@@ -52,12 +53,14 @@ and exits 1. --out DIR writes scenarios.json, the histories and run.html.`,
 type runOptions struct {
 	scenarios stringList
 	relay     string
-	seed      seedFlag
-	events    int
-	duration  time.Duration
-	json      bool
-	out       string
-	list      bool
+	// capabilities is what an image: or cmd: relay declares.
+	capabilities string
+	seed         seedFlag
+	events       int
+	duration     time.Duration
+	json         bool
+	out          string
+	list         bool
 }
 
 func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
@@ -70,6 +73,14 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	relay, err := parseRelay(o.relay)
 	if err != nil {
 		return usageErr(std, "run", "%v", err)
+	}
+	if o.capabilities != "" {
+		if relay.Image == "" && len(relay.Command) == 0 {
+			return usageErr(std, "run", "--capabilities is for image: and cmd: relays; %s declares its own", relay.Name)
+		}
+		if relay, err = relay.WithCapabilities(o.capabilities); err != nil {
+			return usageErr(std, "run", "--capabilities: %v", err)
+		}
 	}
 	if o.list {
 		for _, n := range d.scenarioNames() {

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/outboxlab/outboxlab/scenarios"
+)
+
+// TestRunDeclaresCapabilitiesOfAnOtherRelay gives a command relay its
+// capabilities on the command line: the runner gets them, the replay the
+// run prints carries them, and the replay runs with them again.
+func TestRunDeclaresCapabilitiesOfAnOtherRelay(t *testing.T) {
+	var specs []runSpec
+	d := capturingRunner(testDeps(), &specs)
+	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "3", "--json",
+		"--relay", "cmd:./my-relay", "--capabilities", "parks,fenced")
+	if code != exitOK || len(specs) != 1 {
+		t.Fatalf("exit %d, %d specs\n%s%s", code, len(specs), out, errOut)
+	}
+	if f := specs[0].Relay.Features; !f.Parks || !f.Fenced || f.Sweeps || specs[0].Relay.Failpoints {
+		t.Fatalf("the runner got %+v, failpoints %v; want parks and fenced only", f, specs[0].Relay.Failpoints)
+	}
+	var results []scenarios.Result
+	if err := json.Unmarshal([]byte(out), &results); err != nil || len(results) != 1 {
+		t.Fatalf("results: %v\n%s", err, out)
+	}
+	replay := results[0].Replay
+	if !strings.Contains(replay, "--capabilities parks,fenced") {
+		t.Fatalf("the replay %q does not declare the capabilities", replay)
+	}
+	words, err := scenarios.SplitCommand(replay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := invokeWith(t, d, words[3:]...); code != exitOK || len(specs) != 2 {
+		t.Fatalf("the replay: exit %d\n%s%s", code, out, errOut)
+	}
+	if specs[1].Relay.Features != specs[0].Relay.Features || !slices.Equal(specs[1].Relay.Command, specs[0].Relay.Command) {
+		t.Errorf("the replay ran %+v, want %+v", specs[1].Relay, specs[0].Relay)
+	}
+}
+
+func TestRunRefusesCapabilitiesItCannotUse(t *testing.T) {
+	var specs []runSpec
+	d := capturingRunner(testDeps(), &specs)
+	for _, args := range [][]string{
+		{"run", "--capabilities", "parks"},
+		{"run", "--relay", "no-lease", "--capabilities", "parks"},
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "parks,teleports"},
+	} {
+		if code, _, errOut := invokeWith(t, d, args...); code != exitUsage || !strings.Contains(errOut, "capabilities") {
+			t.Errorf("%v: exit %d, want %d with a word on --capabilities: %s", args, code, exitUsage, errOut)
+		}
+	}
+	if len(specs) != 0 {
+		t.Errorf("a refused run started the runner: %+v", specs)
+	}
+}
