@@ -19,6 +19,10 @@ import (
 //     recorded while a fault of class history.ClassBroker that affects the retrying
 //     relay is open. A fault with Targets affects those processes only;
 //     one without affects every process;
+//   - with Features.Parks, a healthy event's final row that shows attempts
+//     the history does not explain (no Retry recorded, the relay records
+//     nothing) while no fault of class other was open in the run: an
+//     outage consumed attempts, seen in the rows alone;
 //   - no Retry ok reports more attempts than MaxAttempts, and no row ends
 //     faulted with more;
 //   - with Features.Parks, every poison event that committed ends parked:
@@ -57,6 +61,15 @@ func (a *analysis) parking() Result {
 				v.offend(id, "healthy event parked: row faulted after %d attempts", e.row.Attempts)
 			case len(e.parks) > 0:
 				v.offend(id, "healthy event parked by %s at #%d", e.parks[0].Process, e.parks[0].Index)
+			}
+			// What the final row reveals of a relay that records nothing:
+			// a healthy row's attempts come only from row-level failures,
+			// and with no refusal (a fault of class other) in the run
+			// there were none.
+			if len(e.retries) == 0 && e.row != nil && e.row.Attempts > 0 && e.row.FaultedAt == nil &&
+				a.cfg.Features.Parks && !a.anyRefusal() {
+				v.counts["attempts_without_cause"]++
+				v.offend(id, "healthy row ended with %d attempt(s) although nothing in the run refused it (no fault of class other): an outage consumed attempts", e.row.Attempts)
 			}
 			for _, r := range e.retries {
 				if w, in := a.brokerOutageAt(r.Index, r.Process); in {
@@ -123,6 +136,18 @@ func (a *analysis) refusedEachTime(e *event) bool {
 		}
 	}
 	return true
+}
+
+// anyRefusal reports whether the run had a fault of class other (a nack
+// storm, an unbound queue): the only faults that make healthy rows fail
+// at the row level.
+func (a *analysis) anyRefusal() bool {
+	for _, w := range a.windows {
+		if w.class() == history.ClassOther {
+			return true
+		}
+	}
+	return false
 }
 
 // brokerOutageAt returns a broker fault window that affects process at

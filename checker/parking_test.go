@@ -261,3 +261,43 @@ func TestFaultWindows(t *testing.T) {
 		t.Errorf("faultWindows = %+v, want %+v", got, want)
 	}
 }
+
+// TestParkingJudgesRowsOfARelayThatRecordsNothing gives the checker only
+// the final rows of a relay that records no retries: attempts on a
+// healthy row with no refusal in the run fail it.
+func TestParkingJudgesRowsOfARelayThatRecordsNothing(t *testing.T) {
+	parks := Config{Features: Features{Stages: true, Parks: true}}
+	blackBox := func(b *hb) *hb { return b.commit("producer-1", "e1").consume("consumer-1", "e1") }
+	at := t0
+	processed := RowState{ID: "e1", Type: "t", ProcessedAt: &at, Attempts: 2, OccurredAt: t0}
+	runCases(t, Parking, []checkCase{
+		{
+			name:      "a broker outage left attempts on a healthy row",
+			h:         blackBox(build().fault("f1", history.ClassBroker).heal("f1")).h(),
+			s:         State{Outbox: rows(processed)},
+			cfg:       parks,
+			offending: []string{"e1"},
+		},
+		{
+			name:  "a refusal in the run may have consumed them",
+			h:     blackBox(build().fault("f2", history.ClassOther).heal("f2")).h(),
+			s:     State{Outbox: rows(processed)},
+			cfg:   parks,
+			valid: true,
+		},
+		{
+			name:  "a relay that does not promise parking is not held to it",
+			h:     blackBox(build().fault("f1", history.ClassBroker).heal("f1")).h(),
+			s:     State{Outbox: rows(processed)},
+			cfg:   Config{Features: Features{Stages: true}},
+			valid: true,
+		},
+		{
+			name:  "no attempts, nothing to explain",
+			h:     blackBox(build().fault("f1", history.ClassBroker).heal("f1")).h(),
+			s:     State{Outbox: rows(processedRow("e1", t0))},
+			cfg:   parks,
+			valid: true,
+		},
+	})
+}
