@@ -58,8 +58,8 @@ type event struct {
 	// effectsKnown: the state has the effects table (State.Effects not
 	// nil), so effects is what it says of this event.
 	effectsKnown bool
-	queued  bool
-	poison  bool
+	queued       bool
+	poison       bool
 }
 
 // applied reports an end-to-end delivery. An arrival is an effect: when

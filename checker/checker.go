@@ -81,6 +81,9 @@ type RowState struct {
 	FaultedAt   *time.Time
 	Attempts    int
 	OccurredAt  time.Time
+	// LockedAt and LockedUntil are the row's last lease, as the relay
+	// wrote it on the database clock; nil when unknown or never leased.
+	LockedAt, LockedUntil *time.Time
 }
 
 // State is the final state read after heal and drain.
@@ -126,6 +129,9 @@ type Config struct {
 	// Retention is how long processed rows are kept (by the database
 	// clock). Default 7 days, the relay's default.
 	Retention time.Duration
+	// Lease is the lease the relay declares, which the rows it leased must
+	// show (see Fencing). Zero: lease lengths are not checked.
+	Lease time.Duration
 	// MaxAttempts is the attempt limit after which a row is parked.
 	// Default 5, the relay's default.
 	MaxAttempts int

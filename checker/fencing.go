@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -55,5 +56,35 @@ func (a *analysis) fencing() Result {
 		}
 	}
 	v.counts["writes"] = writes
-	return v.result(fmt.Sprintf("%d lease-bound writes checked against later claims", writes))
+	leases := a.leaseLengths(v)
+	return v.result(fmt.Sprintf("%d lease-bound writes checked against later claims, %d leases against the declared lease", writes, leases))
+}
+
+// leaseLengths judges what the final rows reveal of a relay's leases, also
+// of one that records nothing: a row claimed once and never retried keeps
+// the lease of its claim in locked_at and locked_until, both on the
+// database clock, and that lease must be the one the relay declares
+// (Config.Lease; within a tenth, or a second). A relay that computes its
+// lease from its own clock shows its clock's offset there. It returns how
+// many rows it judged.
+func (a *analysis) leaseLengths(v *verdict) int {
+	if a.cfg.Lease <= 0 {
+		return 0
+	}
+	slack := max(a.cfg.Lease/10, time.Second)
+	n := 0
+	for _, id := range a.ids {
+		e := a.events[id]
+		r := e.row
+		if r == nil || r.Attempts != 0 || r.LockedAt == nil || r.LockedUntil == nil {
+			continue
+		}
+		n++
+		if d := r.LockedUntil.Sub(*r.LockedAt); d < a.cfg.Lease-slack || d > a.cfg.Lease+slack {
+			v.offend(id, "leased for %s by the database clock (locked_at %s, locked_until %s); the relay declares a lease of %s",
+				d, r.LockedAt.UTC().Format(time.RFC3339Nano), r.LockedUntil.UTC().Format(time.RFC3339Nano), a.cfg.Lease)
+		}
+	}
+	v.counts["leases_checked"] = n
+	return n
 }

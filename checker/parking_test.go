@@ -301,3 +301,46 @@ func TestParkingJudgesRowsOfARelayThatRecordsNothing(t *testing.T) {
 		},
 	})
 }
+
+// TestFencingReadsLeasesFromTheRows gives the fencing checker rows whose
+// last lease was taken on the database clock for the declared lease, and
+// one whose lease shows a relay's own clock offset.
+func TestFencingReadsLeasesFromTheRows(t *testing.T) {
+	leased := func(id string, d time.Duration, attempts int) RowState {
+		at, until := t0, t0.Add(d)
+		done := t0.Add(time.Second)
+		return RowState{ID: id, Type: "t", ProcessedAt: &done, Attempts: attempts, OccurredAt: t0, LockedAt: &at, LockedUntil: &until}
+	}
+	h := build().commit("producer-1", "e1", "e2", "e3").consume("consumer-1", "e1", "e2", "e3").h()
+	cfg := Config{Lease: 20 * time.Second, Features: Features{Stages: true, Fenced: true}}
+	runCases(t, Fencing, []checkCase{
+		{
+			name:  "leases of the declared length",
+			h:     h,
+			s:     State{Outbox: rows(leased("e1", 20*time.Second, 0), leased("e2", 20*time.Second+300*time.Millisecond, 0))},
+			cfg:   cfg,
+			valid: true,
+		},
+		{
+			name:      "a lease that carries a five-minute clock offset",
+			h:         h,
+			s:         State{Outbox: rows(leased("e1", 20*time.Second, 0), leased("e2", 5*time.Minute+20*time.Second, 0))},
+			cfg:       cfg,
+			offending: []string{"e2"},
+		},
+		{
+			name:  "a retried row's locked_until is its backoff, not a lease",
+			h:     h,
+			s:     State{Outbox: rows(leased("e3", time.Hour, 2))},
+			cfg:   cfg,
+			valid: true,
+		},
+		{
+			name:  "no declared lease, nothing to compare",
+			h:     h,
+			s:     State{Outbox: rows(leased("e2", 5*time.Minute, 0))},
+			cfg:   Config{Features: Features{Stages: true, Fenced: true}},
+			valid: true,
+		},
+	})
+}

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Capabilities a relay under test may declare, beyond the core guarantee
@@ -21,6 +22,9 @@ const (
 	// CapSweeps: the relay deletes processed rows after retention; without
 	// it, no row may leave the outbox during a run.
 	CapSweeps = "sweeps"
+	// CapLease, as lease=DURATION: the lease the relay takes, which the
+	// rows it leased must show on the database clock (with fenced).
+	CapLease = "lease"
 	// CapFailpoints: the relay honours OUTBOX_FAILPOINTS (package
 	// chaos/inproc's syntax), so the scenarios that kill or slow it at a
 	// named point of its loop can run; without it they are not applicable.
@@ -29,17 +33,25 @@ const (
 
 // Capabilities lists every capability, in the order Capabilities strings
 // name them.
-var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints}
+var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints, CapLease + "=DURATION"}
 
 // WithCapabilities returns u declaring the capabilities of list, a comma
 // separated list of Capabilities or "none". It replaces what u declared.
 func (u RelayUnderTest) WithCapabilities(list string) (RelayUnderTest, error) {
-	u.Features.Parks, u.Features.Fenced, u.Features.Sweeps, u.Failpoints = false, false, false, false
+	u.Features.Parks, u.Features.Fenced, u.Features.Sweeps, u.Failpoints, u.Lease = false, false, false, false, 0
 	list = strings.TrimSpace(list)
 	if list == "none" {
 		return u, nil
 	}
 	for _, c := range strings.Split(list, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(c), CapLease+"="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return u, fmt.Errorf("capabilities %q: lease=%s is not a positive duration such as 20s", list, v)
+			}
+			u.Lease = d
+			continue
+		}
 		switch strings.TrimSpace(c) {
 		case CapParks:
 			u.Features.Parks = true
@@ -69,6 +81,9 @@ func (u RelayUnderTest) CapabilitiesString() string {
 		if c.on {
 			out = append(out, c.name)
 		}
+	}
+	if u.Lease > 0 {
+		out = append(out, CapLease+"="+u.Lease.String())
 	}
 	if len(out) == 0 {
 		return "none"

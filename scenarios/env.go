@@ -84,6 +84,9 @@ func (u RelayUnderTest) resolve() RelayUnderTest {
 	if u.Image == "" && len(u.Command) == 0 {
 		u.Image = u.ImageRef()
 		u.Failpoints = true
+		if d, err := time.ParseDuration(u.setting("OUTBOX_LEASE")); err == nil && u.Lease == 0 {
+			u.Lease = d
+		}
 		if u.Features == (checker.Features{}) {
 			u.Features = OurFeatures
 		}

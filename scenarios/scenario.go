@@ -55,6 +55,11 @@ type RelayUnderTest struct {
 	// chaos.ParseFailpoints). Scenarios that kill or slow a relay at a
 	// named point of its tick need it; without it they are not applicable.
 	Failpoints bool
+	// Lease is the lease the relay declares, which the rows it leases must
+	// show on the database clock (locked_until - locked_at of a row never
+	// retried); 0: not checked. Our relay and its mutants declare the
+	// OUTBOX_LEASE they run with.
+	Lease time.Duration
 	// Mutants, with neither Image nor Command set, runs this repository's
 	// relay from testenv.ImageRelayMutants, the relay built with the
 	// mutants tag, instead of testenv.ImageRelay: for a relay-side mutant

@@ -31,6 +31,7 @@ func (r *run) checkerConfig() checker.Config {
 		Retention:     relay.DefaultRetention,
 		MaxAttempts:   MaxAttempts,
 		LivenessBound: DrainWithin,
+		Lease:         r.relay.Lease,
 	}
 	if d, err := time.ParseDuration(r.relay.setting("OUTBOX_RETENTION")); err == nil && d > 0 {
 		cfg.Retention = d

@@ -19,7 +19,7 @@ func runVerb() verb {
 	return verb{
 		name:    "run",
 		summary: "run chaos scenarios on containers against a relay",
-		args:    "[--scenario NAME]... [--relay RELAY] [--seed S] [--events N | --duration D] [--json] [--out DIR]",
+		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST]] [--seed S] [--events N | --duration D] [--json] [--out DIR]",
 		about: `Runs named chaos scenarios on real PostgreSQL, RabbitMQ and toxiproxy
 containers (built by ` + "`make images`" + `; a Docker engine is needed): a workload,
 a fault schedule drawn from the seed, a heal-and-drain phase and the
