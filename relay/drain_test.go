@@ -86,7 +86,7 @@ func TestDrainClaimsAgainOnAWakeUp(t *testing.T) {
 			}
 			wake := make(chan struct{}, 1)
 			wake <- struct{}{}
-			res, err := r.tick(context.Background(), nil, wake)
+			res, err := r.tick(context.Background(), context.Background(), nil, wake)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,7 +34,32 @@ type Options struct {
 	// decisions are the same either way, only when it waits for a mark
 	// differs.
 	SerialStore bool
+	// NewTimer makes Run's poll timer, armed to fire after d; nil makes a
+	// real one (time.NewTimer). The simulation's timers run on its clock
+	// and hand the baton back to its scheduler where Run waits.
+	NewTimer func(d time.Duration) Timer
 }
+
+// Timer is Run's poll timer, the seam of its clock: Run arms it for the
+// poll interval after every tick, stops it when a wake-up comes first, and
+// waits on C in between. A stopped or reset timer never delivers a
+// firing from before, as a *time.Timer (Go 1.23 and later) does not.
+type Timer interface {
+	// C returns the channel the timer fires on. Run calls it each time it
+	// waits, in the select that blocks, and nowhere else.
+	C() <-chan time.Time
+	// Reset arms the timer to fire once, d from now.
+	Reset(d time.Duration)
+	// Stop disarms the timer.
+	Stop()
+}
+
+// realTimer is the production Timer.
+type realTimer struct{ t *time.Timer }
+
+func (t realTimer) C() <-chan time.Time   { return t.t.C }
+func (t realTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t realTimer) Stop()                 { t.t.Stop() }
 
 // Relay drains one outbox table. Several relays with distinct RelayIDs may
 // drain the same table at once.
@@ -47,6 +72,7 @@ type Relay struct {
 	m      *Metrics
 	fp     Failpoints
 	serial bool
+	timers func(time.Duration) Timer
 	totals Totals
 
 	lastSweep  time.Time
@@ -101,6 +127,7 @@ func New(cfg Config, store Store, pub Publisher, opts Options) (*Relay, error) {
 		m:      opts.Metrics,
 		fp:     opts.Failpoints,
 		serial: opts.SerialStore,
+		timers: opts.NewTimer,
 	}, nil
 }
 
@@ -111,29 +138,41 @@ func (r *Relay) Config() Config { return r.cfg }
 func (r *Relay) Totals() *Totals { return &r.totals }
 
 // Run ticks until ctx ends: drain everything eligible, then sleep until the
-// poll interval passes or wake fires (wake may be nil: polling only). A
-// failed tick is logged and the loop goes on. When ctx ends, the batch in
-// flight is finished (every call in it is bounded by its timeout) and Run
-// returns nil.
+// poll interval passes or wake delivers (wake may be nil: polling only; a
+// closed wake, as relay.Listen's when its context ends, leaves polling
+// only). A failed tick is logged and the loop goes on.
+//
+// When ctx ends, the relay stops claiming at once: no tick starts, the
+// claim on its way is cancelled, no sweep or backlog report runs and no
+// row claimed but not yet published is published. What is in flight is
+// finished or abandoned within PublishTimeout: the confirms awaited, the
+// confirmed rows marked, the failed ones retried or parked, on a context
+// that ends PublishTimeout after ctx. Then Run returns nil; the rows it
+// leaves leased come back when their lease runs out.
 func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
-	work := context.WithoutCancel(ctx)
-	timer := time.NewTimer(0)
+	work, release := afterShutdown(ctx, r.cfg.PublishTimeout)
+	defer release()
+	timer := r.newTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
-		case <-wake:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
+		case <-timer.C():
+		case _, ok := <-wake:
+			if !ok {
+				wake = nil
+				continue
 			}
+			timer.Stop()
+		}
+		// The timer or a wake-up may have been ready beside ctx.Done, and
+		// select picks among ready cases at random.
+		if ctx.Err() != nil {
+			return nil
 		}
 		start := r.cfg.Now()
-		res, err := r.tick(work, ctx.Done(), wake)
+		res, err := r.tick(work, ctx, ctx.Done(), wake)
 		if err != nil {
 			if r.m != nil {
 				r.m.TickFailures.Inc()
@@ -150,23 +189,53 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 	}
 }
 
+// newTimer returns a poll timer armed to fire after d.
+func (r *Relay) newTimer(d time.Duration) Timer {
+	if r.timers != nil {
+		return r.timers(d)
+	}
+	return realTimer{time.NewTimer(d)}
+}
+
+// afterShutdown returns the context of what a tick has in flight: it is
+// not cancelled with ctx but ends grace after ctx ends, or when release
+// is called.
+func afterShutdown(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancel)
+		context.AfterFunc(work, func() { t.Stop() })
+	})
+	return work, func() {
+		stop()
+		cancel()
+	}
+}
+
 // Tick drains every eligible row, batch by batch, sweeps when the sweep is
 // due, and refreshes the backlog metrics. It stops at the first failure and
 // returns the error; what got confirmed before it is marked (unless the
 // failure was the store's) and every call it started has ended.
 func (r *Relay) Tick(ctx context.Context) (TickResult, error) {
-	return r.tick(ctx, nil, nil)
+	return r.tick(ctx, ctx, nil, nil)
 }
 
-func (r *Relay) tick(ctx context.Context, stop, wake <-chan struct{}) (TickResult, error) {
+// tick is one tick. Claims, the sweep and the backlog report run on
+// claims, and none of them starts once stop is closed (shutdown began);
+// publishes, confirms, marks, retries and parks run on work. A nil stop
+// never closes.
+func (r *Relay) tick(work, claims context.Context, stop, wake <-chan struct{}) (TickResult, error) {
 	r.totals.Ticks.Add(1)
-	d := &drain{r: r, ctx: ctx}
-	if err := d.run(stop, wake); err != nil {
+	d := &drain{r: r, ctx: work, claims: claims, stop: stop}
+	if err := d.run(wake); err != nil {
 		return d.res, err
 	}
 	total := d.res
+	if d.stopped() {
+		return total, nil
+	}
 	if now := r.cfg.Now(); r.lastSweep.IsZero() || now.Sub(r.lastSweep) >= r.cfg.SweepInterval {
-		n, err := r.sweep(ctx)
+		n, err := r.sweep(claims)
 		total.Swept += n
 		if err != nil {
 			return total, err
@@ -176,7 +245,7 @@ func (r *Relay) tick(ctx context.Context, stop, wake <-chan struct{}) (TickResul
 	// The backlog statistics count the whole table: refresh them once per
 	// poll interval, not on every wake-up.
 	if now := r.cfg.Now(); r.m != nil && (r.lastReport.IsZero() || now.Sub(r.lastReport) >= r.cfg.PollInterval) {
-		if err := r.report(ctx); err != nil {
+		if err := r.report(claims); err != nil {
 			return total, err
 		}
 		r.lastReport = now
@@ -218,8 +287,13 @@ type inflight struct {
 // its confirmed rows, and fenced by the lease: pipelining changes when the
 // relay waits, never what it marks.
 type drain struct {
-	r       *Relay
-	ctx     context.Context
+	r *Relay
+	// ctx is the context of publishes, confirms, marks, retries and
+	// parks; claims that of claims.
+	ctx, claims context.Context
+	// stop closes when shutdown begins: no claim starts and no row is
+	// published after it; what is in flight is settled and marked.
+	stop    <-chan struct{}
 	res     TickResult
 	pending []inflight // oldest first, across batches
 
@@ -229,12 +303,17 @@ type drain struct {
 	// storeErr stops claiming and marking: what is in flight is settled,
 	// nothing more is marked.
 	storeErr error
-	// onWay holds the rows published and not yet marked or filed. A claim
-	// may return one of them again when its lease ran out while the relay
-	// stood still (a pause, a stalled disk): the claim renewed the lease of
-	// the publish already on its way, which will mark or file it, so it is
-	// not published a second time.
+	// onWay holds the rows this drain claimed and has not yet marked or
+	// filed (retried, parked, or left to their lease by a failed
+	// confirm). A claim may return one of them again when its lease ran
+	// out while the relay stood still (a pause, a stalled disk) between
+	// the claim that leased it and this one: the claim renewed the lease
+	// of the copy already on its way, which will publish and mark it or
+	// file it, so the row is not published or filed a second time.
 	onWay map[uuid.UUID]struct{}
+	// stale holds the rows that left onWay while next was on its way: if
+	// next returns one of them, it read the row before it was filed.
+	stale map[uuid.UUID]struct{}
 	// marks are the marks on their way, oldest first.
 	marks []markCall
 	// next is the claim of the next batch, started while the current one
@@ -260,10 +339,9 @@ const maxMarks = 2
 // steady trickle of commits the relay does not wait for one batch's
 // confirms and mark before it claims the rows committed meanwhile. The
 // bound lets the sweep and the backlog report run between drains.
-func (d *drain) run(stop, wake <-chan struct{}) error {
+func (d *drain) run(wake <-chan struct{}) error {
 	r := d.r
 	began := r.cfg.Now()
-	stopping := false
 	for {
 		// Room in the window first: the next batch's publishes go out
 		// while the rest of the window is being confirmed.
@@ -275,36 +353,26 @@ func (d *drain) run(stop, wake <-chan struct{}) error {
 		if err := d.reapMarks(false); err != nil {
 			return d.abort(err)
 		}
-		if d.halted() {
+		if d.halted() || d.stopped() {
 			break
 		}
 		c := d.next
-		d.next = nil
 		if c == nil {
 			c = d.startClaim()
 		}
-		rows, err := d.claimed(c)
-		if err != nil {
-			break
-		}
-		if len(rows) == 0 {
+		rows, full, err := d.claimed(c)
+		if err != nil || len(rows) == 0 && !full {
 			break
 		}
 		if err := r.failpoint(d.ctx, FailAfterClaim); err != nil {
 			return d.abort(err)
 		}
-		full := len(rows) == r.cfg.BatchSize
 		// The age is checked first: a wake-up taken and then not acted on
 		// would leave its rows to the next poll.
 		more := full || r.cfg.Now().Sub(began) < r.cfg.PollInterval && woken(wake)
-		if more && !stopping {
-			select {
-			case <-stop:
-				stopping = true
-			default:
-				// The next claim runs while this batch is published.
-				d.next = d.startClaim()
-			}
+		if more && !d.stopped() {
+			// The next claim runs while this batch is published.
+			d.next = d.startClaim()
 		}
 		f := &flight{}
 		if err := d.publish(f, rows); err != nil {
@@ -340,47 +408,94 @@ func woken(wake <-chan struct{}) bool {
 	}
 }
 
+// stopped reports whether shutdown began.
+func (d *drain) stopped() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // startClaim starts the claim of the next batch.
 func (d *drain) startClaim() *call[[]Row] {
 	r := d.r
 	return start(r.serial, func() ([]Row, error) {
-		cctx, cancel := context.WithTimeout(d.ctx, r.cfg.StoreTimeout)
+		cctx, cancel := context.WithTimeout(d.claims, r.cfg.StoreTimeout)
 		defer cancel()
 		return r.store.Claim(cctx, r.cfg.RelayID, r.cfg.BatchSize, r.cfg.Lease)
 	})
 }
 
-// claimed waits for the claim c and counts what it leased; a failed claim
-// halts the drain.
-func (d *drain) claimed(c *call[[]Row]) ([]Row, error) {
+// claimed waits for the claim c (the one in d.next, if it is that one),
+// counts what it leased and returns the rows this drain is to publish
+// (those not already on their way) and whether the batch was full. A
+// failed claim halts the drain, unless shutdown began: then it was
+// cancelled, or its failure no longer matters, and what is in flight is
+// still marked.
+func (d *drain) claimed(c *call[[]Row]) ([]Row, bool, error) {
 	rows, err := c.wait()
+	stale := d.stale
+	if c == d.next {
+		d.next, d.stale = nil, nil
+	}
 	if err != nil {
+		if d.stopped() {
+			return nil, false, err
+		}
 		if d.storeErr == nil {
 			d.storeErr = fmt.Errorf("claiming outbox rows: %w", err)
 		}
-		return nil, err
+		return nil, false, err
 	}
 	d.res.Batches++
 	d.res.Claimed += len(rows)
 	d.r.totals.Claimed.Add(int64(len(rows)))
-	return rows, nil
+	full := len(rows) == d.r.cfg.BatchSize
+	if d.onWay == nil {
+		d.onWay = make(map[uuid.UUID]struct{}, len(rows))
+	}
+	fresh := rows[:0]
+	for _, row := range rows {
+		_, again := d.onWay[row.ID]
+		if _, ok := stale[row.ID]; ok {
+			again = true
+		}
+		if !again {
+			d.onWay[row.ID] = struct{}{}
+			fresh = append(fresh, row)
+		}
+	}
+	return fresh, full, nil
+}
+
+// filed notes that the row id left this drain's hands: marked, retried,
+// parked, or left to its lease.
+func (d *drain) filed(id uuid.UUID) {
+	delete(d.onWay, id)
+	if d.next != nil {
+		if d.stale == nil {
+			d.stale = make(map[uuid.UUID]struct{})
+		}
+		d.stale[id] = struct{}{}
+	}
 }
 
 // publish sends the rows of f, settling the oldest publish whenever the
-// window is full. It returns only a failpoint's error; failures of the
-// broker or the store halt the drain and are returned by finish.
+// window is full, until shutdown begins. It returns only a failpoint's
+// error; failures of the broker or the store halt the drain and are
+// returned by finish.
 func (d *drain) publish(f *flight, rows []Row) error {
 	r := d.r
 	for _, row := range rows {
-		if d.halted() {
+		if d.halted() || d.stopped() {
 			return nil
-		}
-		if _, ok := d.onWay[row.ID]; ok {
-			continue
 		}
 		if r.dec != nil {
 			if _, derr := r.dec.Decode(row.Type, row.Payload); derr != nil {
 				r.rowFailed(d.ctx, row, derr, &d.res)
+				d.filed(row.ID)
 				continue
 			}
 		}
@@ -388,7 +503,7 @@ func (d *drain) publish(f *flight, rows []Row) error {
 			if err := d.settle(); err != nil {
 				return err
 			}
-			if d.halted() {
+			if d.halted() || d.stopped() {
 				return nil
 			}
 		}
@@ -402,14 +517,11 @@ func (d *drain) publish(f *flight, rows []Row) error {
 				return nil
 			}
 			r.rowFailed(d.ctx, row, perr, &d.res)
+			d.filed(row.ID)
 			continue
 		}
 		d.pending = append(d.pending, inflight{row: row, conf: conf, ctx: pctx, cancel: pcancel, f: f})
 		f.open++
-		if d.onWay == nil {
-			d.onWay = make(map[uuid.UUID]struct{})
-		}
-		d.onWay[row.ID] = struct{}{}
 		if err := r.failpoint(d.ctx, FailAfterPublishBeforeConfirm); err != nil {
 			return err
 		}
@@ -431,15 +543,15 @@ func (d *drain) settle() error {
 	case werr == nil:
 		p.f.confirmed = append(p.f.confirmed, p.row.ID)
 	case Classify(werr) == ClassBroker:
-		delete(d.onWay, p.row.ID)
+		d.filed(p.row.ID)
 		r.confirmFailed(werr)
 		if d.brokerErr == nil {
 			d.brokerErr = fmt.Errorf("confirming %s: %w", p.row.ID, werr)
 		}
 	default:
-		delete(d.onWay, p.row.ID)
 		r.confirmFailed(werr)
 		r.rowFailed(d.ctx, p.row, werr, &d.res)
+		d.filed(p.row.ID)
 	}
 	return d.complete(p.f)
 }
@@ -492,7 +604,7 @@ func (d *drain) reapOldest() error {
 	d.marks = d.marks[1:]
 	marked, err := m.call.wait()
 	for _, id := range m.ids {
-		delete(d.onWay, id)
+		d.filed(id)
 	}
 	if err != nil {
 		if d.storeErr == nil {
@@ -522,8 +634,7 @@ func (d *drain) finish() error {
 		// A failure halted the drain after the next claim started: its rows
 		// stay leased, as the rest of a halted batch does, until the lease
 		// runs out.
-		_, _ = d.claimed(d.next)
-		d.next = nil
+		_, _, _ = d.claimed(d.next)
 	}
 	if d.brokerErr != nil {
 		d.r.totals.BrokerFailures.Add(1)
