@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// bugEnv selects a bug mode; empty is the correct relay.
+const bugEnv = "SEQRELAY_BUG"
+
+// bug is a bug mode's name; bugNone is the correct relay.
+type bug string
+
+// The bug modes. The package comment says what each breaks and what in
+// the harness's catalogue should catch it; bugModes holds the same.
+const (
+	bugNone         bug = ""
+	bugMarkFirst    bug = "mark-first"
+	bugNoFence      bug = "no-fence"
+	bugOwnClock     bug = "own-clock-lease"
+	bugEatAttempts  bug = "eat-attempts"
+	bugSkipLate     bug = "skip-late"
+	bugTransient    bug = "transient"
+	bugPoisonBlocks bug = "poison-blocks"
+)
+
+// bugMode describes one bug mode: the promise of DESIGN.md §2 it breaks,
+// and the scenario of the harness's catalogue and the checker (or the
+// scenario's own check) expected to fail it.
+type bugMode struct {
+	name     bug
+	breaks   string
+	scenario string
+	checker  string
+}
+
+// bugModes lists every bug mode, each breaking a different promise.
+var bugModes = []bugMode{
+	{bugMarkFirst, "§2.3 mark processed only after the publisher confirm", "broker-down", "lost"},
+	{bugNoFence, "§2.3 mark only while this relay still holds the lease", "lease-expiry", "fencing (the scenario's judgement of the held rows)"},
+	{bugOwnClock, "§2.1 the database clock is the only clock for leases", "clock-skew", "duplicate-deliveries (and fencing's lease lengths)"},
+	{bugEatAttempts, "§2.4 a broker outage consumes no attempt", "broker-down", "parking"},
+	{bugSkipLate, "§2.1 claim every eligible pending row, oldest first", "commit-order-inversion", "lost"},
+	{bugTransient, "§2.2 persistent delivery", "broker-killed", "lost"},
+	{bugPoisonBlocks, "§2.2 an unknown type or undecodable payload is parked at once", "poison", "parking (and liveness)"},
+}
+
+// parseBug reads SEQRELAY_BUG.
+func parseBug(s string) (bug, error) {
+	if s == "" {
+		return bugNone, nil
+	}
+	for _, m := range bugModes {
+		if string(m.name) == s {
+			return m.name, nil
+		}
+	}
+	return bugNone, fmt.Errorf("unknown bug mode %q (want one of %s, or empty for the correct relay)", s, strings.Join(bugNames(), ", "))
+}
+
+// bugNames lists the bug modes' names in table order.
+func bugNames() []string {
+	out := make([]string, len(bugModes))
+	for i, m := range bugModes {
+		out[i] = string(m.name)
+	}
+	return out
+}
+
+// String is the mode's name, "none" for the correct relay.
+func (b bug) String() string {
+	if b == bugNone {
+		return "none"
+	}
+	return string(b)
+}
