@@ -237,6 +237,9 @@ func (r *Relay) tick(work, claims context.Context, stop, wake <-chan struct{}) (
 	if now := r.cfg.Now(); r.lastSweep.IsZero() || now.Sub(r.lastSweep) >= r.cfg.SweepInterval {
 		n, err := r.sweep(claims)
 		total.Swept += n
+		if err != nil && d.stopped() {
+			return total, nil // shutdown cut the sweep short
+		}
 		if err != nil {
 			return total, err
 		}
@@ -245,7 +248,7 @@ func (r *Relay) tick(work, claims context.Context, stop, wake <-chan struct{}) (
 	// The backlog statistics count the whole table: refresh them once per
 	// poll interval, not on every wake-up.
 	if now := r.cfg.Now(); r.m != nil && (r.lastReport.IsZero() || now.Sub(r.lastReport) >= r.cfg.PollInterval) {
-		if err := r.report(claims); err != nil {
+		if err := r.report(claims); err != nil && !d.stopped() {
 			return total, err
 		}
 		r.lastReport = now
@@ -781,10 +784,14 @@ func (r *Relay) confirmFailed(err error) {
 	}
 }
 
-// sweep deletes processed rows past retention in small batches.
+// sweep deletes processed rows past retention in small batches, until
+// ctx ends.
 func (r *Relay) sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("sweeping processed rows: %w", err)
+		}
 		sctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
 		n, err := r.store.Sweep(sctx, r.cfg.Retention, r.cfg.SweepBatch)
 		cancel()

@@ -19,9 +19,12 @@ import (
 type fakeStore struct {
 	claim func(ctx context.Context, n int) ([]Row, error)
 	mark  func(ctx context.Context) error
+	// sweep, when set, answers the sweeps (n counts them from 1).
+	sweep func(n int) (int, error)
 
 	mu      sync.Mutex
 	claims  int
+	sweeps  int
 	marked  map[uuid.UUID]int
 	retried map[uuid.UUID]int
 }
@@ -65,8 +68,17 @@ func (s *fakeStore) Retry(_ context.Context, _ string, id uuid.UUID, _ RetryPoli
 }
 
 func (s *fakeStore) Park(context.Context, string, uuid.UUID, string) (bool, error) { return true, nil }
-func (s *fakeStore) Sweep(context.Context, time.Duration, int) (int, error)       { return 0, nil }
-func (s *fakeStore) Stats(context.Context) (Stats, error)                         { return Stats{}, nil }
+func (s *fakeStore) Sweep(context.Context, time.Duration, int) (int, error) {
+	s.mu.Lock()
+	s.sweeps++
+	n := s.sweeps
+	s.mu.Unlock()
+	if s.sweep == nil {
+		return 0, nil
+	}
+	return s.sweep(n)
+}
+func (s *fakeStore) Stats(context.Context) (Stats, error) { return Stats{}, nil }
 
 func (s *fakeStore) counts(id uuid.UUID) (marked, retried int) {
 	s.mu.Lock()
@@ -290,7 +302,7 @@ func TestRunExitsWithinThePublishTimeout(t *testing.T) {
 				time.Sleep(20 * time.Millisecond) // let the call start to hang
 				began := time.Now()
 				cancel()
-				took := wait(publishTimeout+margin+time.Second).Sub(began)
+				took := wait(publishTimeout + margin + time.Second).Sub(began)
 				if took > publishTimeout+margin {
 					t.Errorf("Run returned %s after shutdown began; the publish timeout is %s", took, publishTimeout)
 				}
@@ -401,5 +413,32 @@ func TestDrainFilesARowClaimedAheadOnce(t *testing.T) {
 				t.Errorf("the fresh row of the claim ahead was published %d times, want once", n)
 			}
 		})
+	}
+}
+
+// TestRunStopsSweepingAtShutdown shuts a relay down in the middle of a
+// sweep that would go on for long (every statement deletes a full batch,
+// and the store, like the simulation's, ignores the cancelled context):
+// the sweep stops at the next statement and Run returns.
+func TestRunStopsSweepingAtShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const batch, shutAt = 10, 3
+	store := &fakeStore{sweep: func(n int) (int, error) {
+		if n == shutAt {
+			cancel()
+		}
+		return batch, nil
+	}}
+	r, err := New(Config{RelayID: "r", SweepBatch: batch, PollInterval: time.Hour}, store, &hookPublisher{}, Options{SerialStore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, r, ctx, nil)(5 * time.Second)
+	store.mu.Lock()
+	sweeps := store.sweeps
+	store.mu.Unlock()
+	if sweeps != shutAt {
+		t.Errorf("%d sweep statements, want %d: the sweep went on after shutdown began", sweeps, shutAt)
 	}
 }
