@@ -93,8 +93,16 @@ func (d *World) Step(name string) bool {
 	return true
 }
 
-// Tick lets a relay run until it is between ticks again.
-func (d *World) Tick(relay string) { d.untilIdle(d.proc(relay), 10000) }
+// Tick lets a relay run until it is between ticks again. A relay waiting
+// between ticks first sees its poll timer fire, as if its poll interval
+// had passed (a timer it did not arm does not fire).
+func (d *World) Tick(relay string) {
+	p := d.proc(relay)
+	if p.at == callIdle && p.timer.armed {
+		p.timer.at = d.w.clock.Now()
+	}
+	d.untilIdle(p, 10000)
+}
 
 // Advance moves the database clock forward. A relay caught in the middle
 // of a batch whose leases this expires was, in effect, frozen while that

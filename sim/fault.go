@@ -51,22 +51,28 @@ const (
 	// FaultSkew offsets a relay's clock (used for its sweeps and its
 	// history times, never for leases).
 	FaultSkew Fault = "skew"
+	// FaultStop stops a relay as SIGTERM does: the context of its
+	// relay.Run ends and its listener's wake channel closes. The relay
+	// must claim nothing more and return once it settled what it has in
+	// flight, within StopBound of its own steps (the "shutdown" result of
+	// a run); it restarts with empty memory when the fault stops.
+	FaultStop Fault = "stop"
 )
 
 // AllFaults lists every fault.
 var AllFaults = []Fault{FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultDBDown, FaultBrokerDown,
-	FaultBrokerRestart, FaultConfirmLoss, FaultNack, FaultUnbind, FaultSkew}
+	FaultBrokerRestart, FaultConfirmLoss, FaultNack, FaultUnbind, FaultSkew, FaultStop}
 
 // SwarmFaults lists the faults the swarm draws from, in the order it
 // draws them: every fault whose effect the relay must absorb without
 // consuming attempts.
 var SwarmFaults = []Fault{FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultDBDown, FaultBrokerDown,
-	FaultBrokerRestart, FaultConfirmLoss, FaultSkew}
+	FaultBrokerRestart, FaultConfirmLoss, FaultSkew, FaultStop}
 
 // targeted reports whether the fault hits one process.
 func (f Fault) targeted() bool {
 	switch f {
-	case FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultSkew:
+	case FaultKill, FaultPause, FaultDBCut, FaultBrokerCut, FaultSkew, FaultStop:
 		return true
 	}
 	return false
@@ -75,7 +81,7 @@ func (f Fault) targeted() bool {
 // canHit reports whether f may hit p.
 func (f Fault) canHit(p *proc) bool {
 	switch f {
-	case FaultSkew:
+	case FaultSkew, FaultStop:
 		return p.kind == kindRelay
 	case FaultBrokerCut:
 		return p.kind == kindRelay || p.kind == kindConsumer
@@ -86,7 +92,7 @@ func (f Fault) canHit(p *proc) bool {
 // Class returns the part of the system f hits.
 func (f Fault) Class() history.FaultClass {
 	switch f {
-	case FaultKill, FaultPause:
+	case FaultKill, FaultPause, FaultStop:
 		return history.ClassProcess
 	case FaultDBCut, FaultDBDown:
 		return history.ClassDB
@@ -133,6 +139,8 @@ func (f Fault) name(target string) string {
 		return "queue-unbound"
 	case FaultSkew:
 		return "clock-skew " + target
+	case FaultStop:
+		return "stop " + target
 	}
 	return string(f)
 }
@@ -162,7 +170,7 @@ func (w *world) startFault(f Fault, target *proc, until int, skew time.Duration)
 	if w.active(f, target) >= 0 || (f.targeted() && (target == nil || !f.canHit(target))) {
 		return false
 	}
-	if f == FaultKill && target.down {
+	if (f == FaultKill || f == FaultStop) && target.down || f == FaultStop && (!target.alive || target.stopping) {
 		return false
 	}
 	ref := f.ref("")
@@ -208,6 +216,8 @@ func (w *world) startFault(f Fault, target *proc, until int, skew time.Duration)
 		w.broker.bound = false
 	case FaultSkew:
 		target.offset = skew
+	case FaultStop:
+		w.stopRelay(target)
 	}
 	return true
 }
@@ -238,10 +248,14 @@ func (w *world) stopFault(i int) {
 		}
 	case FaultDBCut:
 		t.cutDB = false
+		w.reconnected(t)
 	case FaultBrokerCut:
 		t.cutMQ = false
 	case FaultDBDown:
 		w.dbDown = false
+		for _, p := range w.procs {
+			w.reconnected(p)
+		}
 	case FaultBrokerDown, FaultBrokerRestart:
 		if w.active(FaultBrokerDown, nil) < 0 && w.active(FaultBrokerRestart, nil) < 0 {
 			w.broker.up = true
@@ -254,6 +268,13 @@ func (w *world) stopFault(i int) {
 		w.broker.bound = true
 	case FaultSkew:
 		t.offset = 0
+	case FaultStop:
+		if t.alive && t.stopping {
+			// Still stopping (paused, or past its bound): killed, as a
+			// supervisor does after its grace period.
+			w.crash(t)
+		}
+		w.restart(t)
 	}
 	w.nemesisRecord(history.FaultStop, win.ref)
 }

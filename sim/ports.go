@@ -55,6 +55,13 @@ func (p *proc) end(h uint64, v verdict, lost bool, linkErr error, t history.Type
 
 func (p *proc) dbDown() bool { return p.cutDB || p.w.dbDown }
 
+// claiming notes a claim of p: a relay whose shutdown began must not.
+func (p *proc) claiming() {
+	if p.stopping && !p.dying {
+		p.w.brokeShutdown(p, "claimed after its shutdown began")
+	}
+}
+
 func (p *proc) brokerDown() bool { return p.cutMQ || !p.w.broker.up }
 
 // storePort is a process's connection to the simulated outbox table. It
@@ -133,6 +140,7 @@ func (s *storePort) dbTime() history.Meta {
 // Claim implements relay.Store.
 func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
 	p := s.p
+	p.claiming()
 	h, v, lost, err := p.begin(callClaim, history.Claim, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("claiming: %w", err)
@@ -283,6 +291,7 @@ func (s *storePort) Scan(_ context.Context, limit int, all bool) ([]RowState, er
 // Lease implements RawStore.
 func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error) {
 	p := s.p
+	p.claiming()
 	h, v, lost, err := p.begin(callClaim, history.Claim, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("leasing: %w", err)

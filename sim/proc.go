@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"iter"
 	"time"
@@ -132,6 +133,19 @@ type proc struct {
 	jobs []job
 	rel  *relay.Relay
 	cns  *consumer.Consumer
+
+	// A relay's run loop: its poll timer, the wake channel its listener
+	// feeds (buffered 1, a fresh one at each boot, closed when the relay
+	// is stopped), whether it listens at all, and the cancel of
+	// relay.Run's context.
+	timer     timer
+	wake      chan struct{}
+	listening bool
+	cancel    context.CancelFunc
+	// stopping: a FaultStop ended the relay's context and it has not
+	// returned yet; stopSteps counts its steps since.
+	stopping  bool
+	stopSteps int
 }
 
 // Name returns the process's name.
@@ -172,8 +186,9 @@ func (p *proc) enter(c call) verdict {
 	return v
 }
 
-// idle is a step in which the process does nothing: a relay between
-// ticks, a producer holding its transaction open.
+// idle is a step in which the process does nothing: a producer holding
+// its transaction open, or waiting for a job. (A relay waits between ticks
+// in its timer's C, see runloop.go.)
 func (p *proc) idle() {
 	p.enter(callIdle)
 }

@@ -190,10 +190,16 @@ func (w *world) commit(p *proc, h uint64, tx *Tx, events []string, rollback bool
 	return true
 }
 
+// commitRows commits tx; a transaction that staged rows notifies the
+// listening relays, as outbox.Stage with Notify does.
 func (w *world) commitRows(tx *Tx) {
+	staged := tx.Len() > 0
 	if err := tx.Commit(); err != nil {
 		w.err = err
 		return
 	}
 	w.progress()
+	if staged {
+		w.notify()
+	}
 }

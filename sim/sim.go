@@ -1,18 +1,23 @@
 // Package sim is the deterministic simulation tier. The production relay
-// (relay.New, driven through its Store and Publisher seams) and the
+// (relay.New and its run loop, relay.Run, driven through its Store and
+// Publisher seams, its poll timer and its wake channel) and the
 // production consumer (consumer.Consumer.Handle, through its Inbox and
 // Delivery seams) run against in-memory fakes of PostgreSQL and RabbitMQ
 // under a seeded scheduler: every fake call is a point where the scheduler
 // takes the baton back and decides who runs next, and where it can crash,
-// pause, cut off or skew the caller. One uint64 seed decides everything: the
-// swarm parameters (replicas, batch size, which faults are enabled and how
-// often), the workload, the schedule and the faults, so the same seed gives
-// the same history byte for byte.
+// pause, cut off, skew or stop the caller. A relay waits between ticks on
+// its poll timer, which runs on the database clock, and on the wake-ups a
+// committed staging transaction sends (see runloop.go). One uint64 seed
+// decides everything: the swarm parameters (replicas, batch size, poll
+// interval, which faults are enabled and how often), the workload, the
+// schedule and the faults, so the same seed gives the same history byte
+// for byte.
 //
 // A run has a safety phase (workload and faults), a liveness phase (heal
 // everything, restart what crashed, let time pass leases and backoffs,
 // drain) and a check: the history and the final state of the fakes go to
-// checker.Check.
+// checker.Check, and the simulation adds what it saw of the relays'
+// shutdowns (CheckerShutdown).
 //
 // Processes are coroutines (iter.Pull): exactly one runs at a time, and it
 // runs until its next fake call, so no goroutine race decides anything.
@@ -49,6 +54,16 @@ type Variant struct {
 	WrapStore func(p Process, s relay.Store) relay.Store
 	// WrapPublisher decorates a relay process's publisher.
 	WrapPublisher func(p Process, pub relay.Publisher) relay.Publisher
+	// WrapTimer decorates a relay process's poll timer. The timer it
+	// receives runs on the database clock, and its C is where the relay
+	// waits between ticks, handing the baton back to the scheduler: a
+	// decorator's C must call it.
+	WrapTimer func(p Process, t relay.Timer) relay.Timer
+	// WrapWake decorates the wake channel a relay process's listener
+	// feeds, as relay.Run receives it. It returns the channel it got, or
+	// nil for a relay that does not listen (the simulation then sends it
+	// no wake-up).
+	WrapWake func(p Process, wake <-chan struct{}) <-chan struct{}
 	// WrapInbox decorates a consumer process's inbox; the inbox it
 	// receives also implements RawInbox.
 	WrapInbox func(p Process, in consumer.Inbox) consumer.Inbox
@@ -121,6 +136,9 @@ type Swarm struct {
 
 	// StepTime bounds how much database time one step takes.
 	StepTime time.Duration
+	// PollInterval is the relays' relay.Config.PollInterval: how long a
+	// relay that no wake-up reaches sleeps between ticks.
+	PollInterval time.Duration
 	// TxMax bounds the events of one transaction.
 	TxMax int
 	// Rollback, Poison and LongTx are the shares of transactions rolled
@@ -169,6 +187,9 @@ func DrawSwarm(seed uint64) Swarm {
 		}
 		sw.Faults = append(sw.Faults, FaultRate{Fault: f, Rate: pick(r, 0.003, 0.01, 0.03), MaxSteps: pick(r, 5, 20, 60)})
 	}
+	// Drawn last, so that the draws above are those of every seed before
+	// the relays ran their own loop.
+	sw.PollInterval = pick(r, 100*time.Millisecond, time.Second, 5*time.Second, time.Minute)
 	return sw
 }
 
@@ -214,8 +235,8 @@ func (sw Swarm) String() string {
 	fmt.Fprintf(&b, "producers=%d replicas=%d consumers=%d weights=%d/%d/%d batch=%d window=%d max_attempts=%d sweep_batch=%d",
 		sw.Producers, sw.Replicas, sw.Consumers, sw.ProducerWeight, sw.RelayWeight, sw.ConsumerWeight,
 		sw.BatchSize, sw.Window, sw.MaxAttempts, sw.SweepBatch)
-	fmt.Fprintf(&b, " lease=%s backoff=%s..%s retention=%s sweep_every=%s step_time=%s",
-		sw.Lease, sw.BackoffBase, sw.BackoffMax, sw.Retention, sw.SweepInterval, sw.StepTime)
+	fmt.Fprintf(&b, " lease=%s backoff=%s..%s retention=%s sweep_every=%s step_time=%s poll=%s",
+		sw.Lease, sw.BackoffBase, sw.BackoffMax, sw.Retention, sw.SweepInterval, sw.StepTime, sw.PollInterval)
 	fmt.Fprintf(&b, " tx_max=%d rollback=%g poison=%g long_tx=%g lost_reply=%g faults=",
 		sw.TxMax, sw.Rollback, sw.Poison, sw.LongTx, sw.LostReply)
 	if len(sw.Faults) == 0 {
@@ -318,6 +339,9 @@ func (w *world) finish() Result {
 	}
 	w.teardown()
 	res.Report = checker.Check(res.History, res.State, res.Config)
+	sd := w.shutdownResult()
+	res.Report.Results = append(res.Report.Results, sd)
+	res.Report.Valid = res.Report.Valid && sd.Valid
 	res.Valid = res.Report.Valid && res.Err == nil
 	return res
 }
@@ -332,10 +356,16 @@ func (w *world) drain() {
 		}
 		// Jump only when nothing else can move: every relay is between
 		// ticks (so only abandoned claims and backoffs hold rows) and the
-		// queue has nothing left to deliver.
+		// queue has nothing left to deliver. The clock goes to the moment
+		// a row is eligible and a relay's poll timer has fired.
 		if w.quiet > 2*len(w.procs)+4 && w.othersIdle(nil) && len(w.broker.ready) == 0 && len(w.broker.unacked) == 0 {
-			if t, ok := w.store.NextEligible(); ok && t.After(w.clock.Now()) {
-				w.clock.AdvanceTo(t)
+			if t, ok := w.store.NextEligible(); ok {
+				if poll, ok := w.nextTimer(); ok && poll.After(t) {
+					t = poll
+				}
+				if t.After(w.clock.Now()) {
+					w.clock.AdvanceTo(t)
+				}
 			}
 			w.quiet = 0
 		}
@@ -410,7 +440,7 @@ func (w *world) state() checker.State {
 func (w *world) relayConfig(p *proc) relay.Config {
 	cfg := relay.Config{
 		RelayID:        p.id,
-		PollInterval:   time.Second,
+		PollInterval:   w.sw.PollInterval,
 		BatchSize:      w.sw.BatchSize,
 		Lease:          w.sw.Lease,
 		MaxAttempts:    w.sw.MaxAttempts,
@@ -450,9 +480,9 @@ func (w *world) checkerConfig() checker.Config {
 		Backoff: func(n int) time.Duration { return cfg.Policy().Backoff(max(n-1, 0)) },
 		Poison:  maps.Clone(w.poison),
 		// Every committed event is delivered within the lease (claims of
-		// crashed or paused relays), the longest backoff, and the steps
-		// of the liveness phase.
-		LivenessBound: cfg.Lease + cfg.BackoffMax + time.Duration(w.opts.LivenessSteps+1)*w.sw.StepTime + time.Minute,
+		// crashed or paused relays), the longest backoff, a poll interval
+		// after each, and the steps of the liveness phase.
+		LivenessBound: cfg.Lease + cfg.BackoffMax + 2*cfg.PollInterval + time.Duration(w.opts.LivenessSteps+1)*w.sw.StepTime + time.Minute,
 		Features:      checker.Features{Stages: stages, Parks: stages, Fenced: true, Sweeps: true},
 	}
 }

@@ -71,6 +71,12 @@ type world struct {
 	pendingJump time.Duration
 	jumpFor     *proc
 
+	// stops counts the relays stopped (FaultStop), longestStop the most
+	// steps one took to return; shutdown holds the promises of their
+	// shutdown they broke, by relay.
+	stops, longestStop int
+	shutdown           map[string]string
+
 	nextEvent uint64
 	poison    map[string]bool
 	dbStart   time.Time
@@ -154,6 +160,10 @@ func (w *world) boot(p *proc) {
 	case kindProducer:
 		p.boot(w.producerBody)
 	case kindRelay:
+		// A fresh process has a fresh listener: what the last one
+		// received is gone.
+		p.wake = make(chan struct{}, 1)
+		p.cancel, p.stopping = nil, false
 		p.boot(w.relayBody)
 	case kindConsumer:
 		p.boot(w.consumerBody)
@@ -161,15 +171,29 @@ func (w *world) boot(p *proc) {
 }
 
 // resume gives p one step: it runs until its next fake call or returns.
+// A relay waiting between ticks that cannot go on yet (no wake-up, its
+// timer not due) stays where it is.
 func (w *world) resume(p *proc) {
 	if !p.alive {
 		return
 	}
+	if p.at == callIdle && p.kind == kindRelay && !p.dying && !p.stopping && !p.wakeable() {
+		return
+	}
+	if p.stopping && !p.dying {
+		p.stopSteps++
+		if p.stopSteps == w.stopBound()+1 {
+			w.brokeShutdown(p, fmt.Sprintf("still running %d of its steps after its shutdown began", w.stopBound()))
+		}
+	}
 	if _, ok := p.next(); !ok {
 		p.alive = false
-		if p.dying {
+		switch {
+		case p.dying:
 			w.crashed(p)
-		} else {
+		case p.stopping:
+			w.exited(p)
+		default:
 			p.finished = true
 		}
 	}
@@ -201,6 +225,7 @@ func (w *world) crashed(p *proc) {
 	p.down = true
 	p.rel, p.cns = nil, nil
 	p.conn++
+	p.stopping = false
 	if p.kind == kindConsumer {
 		w.broker.disconnect(p.name)
 	}
@@ -273,7 +298,9 @@ func (w *world) othersIdle(skip *proc) bool {
 	return true
 }
 
-// relayBody runs the production relay: tick, rest, tick.
+// relayBody runs the production relay's run loop, relay.Run, on the
+// simulation's poll timer and wake channel (see runloop.go), until the
+// process dies.
 func (w *world) relayBody(p *proc) {
 	cfg := w.relayConfig(p)
 	var store relay.Store = p.store
@@ -284,18 +311,27 @@ func (w *world) relayBody(p *proc) {
 	if w.v.WrapPublisher != nil {
 		pub = w.v.WrapPublisher(p, pub)
 	}
-	r, err := relay.New(cfg, store, pub, relay.Options{Logger: discard, Decoder: w.dec, SerialStore: true})
+	r, err := relay.New(cfg, store, pub, relay.Options{Logger: discard, Decoder: w.dec, SerialStore: true, NewTimer: p.newTimer})
 	if err != nil {
 		w.err = fmt.Errorf("building %s: %w", p.name, err)
 		p.dying = true
 		return
 	}
 	p.rel = r
-	ctx := context.Background()
-	for !p.dying {
-		_, _ = r.Tick(ctx)
-		p.idle()
+	if p.stopping {
+		return // stopped before it got to run
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.cancel = cancel
+	// The listener sends one wake-up once it is connected.
+	var wake <-chan struct{} = p.wake
+	if w.v.WrapWake != nil {
+		wake = w.v.WrapWake(p, wake)
+	}
+	p.listening = wake != nil
+	w.reconnected(p)
+	_ = r.Run(ctx, wake)
 }
 
 // consumerBody runs the production consumer over the broker and inbox
