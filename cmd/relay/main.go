@@ -1,7 +1,9 @@
 // Command relay runs the outbox relay as a process configured by its
 // environment, as the harness's black-box contract describes: it drains
 // OUTBOX_TABLE in OUTBOX_DATABASE_URL to OUTBOX_EXCHANGE at OUTBOX_AMQP_URL
-// until SIGTERM or SIGINT, then finishes its batch in flight and exits 0.
+// until SIGTERM or SIGINT, then stops claiming at once, finishes or
+// abandons what it has in flight within OUTBOX_PUBLISH_TIMEOUT and exits
+// 0; a second SIGTERM or SIGINT ends it at once.
 // A configuration it cannot use (missing variable, malformed URL, bad table
 // name, duration or metrics address, a value out of bounds, settings that
 // contradict each other) is reported on stderr naming the variables, with
@@ -66,9 +68,22 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Getenv, os.Stderr))
+	os.Exit(run(signalContext(), os.Getenv, os.Stderr))
+}
+
+// signalContext returns a context that ends at the first SIGTERM or
+// SIGINT. Before it ends, the signals' default handling is back, so that
+// a second SIGTERM or SIGINT ends the process at once, shutdown or not.
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		signal.Stop(sig)
+		cancel()
+	}()
+	return ctx
 }
 
 // run is the whole process but for signals and os.Exit.
