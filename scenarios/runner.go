@@ -193,9 +193,7 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	r.safetyEnd.Store(time.Now().Add(r.safety).UnixNano())
 	if err := r.runSafety(ctx, steps); err != nil {
 		noBite, others := chaos.SplitNoBite(err)
-		for _, nb := range noBite {
-			r.noBite = append(r.noBite, nb)
-		}
+		r.noBite = append(r.noBite, noBite...)
 		if len(others) > 0 {
 			r.problem("safety phase: %v", errors.Join(others...))
 		}

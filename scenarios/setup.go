@@ -80,13 +80,13 @@ func (r *run) setup(ctx context.Context) error {
 // the link's far end, and their targets: the processes of the run that
 // connect through it.
 func (r *run) scopeLinks() {
-	var relays, consumers, producers []string
+	var relays, producers []string
 	for _, bc := range r.contexts {
 		for _, s := range bc.relays {
 			relays = append(relays, s.name)
 		}
 	}
-	consumers = append(consumers, r.consumerNames...)
+	consumers := r.consumerNames
 	for _, p := range r.producers {
 		producers = append(producers, p.Name)
 	}

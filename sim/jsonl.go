@@ -27,16 +27,7 @@ func appendJSONL(buf []byte, ops []history.Op) []byte {
 		buf = appendString(buf, string(op.Type))
 		buf = append(buf, `,"f":`...)
 		buf = appendString(buf, string(op.F))
-		if len(op.Events) > 0 {
-			buf = append(buf, `,"events":[`...)
-			for j, e := range op.Events {
-				if j > 0 {
-					buf = append(buf, ',')
-				}
-				buf = appendString(buf, e)
-			}
-			buf = append(buf, ']')
-		}
+		buf = appendStrings(buf, `,"events":`, op.Events)
 		buf = appendMeta(buf, &op.Meta)
 		if op.Error != "" {
 			buf = append(buf, `,"error":`...)
@@ -70,16 +61,7 @@ func appendMeta(buf []byte, m *history.Meta) []byte {
 		buf = append(buf, `,"db_time":`...)
 		buf = appendTime(buf, m.DBTime)
 	}
-	if len(m.CausedBy) > 0 {
-		buf = append(buf, `,"caused_by":[`...)
-		for j, e := range m.CausedBy {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			buf = appendString(buf, e)
-		}
-		buf = append(buf, ']')
-	}
+	buf = appendStrings(buf, `,"caused_by":`, m.CausedBy)
 	if m.Queue != "" {
 		buf = append(buf, `,"queue":`...)
 		buf = appendString(buf, m.Queue)
@@ -95,6 +77,23 @@ func appendMeta(buf []byte, m *history.Meta) []byte {
 		buf = appendString(buf, m.Detail)
 	}
 	return buf
+}
+
+// appendStrings writes key and xs as a JSON array, or nothing when xs is
+// empty (omitempty).
+func appendStrings(buf []byte, key string, xs []string) []byte {
+	if len(xs) == 0 {
+		return buf
+	}
+	buf = append(buf, key...)
+	buf = append(buf, '[')
+	for j, x := range xs {
+		if j > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, x)
+	}
+	return append(buf, ']')
 }
 
 // appendTime writes t as time.Time.MarshalJSON does.
