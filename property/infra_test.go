@@ -138,8 +138,9 @@ func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
 	for i := range 2 {
 		clk := chaos.NewClock(0)
 		p := &workload.Producer{
-			Name: fmt.Sprintf("producer-%d", i+1), DB: c.fx.App, Table: c.table,
-			Business: c.fx.Business, Mode: workload.Outbox,
+			Name:  fmt.Sprintf("producer-%d", i+1),
+			Store: workload.PG{DB: c.fx.App, Table: c.table, Business: c.fx.Business},
+			Mode:  workload.Outbox,
 			Rec: c.rec, Now: clk.Now, StampOccurredAt: true,
 		}
 		c.producers = append(c.producers, p)

@@ -216,9 +216,10 @@ func (r *run) makeProducers() error {
 	for i := range max(r.workload.Producers, 1) {
 		clk := chaos.NewClock(0)
 		p := &workload.Producer{
-			Name: fmt.Sprintf("producer-%d", i+1), DB: r.fx.App, Table: bc.table, Business: r.fx.Business,
-			Mode: r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
-			Notify: true, StampOccurredAt: true,
+			Name:  fmt.Sprintf("producer-%d", i+1),
+			Store: workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true},
+			Mode:  r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
+			StampOccurredAt: true,
 		}
 		if r.mode.Unsafe() {
 			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{

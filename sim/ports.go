@@ -11,6 +11,7 @@ import (
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 // begin opens one fake call of p: it yields to the scheduler, records the
@@ -353,7 +354,13 @@ func (s *storePort) Delete(_ context.Context, ids []uuid.UUID) (int, error) {
 // implements relay.Publisher.
 type pubPort struct {
 	p *proc
+	// quiet: the publisher records its publishes itself (a producer).
+	quiet bool
 }
+
+// errCrashedInFlight is a publish's error when its process died right
+// after sending it: whether the broker has it is unknown to the sender.
+var errCrashedInFlight = fmt.Errorf("%w with the publish in flight: %w", errCrashed, workload.ErrUnknownOutcome)
 
 // confirmation is the pending confirm of one publish.
 type confirmation struct {
@@ -390,7 +397,10 @@ func (pp *pubPort) publish(m relay.Message, opts relay.PublishOptions) (*confirm
 		return nil, errCrashed
 	}
 	events := []string{m.ID}
-	h := p.invoke(history.Publish, events, history.Meta{})
+	var h uint64 // 0 for a quiet publisher: complete(0, ...) records nothing
+	if !pp.quiet {
+		h = p.invoke(history.Publish, events, history.Meta{})
+	}
 	if p.brokerDown() {
 		err := fmt.Errorf("publishing %s: %w", m.ID, relay.ErrBrokerUnavailable)
 		p.complete(h, history.Fail, events, history.Meta{}, err)
@@ -414,7 +424,7 @@ func (pp *pubPort) publish(m relay.Message, opts relay.PublishOptions) (*confirm
 	if v == vCrashAfter {
 		// Sent, and the process died: the open publish closes as info
 		// with the crash.
-		return nil, errCrashed
+		return nil, errCrashedInFlight
 	}
 	return c, nil
 }

@@ -2,7 +2,8 @@ package sim
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"time"
 
 	"github.com/outboxlab/outboxlab/workload"
 
@@ -10,9 +11,6 @@ import (
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
-
-// errRolledBack is the failure a deliberate rollback records.
-var errRolledBack = errors.New("rolled back by the business logic")
 
 // job is one business transaction a producer runs.
 type job struct {
@@ -60,146 +58,147 @@ func (w *world) producerBody(p *proc) {
 	}
 }
 
-func messageOf(e outbox.Event) relay.Message {
-	return relay.MessageOf(relay.Row{ID: e.ID, Type: e.Type, Payload: e.Payload, CorrelationID: e.CorrelationID})
-}
-
-// runJob runs one business transaction in the run's producer mode. The
-// Commit invoke is recorded when the transaction begins, naming every
-// event it will stage; a transaction that ends before COMMIT (its
-// producer crashed, its link was cut) completes as failed: the database
-// rolls it back when the connection drops.
+// runJob runs one business transaction through workload.Producer, the
+// producer of every tier, over the simulated store and broker: the
+// transaction's calls and its publishes are this process's steps.
 func (w *world) runJob(p *proc, j job) {
-	mode := w.v.mode()
-	v := p.enter(callBegin)
-	if failed(v) {
-		return
-	}
 	evs := make([]outbox.Event, j.Events)
-	events := make([]string, j.Events)
 	for i := range evs {
 		evs[i] = w.newEvent()
-		events[i] = evs[i].ID.String()
 	}
-	h := p.invoke(history.Commit, events, history.Meta{})
-	abort := func(err error) {
-		p.complete(h, history.Fail, events, history.Meta{}, err)
+	pr := workload.Producer{
+		Name:      p.name,
+		Store:     producerStore{p: p},
+		Mode:      w.v.mode(),
+		Publisher: producerPub{p: p},
+		Rec:       producerRec{p: p},
+		Now:       p.Now,
+		Pause:     func(_ context.Context, d time.Duration) error { p.hold(d); return nil },
 	}
-	if p.dbDown() {
-		abort(errLinkDown)
-		return
-	}
-	tx := w.store.Begin()
-	for _, e := range evs {
-		if v := p.enter(callStage); failed(v) {
-			tx.Rollback()
-			abort(errCrashed)
-			return
-		}
-		if p.dbDown() {
-			tx.Rollback()
-			abort(errLinkDown)
-			return
-		}
-		if mode == workload.Outbox {
-			if err := tx.Stage(e); err != nil {
-				w.err = err
-				tx.Rollback()
-				abort(err)
-				return
-			}
-		}
-	}
-	if mode == workload.PublishThenCommit {
-		for _, e := range evs {
-			c, err := p.pub.publish(messageOf(e), relay.DefaultPublishOptions())
-			if err == nil {
-				err = c.Wait(context.Background())
-			}
-			if err != nil {
-				tx.Rollback()
-				abort(err)
-				return
-			}
-		}
-	}
-	for i := 0; i < j.Hold && w.producing && !p.dying; i++ {
+	hold := time.Duration(j.Hold) * (w.sw.StepTime/2 + time.Millisecond)
+	_ = pr.Do(context.Background(), workload.Txn{Events: evs, Rollback: j.Rollback, Hold: hold})
+}
+
+// hold keeps the producer's transaction open for d of database time, or
+// until the workload stops or the process dies.
+func (p *proc) hold(d time.Duration) {
+	until := p.w.clock.Now().Add(d)
+	for p.w.producing && !p.dying && p.w.clock.Now().Before(until) {
 		p.idle()
 	}
-	if !w.commit(p, h, tx, events, j.Rollback) {
-		return
-	}
-	switch mode {
-	case workload.CommitThenPublish:
-		for _, e := range evs {
-			c, err := p.pub.publish(messageOf(e), relay.DefaultPublishOptions())
-			if err != nil {
-				return
-			}
-			if c.Wait(context.Background()) != nil {
-				return
-			}
-		}
-	case workload.Optimistic:
-		for _, e := range evs {
-			c, err := p.pub.publish(messageOf(e), relay.PublishOptions{Mandatory: true})
-			if err != nil {
-				return
-			}
-			c.abandon()
-		}
-	}
 }
 
-// commit ends the transaction opened by the Commit invoke h and records
-// its outcome; it reports whether the transaction definitely committed
-// and the producer knows it.
-func (w *world) commit(p *proc, h uint64, tx *Tx, events []string, rollback bool) bool {
-	v := p.enter(callCommit)
-	if failed(v) {
-		// The process died before sending COMMIT: the database rolls the
-		// transaction back when the connection drops.
-		tx.Rollback()
-		p.complete(h, history.Fail, events, history.Meta{}, errCrashed)
-		return false
+// producerRec records a producer's operations in the world's history,
+// except while its process is torn down at the end of a run.
+type producerRec struct{ p *proc }
+
+func (r producerRec) Record(op history.Op) history.Op {
+	if r.p.silent {
+		return op
 	}
-	if rollback {
-		tx.Rollback()
-		p.complete(h, history.Fail, events, history.Meta{}, errRolledBack)
-		return false
+	r.p.w.record(op)
+	return op
+}
+
+// producerStore is the simulated database as a producer's workload.Store.
+type producerStore struct{ p *proc }
+
+// notSent is a crashed process's error for a call it never made.
+var notSent = fmt.Errorf("%w: %w", errCrashed, workload.ErrNotSent)
+
+func (s producerStore) Begin(context.Context) (workload.Tx, error) {
+	p := s.p
+	if v := p.enter(callBegin); failed(v) {
+		return nil, notSent
 	}
 	if p.dbDown() {
-		// The link fails around COMMIT: it may or may not have reached
-		// the database, and the producer cannot tell.
-		if w.frng.Float64() < w.sw.LostReply {
-			w.commitRows(tx)
-			w.events += len(events)
-		} else {
-			tx.Rollback()
-		}
-		p.complete(h, history.Info, events, history.Meta{}, errLinkDown)
-		return false
+		return nil, errLinkDown
 	}
-	w.commitRows(tx)
-	w.events += len(events)
-	if v == vCrashAfter {
-		p.complete(h, history.Info, events, history.Meta{}, errCrashed)
-		return false
-	}
-	p.complete(h, history.OK, events, history.Meta{}, nil)
-	return true
+	return &producerTx{p: p, tx: p.w.store.Begin()}, nil
 }
 
-// commitRows commits tx; a transaction that staged rows notifies the
+// producerTx is one business transaction on the simulated store. Its
+// business write is implicit: the world counts the events a committed
+// transaction carried.
+type producerTx struct {
+	p      *proc
+	tx     *Tx
+	events int
+}
+
+func (t *producerTx) Write(_ context.Context, e outbox.Event, stage bool) error {
+	p := t.p
+	if v := p.enter(callStage); failed(v) {
+		return errCrashed
+	}
+	if p.dbDown() {
+		return errLinkDown
+	}
+	t.events++
+	if stage {
+		if err := t.tx.Stage(e); err != nil {
+			p.w.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+// Commit ends the transaction: a crash before COMMIT rolls it back; a cut
+// link around COMMIT leaves it committed or not, and the producer cannot
+// tell; a crash right after COMMIT commits it unseen.
+func (t *producerTx) Commit(context.Context) error {
+	p, w := t.p, t.p.w
+	v := p.enter(callCommit)
+	if failed(v) {
+		t.tx.Rollback()
+		return notSent
+	}
+	if p.dbDown() {
+		if w.frng.Float64() < w.sw.LostReply {
+			t.commitRows()
+		} else {
+			t.tx.Rollback()
+		}
+		return errLinkDown
+	}
+	t.commitRows()
+	if v == vCrashAfter {
+		return errCrashed
+	}
+	return nil
+}
+
+func (t *producerTx) Rollback(context.Context) error { t.tx.Rollback(); return nil }
+
+// Kill is a no-op: the simulation crashes a producer at its calls.
+func (t *producerTx) Kill() {}
+
+// commitRows commits the transaction; one that staged rows notifies the
 // listening relays, as outbox.Stage with Notify does.
-func (w *world) commitRows(tx *Tx) {
-	staged := tx.Len() > 0
-	if err := tx.Commit(); err != nil {
+func (t *producerTx) commitRows() {
+	w := t.p.w
+	staged := t.tx.Len() > 0
+	if err := t.tx.Commit(); err != nil {
 		w.err = err
 		return
 	}
+	w.events += t.events
 	w.progress()
 	if staged {
 		w.notify()
 	}
+}
+
+// producerPub is a producer's publisher for the unsafe dual writes: the
+// process's broker channel, unrecorded (the producer records its
+// publishes itself), with the default publish options.
+type producerPub struct{ p *proc }
+
+func (pp producerPub) Publish(_ context.Context, m relay.Message) (relay.Confirmation, error) {
+	c, err := (&pubPort{p: pp.p, quiet: true}).publish(m, relay.DefaultPublishOptions())
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }

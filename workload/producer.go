@@ -61,30 +61,105 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// Store opens the business transactions a Producer runs: PG on PostgreSQL,
+// the simulation's store in the deterministic tier.
+type Store interface {
+	Begin(ctx context.Context) (Tx, error)
+}
+
+// Tx is one business transaction as a producer sees it.
+type Tx interface {
+	// Write makes the business write of e and, when stage is set, stages
+	// e in the outbox in the same transaction.
+	Write(ctx context.Context, e outbox.Event, stage bool) error
+	// Commit sends COMMIT. An error that wraps ErrNotSent says COMMIT never
+	// left the process; any other error but a server's leaves the outcome
+	// unknown.
+	Commit(ctx context.Context) error
+	// Rollback ends the transaction without committing.
+	Rollback(ctx context.Context) error
+	// Kill drops the transaction's connection, as the death of its process
+	// would, while a Commit may be in flight.
+	Kill()
+}
+
+// ErrNotSent marks an error of a call that never reached the other side:
+// a COMMIT that was not sent (the transaction definitely did not commit)
+// or a publish that was not sent.
+var ErrNotSent = errors.New("not sent")
+
+// ErrUnknownOutcome marks a publish error after which the producer cannot
+// tell whether the broker has the message (its process died with the
+// publish in flight).
+var ErrUnknownOutcome = errors.New("outcome unknown")
+
+// PG is the Store of a PostgreSQL database: business rows in Business,
+// events staged in Table.
+type PG struct {
+	DB       Beginner
+	Table    outbox.Table
+	Business string // business table, a validated identifier
+	// Notify wakes listening relays at COMMIT.
+	Notify bool
+}
+
+// Begin implements Store.
+func (s PG) Begin(ctx context.Context) (Tx, error) {
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgTx{s: s, tx: tx}, nil
+}
+
+type pgTx struct {
+	s  PG
+	tx pgx.Tx
+}
+
+func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO `+t.s.Business+` (id, event_id, note) VALUES ($1, $2, $3)`,
+		uuid.New(), e.ID, e.Type); err != nil {
+		return fmt.Errorf("business write: %w", err)
+	}
+	if stage {
+		return outbox.Stage(ctx, t.tx, t.s.Table, e, outbox.StageOptions{Notify: t.s.Notify})
+	}
+	return nil
+}
+
+func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+func (t *pgTx) Kill()                              { _ = t.tx.Conn().PgConn().Conn().Close() }
+
 // Producer writes business rows and gets events out by its Mode,
 // recording every transaction as a commit operation: ok when COMMIT was
 // acknowledged, fail when the transaction definitely did not commit, info
 // when the outcome is unknown (the COMMIT's reply was lost).
 type Producer struct {
 	// Name is the history process, e.g. "producer-1".
-	Name     string
-	DB       Beginner
-	Table    outbox.Table
-	Business string // business table, a validated identifier
-	Mode     Mode
+	Name  string
+	Store Store
+	Mode  Mode
 	// Publisher is used by the unsafe variants only.
 	Publisher relay.Publisher
 	// PublishTimeout bounds an inline publish and its confirm.
 	PublishTimeout time.Duration
-	Rec            *history.Recorder
+	Rec            Recorder
 	// Now is the producer's own (possibly skewed) clock for its records.
 	Now func() time.Time
-	// Notify wakes listening relays at COMMIT.
-	Notify bool
+	// Pause waits d on the producer's clock for a held transaction; nil
+	// waits on a real timer.
+	Pause func(ctx context.Context, d time.Duration) error
 	// StampOccurredAt stamps each staged event's occurred_at with Now, as
 	// an application that trusts its own clock does; otherwise the
 	// database's now() decides.
 	StampOccurredAt bool
+}
+
+// Recorder takes the producer's operations; *history.Recorder is one.
+type Recorder interface {
+	Record(op history.Op) history.Op
 }
 
 // Txn is one business transaction of the workload.
@@ -108,6 +183,10 @@ type Txn struct {
 	// (multi-hop pipelines).
 	CausedBy string
 }
+
+// ErrRolledBack is the error of a transaction the business logic rolled
+// back on purpose.
+var ErrRolledBack = errors.New("request failed: rolled back")
 
 // ErrProducerCrashed is returned by Do for a transaction that ended in a
 // simulated crash of the producer.
@@ -150,7 +229,7 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 		return err
 	}
 
-	tx, err := p.DB.Begin(ctx)
+	tx, err := p.Store.Begin(ctx)
 	if err != nil {
 		return done(history.Fail, fmt.Errorf("begin: %w", err))
 	}
@@ -163,17 +242,12 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 		return done(history.Fail, err)
 	}
 	for _, e := range t.Events {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+p.Business+` (id, event_id, note) VALUES ($1, $2, $3)`,
-			uuid.New(), e.ID, e.Type); err != nil {
-			return abort(fmt.Errorf("business write: %w", err))
+		stage := p.Mode == Outbox
+		if stage && p.StampOccurredAt && p.Now != nil && e.OccurredAt.IsZero() {
+			e.OccurredAt = p.Now()
 		}
-		if p.Mode == Outbox {
-			if p.StampOccurredAt && p.Now != nil && e.OccurredAt.IsZero() {
-				e.OccurredAt = p.Now()
-			}
-			if err := outbox.Stage(ctx, tx, p.Table, e, outbox.StageOptions{Notify: p.Notify}); err != nil {
-				return abort(err)
-			}
+		if err := tx.Write(ctx, e, stage); err != nil {
+			return abort(err)
 		}
 	}
 	if p.Mode == PublishThenCommit {
@@ -182,21 +256,19 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 		}
 	}
 	if t.Hold > 0 {
-		select {
-		case <-ctx.Done():
-			return abort(ctx.Err())
-		case <-time.After(t.Hold):
+		if err := p.pause(ctx, t.Hold); err != nil {
+			return abort(err)
 		}
 	}
 	if t.Rollback {
-		return abort(errors.New("request failed: rolled back"))
+		return abort(ErrRolledBack)
 	}
 	if t.CrashAtCommit {
 		return p.crashAtCommit(ctx, tx, evs, t.CrashDelay)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// A COMMIT that errored may or may not have committed, unless the
-		// server said so before COMMIT was sent.
+		// server said so or COMMIT was never sent.
 		if ambiguous(err) {
 			return done(history.Info, fmt.Errorf("commit: %w", err))
 		}
@@ -216,6 +288,21 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 	return nil
 }
 
+// pause holds a transaction open for d.
+func (p *Producer) pause(ctx context.Context, d time.Duration) error {
+	if p.Pause != nil {
+		return p.Pause(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
 // crashed records the producer's death and its restart with an empty
 // memory: whatever it had open is left with an unknown outcome.
 func (p *Producer) crashed(where string) {
@@ -227,8 +314,7 @@ func (p *Producer) crashed(where string) {
 // later, as the death of the process would. A reply that arrives first is
 // recorded (the process saw it before it died); otherwise the commit stays
 // open in the history, its outcome unknown.
-func (p *Producer) crashAtCommit(ctx context.Context, tx pgx.Tx, evs []string, delay time.Duration) error {
-	raw := tx.Conn().PgConn().Conn()
+func (p *Producer) crashAtCommit(ctx context.Context, tx Tx, evs []string, delay time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- tx.Commit(ctx) }()
 	timer := time.NewTimer(delay)
@@ -246,7 +332,7 @@ func (p *Producer) crashAtCommit(ctx context.Context, tx pgx.Tx, evs []string, d
 		p.record(op)
 		p.crashed("after-commit")
 	case <-timer.C:
-		_ = raw.Close()
+		tx.Kill()
 		p.crashed("at-commit")
 		<-errc
 	}
@@ -263,13 +349,23 @@ func (p *Producer) publish(ctx context.Context, events []outbox.Event, confirm b
 		id := []string{e.ID.String()}
 		p.record(history.Op{Type: history.Invoke, F: history.Publish, Events: id})
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		conf, err := p.Publisher.Publish(pctx, relay.Message{ID: e.ID.String(), Type: e.Type, Payload: e.Payload})
-		if err == nil && confirm {
+		m := relay.MessageOf(relay.Row{ID: e.ID, Type: e.Type, Payload: e.Payload, CorrelationID: e.CorrelationID})
+		conf, err := p.Publisher.Publish(pctx, m)
+		sent := err == nil
+		if sent && confirm {
 			err = conf.Wait(pctx)
 		}
 		cancel()
 		if err != nil {
-			p.record(history.Op{Type: history.Fail, F: history.Publish, Events: id, Error: err.Error()})
+			// A publish that was not sent, or that the broker refused, is
+			// a failure; a sent one whose confirm never came, or one in
+			// flight when the process died, has an unknown outcome.
+			typ := history.Fail
+			if errors.Is(err, ErrUnknownOutcome) ||
+				(sent && !errors.Is(err, relay.ErrNacked) && !errors.Is(err, relay.ErrReturned)) {
+				typ = history.Info
+			}
+			p.record(history.Op{Type: typ, F: history.Publish, Events: id, Error: err.Error()})
 			return fmt.Errorf("publishing %s: %w", e.ID, err)
 		}
 		typ := history.OK
@@ -286,7 +382,7 @@ func (p *Producer) publish(ctx context.Context, events []outbox.Event, confirm b
 // server. A server error (e.g. a serialization failure) is definite.
 func ambiguous(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if errors.As(err, &pgErr) || errors.Is(err, ErrNotSent) {
 		return false
 	}
 	return true
