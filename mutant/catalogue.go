@@ -146,12 +146,10 @@ var catalogue = []Mutant{
 			return unconfirmed{pub}
 		}},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultConfirmLoss}},
-		// No chaos scenario makes the broker refuse a message: a confirm
-		// swallowed on its way back (confirm-lost) is harmless to this
-		// bug, the message did arrive, and the broker-down and
-		// broker-killed runs tried lost nothing in flight. It needs a
-		// scenario with nacks (a queue that rejects on overflow) or
-		// returns (an unbound queue), like ignore-return.
+		// A confirm swallowed on its way back (confirm-lost) is harmless
+		// to this bug, the message did arrive; the poison scenario's
+		// unroutable type is returned, and this relay never hears it.
+		Infra: []InfraRun{{Scenario: "poison"}},
 	},
 	{
 		Name:        "ignore-return",
@@ -166,6 +164,7 @@ var catalogue = []Mutant{
 		// keeps the queue's unbinding apart from broker faults.
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultUnbind}, Rate: 0.02, MaxSteps: 4,
 			Without: []sim.Fault{sim.FaultBrokerDown, sim.FaultBrokerCut, sim.FaultBrokerRestart, sim.FaultConfirmLoss}},
+		Infra: []InfraRun{{Scenario: "poison"}},
 	},
 	{
 		Name:        "broker-down-consumes-attempts",
@@ -194,6 +193,8 @@ var catalogue = []Mutant{
 			return sweepByAge{raw}
 		}},
 		Exposure: Exposure{Poison: 0.2},
+		// broker-killed keeps rows pending past its short retention.
+		Infra: []InfraRun{{Scenario: "broker-killed"}},
 	},
 	{
 		Name:        "unfenced-mark",
@@ -232,6 +233,7 @@ var catalogue = []Mutant{
 			return undeduplicated{effect: effect}
 		},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultKill, sim.FaultBrokerRestart}},
+		Infra:    []InfraRun{{Scenario: "crash-between-publish-and-mark"}},
 	},
 	{
 		Name:        "consumer-ack-before-commit",
@@ -241,6 +243,7 @@ var catalogue = []Mutant{
 			return ackedFirst{in}
 		},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultDBCut, sim.FaultDBDown}},
+		Infra:    []InfraRun{{Scenario: "db-down"}, {Scenario: "pipeline"}},
 	},
 	{
 		Name:        "delete-before-confirm",

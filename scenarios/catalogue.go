@@ -47,6 +47,9 @@ type Scenario struct {
 	// WorkloadFaults names the workload's own faults (poison events, held
 	// transactions, producer crashes) that must fire.
 	WorkloadFaults []string
+	// RelayEnv is what the scenario sets of every replica's OUTBOX_*
+	// settings, over TimingEnv; the relay under test's own Env still wins.
+	RelayEnv map[string]string
 
 	// prepare adjusts a replica's environment before it starts.
 	prepare func(s stage, slot *relaySlot)
@@ -188,9 +191,13 @@ func brokerDown() Scenario {
 func brokerKilled() Scenario {
 	return Scenario{
 		Name:     BrokerKilled,
-		Summary:  "the RabbitMQ container is killed with a backlog in its queue and started again",
+		Summary:  "the RabbitMQ container is killed with a backlog in its queue and started again; retention is short, so the sweep runs while rows wait for the broker",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
+		// The sweep deletes processed rows a second after their mark
+		// while the outage keeps others pending for longer: it must
+		// tell them apart.
+		RelayEnv: map[string]string{"OUTBOX_RETENTION": "1s", "OUTBOX_SWEEP_INTERVAL": "250ms"},
 		Exposes:  []workload.Mode{workload.Optimistic},
 		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			// The consumers are cut off first, so that the kill finds
@@ -345,9 +352,10 @@ func clockSkew() Scenario {
 func poison() Scenario {
 	w := defaultWorkload()
 	w.PoisonRate = 0.15
+	w.RejectRate = 0.05
 	return Scenario{
 		Name:           Poison,
-		Summary:        "unknown types and undecodable payloads mixed into the workload are parked within the attempt limit while the rest flows",
+		Summary:        "unknown types, undecodable payloads and a type the broker returns as unroutable, mixed into the workload, are parked within the attempt limit while the rest flows",
 		Workload:       w,
 		Safety:         6 * time.Second,
 		NeedsRelay:     true,

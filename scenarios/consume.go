@@ -25,7 +25,7 @@ type recordingInbox struct {
 	bc      *boundedCtx
 	// queue names the consumer's queue when the run has several.
 	queue string
-	inner *consumer.PGInbox
+	inner consumer.Inbox
 
 	// staged is set by the effect during one Apply; a consumer process
 	// handles one delivery at a time.

@@ -119,6 +119,19 @@ func (u RelayUnderTest) ImageRef() string {
 	return testenv.ImageRelay
 }
 
+// setting returns the value of an OUTBOX_* setting every replica of the
+// run gets: the relay under test's own, else the scenario's, else
+// TimingEnv's.
+func (r *run) setting(name string) string {
+	if v, ok := r.relay.Env[name]; ok {
+		return v
+	}
+	if v, ok := r.sc.RelayEnv[name]; ok {
+		return v
+	}
+	return TimingEnv()[name]
+}
+
 // setting returns the value of an OUTBOX_* setting a replica gets.
 func (u RelayUnderTest) setting(name string) string {
 	if v, ok := u.Env[name]; ok {

@@ -51,6 +51,11 @@ func (r *run) replay() (cmd, test string) {
 		return test, test
 	}
 	test = fmt.Sprintf("%sgo test ./scenarios -run 'TestCatalogue/%s$' -args -seed=%d", long, r.sc.Name, r.opts.Seed)
+	if cu := r.opts.Consumer; cu != nil {
+		// The catalogue test runs our consumer: only the consumer's own
+		// replay command repeats this run.
+		return cu.Replay, cu.Replay
+	}
 	return long + cmd, test
 }
 

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/seed"
 	"github.com/outboxlab/outboxlab/workload"
@@ -40,11 +43,28 @@ type Options struct {
 	// Long runs bigger workloads over longer safety phases (also turned on
 	// by OUTBOXLAB_LONG=1).
 	Long bool
+	// Consumer, when set, is a consumer under test other than ours: its
+	// decorator wraps every consumer's inbox.
+	Consumer *ConsumerUnderTest
 	// Progress, when set, receives a snapshot about twice a second.
 	Progress func(Progress)
 	// Log receives the run's lines: SEED= first, then the phases, and on
 	// failure the verdict and the replay command.
 	Log func(string)
+}
+
+// ConsumerUnderTest is a consumer-side change under test, such as a
+// consumer-side mutant.
+type ConsumerUnderTest struct {
+	// Name is how reports call it.
+	Name string
+	// Wrap decorates a consumer's inbox. pool is the consumer's database
+	// and effect the effect its inbox applies once per message id, for a
+	// consumer that applies effects without the inbox.
+	Wrap func(in consumer.Inbox, pool *pgxpool.Pool, effect consumer.Effect) consumer.Inbox
+	// Replay is the command that runs the same schedule again with this
+	// consumer; the run verb cannot name it.
+	Replay string
 }
 
 // ErrNotApplicable is returned for a scenario the relay or the variant
@@ -142,7 +162,7 @@ func (r *run) link(name string) *chaos.Link { return r.links[name] }
 
 // lease is the lease the replicas run with.
 func (r *run) lease() time.Duration {
-	if d, err := time.ParseDuration(r.relay.setting("OUTBOX_LEASE")); err == nil && d > 0 {
+	if d, err := time.ParseDuration(r.setting("OUTBOX_LEASE")); err == nil && d > 0 {
 		return d
 	}
 	return Lease

@@ -144,6 +144,9 @@ func (r *run) startRelays(ctx context.Context) error {
 			for k, v := range TimingEnv() {
 				base[k] = v
 			}
+			for k, v := range r.sc.RelayEnv {
+				base[k] = v
+			}
 			for k, v := range r.relay.Env {
 				base[k] = v
 			}
@@ -190,11 +193,15 @@ func (r *run) startConsumers() error {
 			if len(r.contexts) > 1 {
 				in.queue = bc.queue
 			}
-			pg, err := consumer.NewPGInbox(r.fx.Cons, bc.inbox, in.effect())
+			eff := in.effect()
+			pg, err := consumer.NewPGInbox(r.fx.Cons, bc.inbox, eff)
 			if err != nil {
 				return err
 			}
 			in.inner = pg
+			if cu := r.opts.Consumer; cu != nil && cu.Wrap != nil {
+				in.inner = cu.Wrap(pg, r.fx.Cons, eff)
+			}
 			c, err := consumer.New(consumer.Config{Name: bc.inbox, MaxDeliveries: 1 << 30}, in, nil)
 			if err != nil {
 				return err

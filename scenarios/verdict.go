@@ -33,10 +33,10 @@ func (r *run) checkerConfig() checker.Config {
 		LivenessBound: DrainWithin,
 		Lease:         r.relay.Lease,
 	}
-	if d, err := time.ParseDuration(r.relay.setting("OUTBOX_RETENTION")); err == nil && d > 0 {
+	if d, err := time.ParseDuration(r.setting("OUTBOX_RETENTION")); err == nil && d > 0 {
 		cfg.Retention = d
 	}
-	if n, err := strconv.Atoi(r.relay.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 {
+	if n, err := strconv.Atoi(r.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 {
 		cfg.MaxAttempts = n
 	}
 	if r.mode == workload.Outbox {

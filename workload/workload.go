@@ -18,10 +18,15 @@ const (
 	TypeOrderPlaced = "order.placed"
 	TypeOrderPaid   = "order.paid"
 	TypeUnknown     = "order.teleported"
-	// TypeRejected is a type the relays know and a broker refuses (the
-	// simulation's broker nacks it): poison of a third kind.
-	TypeRejected = "order.oversized"
+	// TypeRejected is a type the relays know and a broker refuses: on
+	// RabbitMQ no queue binds it (BindingKey), so a mandatory publish of
+	// it is returned; the simulation's broker nacks it. Poison of a third
+	// kind, that only the broker's answer reveals.
+	TypeRejected = "audit.oversized"
 )
+
+// BindingKey binds the workload's queues to every type but TypeRejected.
+const BindingKey = "order.#"
 
 // OrderPlaced is the payload of TypeOrderPlaced and TypeOrderPaid.
 type OrderPlaced struct {
@@ -44,7 +49,8 @@ var KnownTypes = []string{TypeOrderPlaced, TypeOrderPaid}
 // TypesSpec is the OUTBOX_TYPES value that makes ./cmd/relay know the
 // workload's types and their payload shape: TypeUnknown is parked at once,
 // an OrderPlaced payload with a string amount is undecodable.
-const TypesSpec = TypeOrderPlaced + ":order_id=string;amount=integer," + TypeOrderPaid + ":order_id=string;amount=integer"
+const TypesSpec = TypeOrderPlaced + ":order_id=string;amount=integer," + TypeOrderPaid + ":order_id=string;amount=integer," +
+	TypeRejected + ":order_id=string;amount=integer"
 
 // Shape shapes the business transactions of a run.
 type Shape struct {
@@ -59,6 +65,9 @@ type Shape struct {
 	// PoisonRate is the share of events that are poison (half of unknown
 	// type, half undecodable).
 	PoisonRate float64
+	// RejectRate is the share of events of TypeRejected, poison the
+	// relay can only learn of from the broker.
+	RejectRate float64
 	// HoldRate is the share of transactions held open for Hold before
 	// COMMIT, so that later ones commit first.
 	HoldRate float64
@@ -120,6 +129,9 @@ func (w Shape) Draw(rng *rand.Rand) Plan {
 				} else {
 					e.Payload = json.RawMessage(fmt.Sprintf(`{"order_id":"o%d","amount":"lots"}`, n+j))
 				}
+				p.Poison[e.ID.String()] = true
+			} else if w.RejectRate > 0 && rng.Float64() < w.RejectRate {
+				e.Type = TypeRejected
 				p.Poison[e.ID.String()] = true
 			}
 			t.Events = append(t.Events, e)

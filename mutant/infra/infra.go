@@ -19,6 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/mutant"
@@ -131,11 +134,49 @@ func Run(ctx context.Context, ms []mutant.Mutant, o Options, mo mutant.Options) 
 	return append([]mutant.Row{t.reference(ran, first)}, mrows...), nil
 }
 
+// consumerUnderTest runs the consumer-side form of m in every consumer of
+// the scenario: its inbox decorated as in the simulation, with the
+// effect applied in a transaction of its own for the forms that bypass
+// the inbox.
+func consumerUnderTest(m mutant.Mutant, r mutant.InfraRun, seed uint64) *scenarios.ConsumerUnderTest {
+	return &scenarios.ConsumerUnderTest{
+		Name: m.Name,
+		Wrap: func(in consumer.Inbox, pool *pgxpool.Pool, effect consumer.Effect) consumer.Inbox {
+			return m.WrapInbox(in, mutant.PGEffect(pool, effect))
+		},
+		Replay: fmt.Sprintf("go run ./cmd/outboxlab mutants --tier infra --mutant %s --seed %d # scenario %s", m.Name, seed, describe(r)),
+	}
+}
+
 // scenarioSeed is one scenario run as the reference repeats it: the
-// scenario, with outbox producers, and the seed.
+// scenario, with outbox producers and the relay settings the mutant's
+// run had (env, as "K=V" sorted and joined by spaces), and the seed.
 type scenarioSeed struct {
 	scenario string
+	env      string
 	seed     uint64
+}
+
+// envKey is the canonical form of a run's relay settings.
+func envKey(env map[string]string) string {
+	kv := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		kv = append(kv, k+"="+env[k])
+	}
+	return strings.Join(kv, " ")
+}
+
+// parseEnvKey is the inverse of envKey.
+func parseEnvKey(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Fields(s) {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
 }
 
 // tier is one run of the infrastructure tier.
@@ -188,7 +229,7 @@ runs:
 				row.Err = err
 				break runs
 			}
-			used = append(used, scenarioSeed{r.Scenario, seed})
+			used = append(used, scenarioSeed{r.Scenario, envKey(r.Env), seed})
 			if v.killer != "" {
 				row.Killed, row.Checker, row.Scenario, row.Seed = true, v.killer, describe(r), seed
 				row.Replay = v.res.Replay
@@ -226,7 +267,7 @@ func (t *tier) reference(ran []scenarioSeed, first uint64) mutant.Row {
 		if !slices.Contains(names, ss.scenario) {
 			names = append(names, ss.scenario)
 		}
-		r := mutant.InfraRun{Scenario: ss.scenario}
+		r := mutant.InfraRun{Scenario: ss.scenario, Env: parseEnvKey(ss.env)}
 		for attempt := 0; ; attempt++ {
 			v, err := t.run(mutant.Reference, false, r, ss.seed)
 			row.Tried++
@@ -351,6 +392,9 @@ func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relay
 		u.Features, u.Failpoints = scenarios.OurFeatures, true
 	}
 	opts := scenarios.Options{Seed: seed, Relay: u, Mode: variant}
+	if m, ok := mutant.Lookup(name); ok && m.Inbox != nil {
+		opts.Consumer = consumerUnderTest(m, r, seed)
+	}
 	if o.Log != nil {
 		opts.Log = o.Log
 	}
