@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/sim"
 )
@@ -117,6 +118,44 @@ type Options struct {
 	Infra InfraTier
 	// Log receives progress lines; nil discards them.
 	Log func(string)
+	// Shard selects the share of the matrix's cells (see Cells) that
+	// runs; the zero value runs them all.
+	Shard campaign.Shard
+}
+
+// Cell is one row of the kill matrix that a shard may run: the reference
+// or a mutant, in a tier.
+type Cell struct {
+	Tier Tier
+	// Mutant names the mutant, or Reference.
+	Mutant string
+}
+
+// String returns "tier/mutant".
+func (c Cell) String() string { return string(c.Tier) + "/" + c.Mutant }
+
+// Cells returns the cells of the matrix RunMatrix runs for ms in tier, in
+// its order: in the simulation tier the reference, then each mutant; in
+// the infrastructure tier each mutant that has an infrastructure form.
+// The infrastructure tier's reference is no cell of its own: it runs,
+// in every shard that holds an infrastructure cell, each scenario and
+// seed that the shard's mutants ran, and must survive them all.
+func Cells(tier Tier, ms []Mutant) []Cell {
+	var cells []Cell
+	if tier == TierSim || tier == TierAll {
+		cells = append(cells, Cell{TierSim, Reference})
+		for _, m := range ms {
+			cells = append(cells, Cell{TierSim, m.Name})
+		}
+	}
+	if tier == TierInfra || tier == TierAll {
+		for _, m := range ms {
+			if len(m.Infra) > 0 {
+				cells = append(cells, Cell{TierInfra, m.Name})
+			}
+		}
+	}
+	return cells
 }
 
 // InfraTier runs the infrastructure tier for the given mutants and the
@@ -191,29 +230,45 @@ func RunMatrix(ctx context.Context, tier Tier, opts Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tier != TierSim && tier != TierInfra && tier != TierAll {
+		return nil, fmt.Errorf("unknown tier %q", tier)
+	}
+	owned := map[Cell]bool{}
+	for _, c := range campaign.Select(opts.Shard, Cells(tier, ms)) {
+		owned[c] = true
+	}
 	var rows []Row
-	if tier == TierSim || tier == TierAll {
+	if owned[Cell{TierSim, Reference}] {
+		// The reference survives the exposures of every selected mutant,
+		// whichever shard runs them.
 		rows = append(rows, simReference(ctx, ms, opts))
-		for _, m := range ms {
-			if ctx.Err() != nil {
-				return rows, ctx.Err()
-			}
-			row := simMutant(ctx, m, opts)
-			opts.Log(row.line())
-			rows = append(rows, row)
+	}
+	for _, m := range ms {
+		if !owned[Cell{TierSim, m.Name}] {
+			continue
+		}
+		if ctx.Err() != nil {
+			return rows, ctx.Err()
+		}
+		row := simMutant(ctx, m, opts)
+		opts.Log(row.line())
+		rows = append(rows, row)
+	}
+	var infraMs []Mutant
+	for _, m := range ms {
+		if owned[Cell{TierInfra, m.Name}] {
+			infraMs = append(infraMs, m)
 		}
 	}
-	if tier == TierInfra || tier == TierAll {
+	if len(infraMs) > 0 {
 		if opts.Infra == nil {
 			return rows, errors.New("the infrastructure tier is not wired (Options.Infra)")
 		}
-		irows, err := opts.Infra(ctx, ms, opts)
+		irows, err := opts.Infra(ctx, infraMs, opts)
 		rows = append(rows, irows...)
 		if err != nil {
 			return rows, fmt.Errorf("infrastructure tier: %w", err)
 		}
-	} else if tier != TierSim {
-		return nil, fmt.Errorf("unknown tier %q", tier)
 	}
 	return rows, nil
 }

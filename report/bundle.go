@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/sim"
@@ -82,11 +84,51 @@ type ScenarioRun struct {
 }
 
 // ScenarioFile is the content of FileScenarios and FileDemo.
+//
+// `outboxlab run --out` rewrites it (atomically) as each cell finishes: a
+// run cut short by an interrupt, a crash or an error leaves every finished
+// cell in Runs and lists the others in Unfinished.
 type ScenarioFile struct {
-	Meta Meta          `json:"meta"`
+	Meta Meta `json:"meta"`
+	// Part says which share of which campaign the file holds; nil for a
+	// file that is no share of a campaign (the demo's).
+	Part *Part         `json:"part,omitempty"`
 	Runs []ScenarioRun `json:"runs"`
+	// Unfinished lists the cells of the file's share that have not
+	// finished: still running, or the run was stopped (see Stopped) or
+	// crashed before them.
+	Unfinished []campaign.Cell `json:"unfinished,omitempty"`
+	// NotApplicable lists the cells that finished without running: the
+	// scenario cannot run with the relay or producer under test.
+	NotApplicable []SkippedCell `json:"not_applicable,omitempty"`
+	// Stopped says why the run ended before its last cell (an interrupt,
+	// an environment error); empty when it was not stopped.
+	Stopped string `json:"stopped,omitempty"`
 	// HTML is the HTML report written for these runs, if any.
 	HTML string `json:"html,omitempty"`
+	// Parts are the parts merged into this file by Merge, in shard order;
+	// empty for a file as read.
+	Parts []Part `json:"-"`
+}
+
+// SkippedCell is a cell that did not run, and why.
+type SkippedCell struct {
+	campaign.Cell
+	Why string `json:"why"`
+}
+
+// Part says which share of a campaign a results file holds, so that
+// Merge joins the shards of one campaign and a report names the shards
+// it lacks.
+type Part struct {
+	// Shard is the share, K/N; "1/1" for a campaign run whole.
+	Shard string `json:"shard"`
+	// Campaign is the command that runs the whole campaign, every shard
+	// of it: the files of one campaign's shards have the same.
+	Campaign string `json:"campaign"`
+	// Cells counts the cells of the shard: scenario runs, seeds or
+	// rows of the kill matrix.
+	Cells int `json:"cells"`
 }
 
 // SimFile is the content of FileSim: one `outboxlab sim` batch.
@@ -101,6 +143,11 @@ type SimFile struct {
 	// Failures are the first failing seeds, with what failed and how to
 	// replay each alone.
 	Failures []SimFailure `json:"failures,omitempty"`
+	// Part says which share of which campaign the batch is.
+	Part *Part `json:"part,omitempty"`
+	// Pieces are the files merged into this one by Merge, in shard
+	// order, each as read; empty for a file as read.
+	Pieces []SimFile `json:"-"`
 }
 
 // SimFailure is one failing seed of a simulation batch.
@@ -120,6 +167,11 @@ type MutantFile struct {
 	// Checkers are the matrix's columns, in order.
 	Checkers []string    `json:"checkers"`
 	Mutants  []MutantRow `json:"mutants"`
+	// Part says which share of which campaign the rows are.
+	Part *Part `json:"part,omitempty"`
+	// Parts are the parts merged into this file by Merge, in shard order;
+	// empty for a file as read.
+	Parts []Part `json:"-"`
 }
 
 // MutantRow is one mutant's line of the kill matrix.
@@ -165,7 +217,10 @@ type Table struct {
 // Bundle is a results directory as read; a nil field is a kind of run that
 // has no file.
 type Bundle struct {
-	Dir       string
+	// Dir is the directory read; empty for bundles merged by Merge.
+	Dir string
+	// Dirs are the directories merged by Merge; empty for one bundle.
+	Dirs      []string
 	Scenarios *ScenarioFile
 	Demo      *ScenarioFile
 	Sim       *SimFile
@@ -253,7 +308,9 @@ func readFile[T any](dir, name string) (*T, error) {
 	return v, nil
 }
 
-// WriteFile writes v as the bundle file name in dir, creating dir.
+// WriteFile writes v as the bundle file name in dir, creating dir. The
+// write is atomic (see WriteAtomic): a crash or an interrupt leaves the
+// file as it was before or as it is now, never half written.
 func WriteFile(dir, name string, v any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating results directory: %w", err)
@@ -262,28 +319,72 @@ func WriteFile(dir, name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), append(data, '\n'), 0o644); err != nil {
+	if err := WriteAtomic(filepath.Join(dir, name), append(data, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil
 }
 
-// WriteHistory writes ops as JSONL under dir/DirHistories/name and returns
-// the path relative to dir.
+// WriteAtomic replaces the file path with data so that a reader, or the
+// machine after a crash, sees the old content or the new, never a part: it
+// writes a temporary file in the same directory, syncs it to disk, renames
+// it over path and syncs the directory, so that the rename itself is
+// durable.
+func WriteAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("creating a temporary file: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("making %s readable: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", tmp, path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening %s to sync it: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteHistory writes ops as JSONL under dir/DirHistories/name, atomically
+// (see WriteAtomic), and returns the path relative to dir.
 func WriteHistory(dir, name string, ops []history.Op) (string, error) {
 	rel := filepath.Join(DirHistories, name)
 	if err := os.MkdirAll(filepath.Join(dir, DirHistories), 0o755); err != nil {
 		return "", fmt.Errorf("creating history directory: %w", err)
 	}
-	f, err := os.Create(filepath.Join(dir, rel))
-	if err != nil {
-		return "", fmt.Errorf("creating history file: %w", err)
+	var buf bytes.Buffer
+	if err := history.WriteJSONL(&buf, ops); err != nil {
+		return "", fmt.Errorf("encoding history %s: %w", rel, err)
 	}
-	if err := history.WriteJSONL(f, ops); err != nil {
-		f.Close()
-		return "", fmt.Errorf("writing history %s: %w", rel, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := WriteAtomic(filepath.Join(dir, rel), buf.Bytes()); err != nil {
 		return "", fmt.Errorf("writing history %s: %w", rel, err)
 	}
 	return rel, nil

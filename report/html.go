@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
 	"html/template"
 	"io"
@@ -42,20 +43,17 @@ func WriteHTML(w io.Writer, p Page) error {
 	return nil
 }
 
-// WriteHTMLFile renders p to the file path, creating its directory.
+// WriteHTMLFile renders p to the file path, creating its directory; the
+// file is replaced atomically (see WriteAtomic).
 func WriteHTMLFile(path string, p Page) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("creating the report directory: %w", err)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("creating the HTML report: %w", err)
-	}
-	if err := WriteHTML(f, p); err != nil {
-		f.Close()
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, p); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := WriteAtomic(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("writing the HTML report: %w", err)
 	}
 	return nil

@@ -49,7 +49,7 @@ func TestBundleRoundTripAndMarkdown(t *testing.T) {
 		"| date | 2026-01-03T00:00:00Z |", // the newest run's meta heads the page
 		"| memory | 24.0 GiB |",
 		"_Run on 2026-01-02T03:04:05Z at commit abc123._", // the older section says when it ran
-		"| 20 | 0 |", sum.HistorySHA256,
+		"| 20 (1..20) | 0 |", sum.HistorySHA256,
 		"Tier `sim`: 1 of 2 mutants killed.",
 		"| reference | no (the reference, as it must) | · | · | · | 10 | 0.000 | · |",
 		"| publish-before-commit | yes | phantom | sim swarm rollback>=0.2 | 3 | 10 | 0.250 | 2 |",

@@ -59,8 +59,13 @@ func (m Meta) Validate() error {
 	return nil
 }
 
+// EnvCommit names the commit a run records when the working directory is
+// no git tree (an image of the outboxlab command, built with the commit).
+const EnvCommit = "OUTBOXLAB_COMMIT"
+
 // CollectMeta describes this machine and the git tree of the working
-// directory, now. Whatever cannot be found out is left empty.
+// directory, now, or the commit EnvCommit names when there is no git
+// tree. Whatever cannot be found out is left empty.
 func CollectMeta(ctx context.Context, now time.Time) Meta {
 	m := Meta{Date: now.UTC().Format(time.RFC3339)}
 	m.Machine = Machine{
@@ -75,6 +80,8 @@ func CollectMeta(ctx context.Context, now time.Time) Meta {
 		if output(ctx, "git", "status", "--porcelain", "--untracked-files=no") != "" {
 			m.Commit += "-dirty"
 		}
+	} else {
+		m.Commit = strings.TrimSpace(os.Getenv(EnvCommit))
 	}
 	return m
 }

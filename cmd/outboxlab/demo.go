@@ -106,7 +106,7 @@ func (o *demoOptions) run(ctx context.Context, std *stdio, d deps) int {
 		specs[i] = runSpec{Scenario: demoScenario, Seed: seed, Relay: scenarios.RelayUnderTest{Name: "ours"},
 			Variant: v, Events: o.events, Duration: o.duration}
 	}
-	specs, results, code := runScenarios(ctx, std, d, "demo", specs, false)
+	specs, results, code, _ := runScenarios(ctx, std, d, "demo", specs, false, nil)
 	if code != exitOK {
 		return code
 	}

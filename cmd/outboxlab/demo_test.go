@@ -27,7 +27,7 @@ func simScenarios(d deps, relabel map[workload.Mode]workload.Mode) deps {
 		workload.CommitThenPublish: workload.CommitThenPublish, workload.Optimistic: workload.Optimistic,
 	}
 	d.scenarioNames = func() []string { return []string{demoScenario, "broker-down"} }
-	d.runScenarios = func(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string)) ([]runOutcome, error) {
+	d.runScenarios = func(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string), _ func(int, runOutcome) error) ([]runOutcome, error) {
 		var out []runOutcome
 		for i, s := range specs {
 			v := s.Variant

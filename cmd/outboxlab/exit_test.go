@@ -86,7 +86,7 @@ func TestInterruptedBenchExits2(t *testing.T) {
 func interruptedScenarios(d deps, stop func(), results bool) deps {
 	d = withDocker(d)
 	d.scenarioNames = func() []string { return []string{demoScenario, "broker-down"} }
-	d.runScenarios = func(ctx context.Context, specs []runSpec, _ func(int, scenarios.Progress), _ func(string)) ([]runOutcome, error) {
+	d.runScenarios = func(ctx context.Context, specs []runSpec, _ func(int, scenarios.Progress), _ func(string), _ func(int, runOutcome) error) ([]runOutcome, error) {
 		stop()
 		if !results {
 			return nil, fmt.Errorf("scenario %s: %w", specs[0].Scenario, ctx.Err())

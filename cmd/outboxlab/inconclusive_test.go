@@ -23,7 +23,7 @@ func TestInconclusiveRunHasItsOwnVerdictAndExitCode(t *testing.T) {
 	runner := func(fail bool) deps {
 		d := withDocker(testDeps())
 		d.scenarioNames = func() []string { return []string{scenarios.Baseline, scenarios.LeaseExpiry} }
-		d.runScenarios = func(ctx context.Context, ss []runSpec, _ func(int, scenarios.Progress), _ func(string)) ([]runOutcome, error) {
+		d.runScenarios = func(ctx context.Context, ss []runSpec, _ func(int, scenarios.Progress), _ func(string), _ func(int, runOutcome) error) ([]runOutcome, error) {
 			var out []runOutcome
 			for _, s := range ss {
 				r := scenarios.Result{Scenario: s.Scenario, Seed: s.Seed, Relay: "ours", Valid: true}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
@@ -20,7 +21,7 @@ func mutantsVerb() verb {
 	return verb{
 		name:    "mutants",
 		summary: "run the mutant catalogue and print which checker kills which mutant",
-		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--json] [--out DIR]",
+		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR]",
 		about: `Runs the reference relay and every mutant of the catalogue (realistic relay
 bugs: publish before commit, mark before publish, no lease, ...) or the ones
 named by --mutant under the harness, and prints the kill matrix: for each
@@ -33,13 +34,19 @@ chaos scenarios that expose them (a Docker engine and ` + "`make images`" + ` ar
 needed); --tier all runs both. With --json the matrix is a JSON list of
 {"mutant","killed","checker","scenario","seed","seconds","steps"}, the
 reference included. A surviving mutant or a killed reference makes the
-command exit 1. --out DIR writes mutants.json.`,
+command exit 1. --shard K/N runs only the K-th of N contiguous blocks of
+the matrix's cells: in the sim tier the reference, then each mutant; in
+the infra tier each mutant with an infrastructure form, the reference
+running what the shard's mutants ran. Without the flag, OUTBOXLAB_SHARD or
+JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS choose it. --out DIR writes
+mutants.json.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &mutantsOptions{}
 			fs.StringVar(&o.tier, "tier", "sim", "where the mutants run: sim, infra or all")
 			fs.Var(&o.mutants, "mutant", "a mutant `NAME` to run; repeat for several (default: the whole catalogue)")
 			fs.IntVar(&o.seeds, "seeds", 2000, "simulation seeds tried per mutant, and survived by the reference (`N`)")
 			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
+			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the matrix's cells (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
 			fs.BoolVar(&o.json, "json", false, "print the kill matrix as JSON")
 			fs.StringVar(&o.out, "out", "", "write mutants.json to `DIR`")
 			return o.run
@@ -52,6 +59,7 @@ type mutantsOptions struct {
 	mutants stringList
 	seeds   int
 	seed    seedFlag
+	shard   string
 	json    bool
 	out     string
 }
@@ -63,6 +71,13 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 	}
 	if o.seeds < 1 {
 		return usageErr(std, "mutants", "--seeds must be at least 1, not %d", o.seeds)
+	}
+	shard, err := campaign.Resolve(o.shard, d.getenv)
+	if err != nil {
+		if o.shard != "" {
+			return usageErr(std, "mutants", "--shard: %v", err)
+		}
+		return usageErr(std, "mutants", "%v", err)
 	}
 	if tier != mutant.TierSim {
 		if code := d.needDocker(ctx, std, "mutants"); code != exitOK {
@@ -83,15 +98,26 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 		Seeds:         o.seeds,
 		ExposureSeeds: min(100, o.seeds),
 		Log:           func(s string) { fmt.Fprintln(std.err, s) },
+		Shard:         shard,
 	}
-	if _, err := opts.Selected(); err != nil {
+	selected, err := opts.Selected()
+	if err != nil {
 		return usageErr(std, "mutants", "%v", err)
 	}
+	cells := mutant.Cells(tier, selected)
+	mine := campaign.Select(shard, cells)
 	if tier != mutant.TierSim {
 		opts.Infra = infra.Tier(infra.Options{})
 	}
 	if !o.json {
 		fmt.Fprintf(std.out, "SEED=%d tier=%s seeds=%d\n", first, tier, o.seeds)
+		if !shard.IsWhole() {
+			var names []string
+			for _, c := range mine {
+				names = append(names, c.String())
+			}
+			fmt.Fprintf(std.out, "shard %s of %d cells: %d (%s)\n", shard, len(cells), len(mine), orNone(strings.Join(names, ", ")))
+		}
 	}
 	var meta report.Meta
 	if o.out != "" {
@@ -121,7 +147,9 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 		writeMatrix(std, rows)
 	}
 	if o.out != "" {
-		if err := report.WriteFile(o.out, report.FileMutants, mutantFile(meta, tier, rows)); err != nil {
+		mf := mutantFile(meta, tier, rows)
+		mf.Part = &report.Part{Shard: shard.String(), Campaign: o.campaignCommand(first), Cells: len(mine)}
+		if err := report.WriteFile(o.out, report.FileMutants, mf); err != nil {
 			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
 			return exitUsage
 		}
@@ -143,6 +171,23 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	return verdict
+}
+
+// campaignCommand is the command that runs the whole matrix, every shard
+// of it, from the seed first.
+func (o *mutantsOptions) campaignCommand(first uint64) string {
+	cmd := fmt.Sprintf("%s mutants --tier %s", replayPrefix, o.tier)
+	for _, m := range o.mutants {
+		cmd += " --mutant " + scenarios.QuoteArg(m)
+	}
+	return cmd + fmt.Sprintf(" --seeds %d --seed %d", o.seeds, first)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // writeMatrix prints the kill matrix as a table, then each

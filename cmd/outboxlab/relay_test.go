@@ -79,7 +79,7 @@ func capturingRunner(d deps, specs *[]runSpec) deps {
 	d = withDocker(d)
 	d.lookPath = func(file string) (string, error) { return file, nil }
 	d.scenarioNames = func() []string { return []string{"broker-down"} }
-	d.runScenarios = func(ctx context.Context, ss []runSpec, _ func(int, scenarios.Progress), _ func(string)) ([]runOutcome, error) {
+	d.runScenarios = func(ctx context.Context, ss []runSpec, _ func(int, scenarios.Progress), _ func(string), _ func(int, runOutcome) error) ([]runOutcome, error) {
 		*specs = append(*specs, ss...)
 		out := make([]runOutcome, len(ss))
 		for i, s := range ss {
@@ -146,7 +146,7 @@ func noImages(t *testing.T, d deps, missing ...string) deps {
 	d = withDocker(d)
 	d.scenarioNames = func() []string { return []string{demoScenario, "broker-down"} }
 	d.imageExists = func(_ context.Context, ref string) (bool, error) { return !slices.Contains(missing, ref), nil }
-	d.runScenarios = func(context.Context, []runSpec, func(int, scenarios.Progress), func(string)) ([]runOutcome, error) {
+	d.runScenarios = func(context.Context, []runSpec, func(int, scenarios.Progress), func(string), func(int, runOutcome) error) ([]runOutcome, error) {
 		t.Error("containers were started for a relay that cannot run")
 		return nil, errors.New("must not run")
 	}

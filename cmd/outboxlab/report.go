@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/outboxlab/outboxlab/report"
 )
@@ -13,52 +15,85 @@ import (
 func reportVerb() verb {
 	return verb{
 		name:    "report",
-		summary: "write REPORT.md from a results bundle",
-		args:    "--in DIR [--md FILE]",
+		summary: "write REPORT.md and its HTML page from results bundles",
+		args:    "--in DIR [--in DIR]... [--allow-mixed-commits] [--md FILE] [--html FILE]",
 		about: `Reads a results bundle, the directory that demo, run, sim, mutants and
 bench write their results to (demo.json, scenarios.json, sim.json,
 mutants.json, bench.json, histories/), and writes REPORT.md: the machine, date and commit of the run, per scenario
 its seed, faults fired and counts, the simulation summary, the mutant kill
-matrix, the benchmark table and every replay command. A kind of run the
-bundle lacks is reported as not run; no figure is ever invented, and a
-results file without the metadata of its run (its date and the machine's
-cores, OS and Go version) is refused with exit 2.`,
+matrix, the benchmark table and every replay command; and, beside it, an
+HTML page of every scenario run with its timeline. --in may be repeated to
+merge the bundles of a campaign's shards (run, sim and mutants split K/N
+over several machines) into one report: the bundles must come from
+one commit (else exit 2, naming both commits; --allow-mixed-commits merges
+them anyway) and each kind of run must be distinct shards of one campaign
+split the same way; the report names the shards it lacks and the cells
+that did not finish. A kind of run the bundles lack is reported as not
+run; no figure is ever invented, and a results file without the metadata
+of its run (its date and the machine's cores, OS and Go version) is
+refused with exit 2.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &reportOptions{}
-			fs.StringVar(&o.in, "in", "", "the results bundle `DIR` to read (required)")
+			fs.Var(&o.in, "in", "a results bundle `DIR` to read (required); repeat to merge the bundles of a campaign's shards")
+			fs.BoolVar(&o.allowMixed, "allow-mixed-commits", false, "merge bundles whose runs come from different commits")
 			fs.StringVar(&o.md, "md", "REPORT.md", "the Markdown `FILE` to write")
+			fs.StringVar(&o.html, "html", "", "the HTML `FILE` to write (default: the Markdown file's name with .html)")
 			return o.run
 		},
 	}
 }
 
 type reportOptions struct {
-	in, md string
+	in         stringList
+	allowMixed bool
+	md, html   string
 }
 
 func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
-	if o.in == "" {
+	if len(o.in) == 0 {
 		return usageErr(std, "report", "--in DIR is required: the directory a verb wrote with --out")
 	}
-	b, err := report.ReadBundle(o.in)
-	if err != nil {
-		return unavailable(std, "report", "%v", err)
+	var bundles []report.Bundle
+	for _, dir := range o.in {
+		b, err := report.ReadBundle(dir)
+		if err != nil {
+			return unavailable(std, "report", "%v", err)
+		}
+		if b.Empty() {
+			return unavailable(std, "report", "%s holds no results (no %s, %s, %s, %s or %s): run a verb with `--out %s` first",
+				dir, report.FileDemo, report.FileScenarios, report.FileSim, report.FileMutants, report.FileBench, dir)
+		}
+		if err := b.Validate(); err != nil {
+			return unavailable(std, "report", "refusing %s: %v\nEvery results file records the machine, date and commit of its run; "+
+				"write the bundle again with the verb's --out %s (files written by hand or by an older outboxlab lack them)", dir, err, dir)
+		}
+		bundles = append(bundles, b)
 	}
-	if b.Empty() {
-		return unavailable(std, "report", "%s holds no results (no %s, %s, %s, %s or %s): run a verb with `--out %s` first",
-			o.in, report.FileDemo, report.FileScenarios, report.FileSim, report.FileMutants, report.FileBench, o.in)
-	}
-	if err := b.Validate(); err != nil {
-		return unavailable(std, "report", "refusing %s: %v\nEvery results file records the machine, date and commit of its run; "+
-			"write the bundle again with the verb's --out %s (files written by hand or by an older outboxlab lack them)", o.in, err, o.in)
+	b, err := report.Merge(bundles, report.MergeOptions{AllowMixedCommits: o.allowMixed})
+	switch {
+	case errors.Is(err, report.ErrMixedCommits):
+		return unavailable(std, "report", "refusing to merge: %v\nMerge the shards of one commit, or pass --allow-mixed-commits to merge them anyway", err)
+	case err != nil:
+		return unavailable(std, "report", "refusing to merge: %v", err)
 	}
 	var buf bytes.Buffer
 	if err := report.WriteMarkdown(&buf, b); err != nil {
 		return unavailable(std, "report", "%v", err)
 	}
-	if err := os.WriteFile(o.md, buf.Bytes(), 0o644); err != nil {
+	if err := report.WriteAtomic(o.md, buf.Bytes()); err != nil {
 		return unavailable(std, "report", "writing %s: %v", o.md, err)
 	}
-	fmt.Fprintf(std.out, "wrote %s from %s\n", o.md, o.in)
+	html := o.html
+	if html == "" {
+		html = strings.TrimSuffix(o.md, filepath.Ext(o.md)) + ".html"
+	}
+	page, err := report.BundlePage(b)
+	if err != nil {
+		return unavailable(std, "report", "drawing %s: %v", html, err)
+	}
+	if err := report.WriteHTMLFile(html, page); err != nil {
+		return unavailable(std, "report", "%v", err)
+	}
+	fmt.Fprintf(std.out, "wrote %s and %s from %s\n", o.md, html, strings.Join(o.in, ", "))
 	return exitOK
 }

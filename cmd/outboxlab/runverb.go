@@ -5,21 +5,22 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/outboxlab/outboxlab/workload"
-
+	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 func runVerb() verb {
 	return verb{
 		name:    "run",
 		summary: "run chaos scenarios on containers against a relay",
-		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST]] [--seed S] [--events N | --duration D] [--json] [--out DIR]",
+		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST]] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--json] [--out DIR]",
 		about: `Runs named chaos scenarios on real PostgreSQL, RabbitMQ and toxiproxy
 containers (built by ` + "`make images`" + `; a Docker engine is needed): a workload,
 a fault schedule drawn from the seed, a heal-and-drain phase and the
@@ -33,13 +34,24 @@ from ` + "`make images`" + `) or the command's program must be found, as a path 
 on PATH. A live progress line shows events committed and delivered,
 the active faults, the phase and the time left. A failed verdict prints the
 violated invariant, the offending events, the seed and the replay command,
-and exits 1. --out DIR writes scenarios.json, the histories and run.html.`,
+and exits 1. --seeds N runs every chosen scenario on N consecutive seeds
+from --seed: the campaign's cells are scenario × seed, scenario by
+scenario. --shard K/N runs only the K-th of N contiguous blocks of those
+cells (the N shards together run each cell once); without the flag,
+OUTBOXLAB_SHARD=K/N or a Kubernetes Indexed Job's JOB_COMPLETION_INDEX
+(0-based) with OUTBOXLAB_SHARDS=N choose the shard. --out DIR writes
+scenarios.json, the histories and run.html; scenarios.json is rewritten
+atomically as each cell finishes, so an interrupt, a crash or an error in
+a later cell keeps every finished cell, and its "unfinished" list names
+the cells that did not finish.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, image:REF or cmd:COMMAND")
 			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, or none (default none)")
-			fs.Var(&o.seed, "seed", "the `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
+			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
+			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds each scenario runs on (`N`)")
+			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the scenario × seed cells (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
 			fs.IntVar(&o.events, "events", 0, "events the workload stages (default: the scenario's own)")
 			fs.DurationVar(&o.duration, "duration", 0, "length of the safety phase, instead of --events (default: the scenario's own)")
 			fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
@@ -56,6 +68,8 @@ type runOptions struct {
 	// capabilities is what an image: or cmd: relay declares.
 	capabilities string
 	seed         seedFlag
+	seeds        int
+	shard        string
 	events       int
 	duration     time.Duration
 	json         bool
@@ -88,8 +102,15 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 		return exitOK
 	}
-	if code := d.needDocker(ctx, std, "run"); code != exitOK {
-		return code
+	if o.seeds < 1 {
+		return usageErr(std, "run", "--seeds must be at least 1, not %d", o.seeds)
+	}
+	shard, err := campaign.Resolve(o.shard, d.getenv)
+	if err != nil {
+		if o.shard != "" {
+			return usageErr(std, "run", "--shard: %v", err)
+		}
+		return usageErr(std, "run", "%v", err)
 	}
 	names := []string(o.scenarios)
 	known := d.scenarioNames()
@@ -101,25 +122,70 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 			return usageErr(std, "run", "unknown scenario %q (known: %s)", n, strings.Join(known, ", "))
 		}
 	}
+	start := std.now()
+	seed := o.seed.orRandom(start)
+	cells, err := campaign.Cells(names, seed, o.seeds)
+	if err != nil {
+		return usageErr(std, "run", "%v", err)
+	}
+	mine := campaign.Select(shard, cells)
+	if code := d.needDocker(ctx, std, "run"); code != exitOK {
+		return code
+	}
 	if code := d.needRelay(ctx, std, "run", relay); code != exitOK {
 		return code
 	}
-	start := std.now()
-	seed := o.seed.orRandom(start)
+	w := std.out
 	if o.json {
-		fmt.Fprintf(std.err, "SEED=%d\n", seed)
-	} else {
-		fmt.Fprintf(std.out, "SEED=%d\n", seed)
+		w = std.err
 	}
-	var meta report.Meta
+	fmt.Fprintf(w, "SEED=%d\n", seed)
+	if !shard.IsWhole() {
+		lo, hi := shard.Range(len(cells))
+		if lo == hi {
+			fmt.Fprintf(w, "shard %s of %d cells (scenario × seed) is empty: there are fewer cells than shards\n", shard, len(cells))
+		} else {
+			fmt.Fprintf(w, "shard %s of %d cells (scenario × seed): cells %d..%d, %s to %s\n", shard, len(cells), lo+1, hi, mine[0], mine[len(mine)-1])
+		}
+	}
+	var bundle *cellWriter
 	if o.out != "" {
-		meta = report.CollectMeta(ctx, start)
+		part := report.Part{Shard: shard.String(), Campaign: o.campaignCommand(names, seed, relay), Cells: len(mine)}
+		if bundle, err = newCellWriter(o.out, report.CollectMeta(ctx, start), part, mine); err != nil {
+			return unavailable(std, "run", "%v", err)
+		}
 	}
-	specs := make([]runSpec, len(names))
-	for i, n := range names {
-		specs[i] = runSpec{Scenario: n, Seed: seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
+	if len(mine) == 0 {
+		if bundle != nil {
+			if _, err := bundle.finish(""); err != nil {
+				return unavailable(std, "run", "%v", err)
+			}
+		}
+		fmt.Fprintln(w, "PASS")
+		return exitOK
 	}
-	_, results, code := runScenarios(ctx, std, d, "run", specs, o.json)
+	specs := make([]runSpec, len(mine))
+	for i, c := range mine {
+		specs[i] = runSpec{Scenario: c.Scenario, Seed: c.Seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
+	}
+	var done func(int, runOutcome) error
+	if bundle != nil {
+		done = bundle.done
+	}
+	_, results, code, stopped := runScenarios(ctx, std, d, "run", specs, o.json, done)
+	if bundle != nil {
+		path, err := bundle.finish(stopped)
+		switch {
+		case err != nil:
+			fmt.Fprintf(std.err, "outboxlab run: %v\n", err)
+			if code == exitOK {
+				code = exitUsage
+			}
+		case code != exitOK:
+			fmt.Fprintf(std.err, "outboxlab run: %d of %d cells finished; they are in %s (and %s); %d did not finish\n",
+				len(mine)-len(bundle.unfinished()), len(mine), filepath.Join(o.out, report.FileScenarios), path, len(bundle.unfinished()))
+		}
+	}
 	if code != exitOK {
 		return code
 	}
@@ -143,11 +209,12 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 		fmt.Fprintln(std.out, string(b))
 	} else {
-		countsTable(std.out, results, func(r scenarios.Result) string { return r.Scenario }, "scenario")
-	}
-	w := std.out
-	if o.json {
-		w = std.err
+		countsTable(std.out, results, func(r scenarios.Result) string {
+			if o.seeds > 1 {
+				return fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
+			}
+			return r.Scenario
+		}, "scenario")
 	}
 	for _, r := range results {
 		if r.Verdict() == scenarios.VerdictInconclusive {
@@ -166,28 +233,8 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 			Problems: r.Problems, History: r.History, Replay: r.Replay,
 		})
 	}
-	if o.out != "" {
-		file := report.ScenarioFile{Meta: meta}
-		var runs []report.Run
-		for i, r := range results {
-			run := toRun(r, fmt.Sprintf("%s (relay %s)", r.Scenario, r.Relay))
-			run.ExpectFail = false
-			runs = append(runs, run)
-			sr, err := toBundle(o.out, i, r, run.Note)
-			if err != nil {
-				return unavailable(std, "run", "%v", err)
-			}
-			file.Runs = append(file.Runs, sr)
-		}
-		path, err := writeHTML(o.out, "run.html", report.Page{Title: "outboxlab chaos scenarios", Meta: meta, Runs: runs})
-		if err != nil {
-			return unavailable(std, "run", "%v", err)
-		}
-		file.HTML = path
-		if err := report.WriteFile(o.out, report.FileScenarios, file); err != nil {
-			return unavailable(std, "run", "%v", err)
-		}
-		fmt.Fprintf(w, "\nHTML report: %s\n", path)
+	if bundle != nil {
+		fmt.Fprintf(w, "\nHTML report: %s\n", bundle.file.HTML)
 	}
 	if failed > 0 {
 		fmt.Fprintf(w, "%d of %d scenarios failed\n", failed, len(results))
@@ -198,4 +245,16 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		return exitInconclusive
 	}
 	return exitOK
+}
+
+// campaignCommand is the command that runs the whole campaign, every
+// shard of it: the scenarios on the seeds from seed against relay.
+func (o *runOptions) campaignCommand(names []string, seed uint64, relay scenarios.RelayUnderTest) string {
+	cmd := scenarios.ReplayCommand(names[0], seed, relay, o.events, o.duration)
+	var more strings.Builder
+	for _, n := range names[1:] {
+		more.WriteString(" --scenario " + scenarios.QuoteArg(n))
+	}
+	fmt.Fprintf(&more, " --seeds %d --seed ", o.seeds)
+	return strings.Replace(cmd, " --seed ", more.String(), 1)
 }

@@ -106,11 +106,15 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 	return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it (docker build -t %s ...) or load it (docker load); nothing is pulled from a registry", img, img)
 }
 
-// runScenarios runs specs with a live progress line. It returns the
-// results of the specs that ran, with the specs they ran, and exitOK; or
-// the exit code of an environment that could not run them. Specs that are
-// not applicable are reported and left out.
-func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []runSpec, quiet bool) ([]runSpec, []scenarios.Result, int) {
+// runScenarios runs specs with a live progress line, handing each
+// outcome to done (when not nil) as soon as its spec finished, in order,
+// before the next one starts. It returns the results of the specs that
+// ran, with the specs they ran, and exitOK; or, with why the run stopped,
+// the exit code of an interrupt or of an environment that could not run
+// them (the outcomes done had by then stand). Specs that are not
+// applicable are reported and left out. An error from done stops the run.
+func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []runSpec, quiet bool,
+	done func(i int, o runOutcome) error) (ran []runSpec, results []scenarios.Result, code int, stopped string) {
 	pr := newProgress(std, quiet)
 	label := func(i int) string {
 		s := specs[i]
@@ -121,35 +125,66 @@ func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []
 		if s.Relay.Name != "" && s.Relay.Name != "ours" {
 			l += " relay=" + s.Relay.Name
 		}
+		if len(specs) > 1 && specs[0].Seed != specs[len(specs)-1].Seed {
+			l += fmt.Sprintf(" seed %d", s.Seed)
+		}
 		return l
+	}
+	handed := 0
+	var doneErr error
+	hand := func(i int, o runOutcome) error {
+		if i != handed {
+			return fmt.Errorf("the runner finished run %d out of order (run %d was next)", i+1, handed+1)
+		}
+		handed++
+		if o.NotApplicable != "" {
+			pr.Clear()
+			fmt.Fprintf(std.err, "skip %s: not applicable: %s\n", label(i), o.NotApplicable)
+		} else {
+			ran = append(ran, specs[i])
+			results = append(results, o.Result)
+		}
+		if done != nil {
+			if err := done(i, o); err != nil {
+				doneErr = err
+				return err
+			}
+		}
+		return nil
 	}
 	outcomes, err := d.runScenarios(ctx, specs,
 		func(i int, p scenarios.Progress) { pr.Update(scenarioLine(label(i), p)) },
-		func(line string) { pr.Update(line) })
+		func(line string) { pr.Update(line) },
+		hand)
 	pr.Clear()
+	// A runner that hands back its outcomes only at the end has them
+	// handed here, the ones it finished after an error included.
+	for i := handed; i < len(outcomes) && i < len(specs) && doneErr == nil && ctx.Err() == nil; i++ {
+		if herr := hand(i, outcomes[i]); herr != nil {
+			err = herr
+		}
+	}
 	if ctx.Err() != nil {
-		return nil, nil, interrupted(std, ctx, verb, "the scenarios did not finish, no verdict")
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = ctx.Err()
+		}
+		return ran, results, interrupted(std, ctx, verb, fmt.Sprintf("%d of %d runs finished, no verdict", handed, len(specs))), cause.Error()
+	}
+	if doneErr != nil {
+		err = doneErr
 	}
 	if err != nil {
 		if code := environmentErr(std, verb, err); code != 0 {
-			return nil, nil, code
+			return ran, results, code, err.Error()
 		}
-		return nil, nil, unavailable(std, verb, "%v", err)
+		return ran, results, unavailable(std, verb, "%v", err), err.Error()
 	}
-	if len(outcomes) != len(specs) {
-		return nil, nil, unavailable(std, verb, "the runner returned %d outcomes for %d runs", len(outcomes), len(specs))
+	if handed != len(specs) {
+		msg := fmt.Sprintf("the runner returned %d outcomes for %d runs", handed, len(specs))
+		return ran, results, unavailable(std, verb, "%s", msg), msg
 	}
-	var ran []runSpec
-	var results []scenarios.Result
-	for i, o := range outcomes {
-		if o.NotApplicable != "" {
-			fmt.Fprintf(std.err, "skip %s: not applicable: %s\n", label(i), o.NotApplicable)
-			continue
-		}
-		ran = append(ran, specs[i])
-		results = append(results, o.Result)
-	}
-	return ran, results, exitOK
+	return ran, results, exitOK, ""
 }
 
 // toRun converts a scenario result for the HTML report.

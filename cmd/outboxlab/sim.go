@@ -112,8 +112,17 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 	lo, hi := shard.Range(o.seeds)
 	n := hi - lo
 	first := campaignFirst + uint64(lo)
+	part := report.Part{Shard: shard.String(), Campaign: o.replay(campaignFirst, o.seeds), Cells: n}
 	if n == 0 {
-		// Fewer seeds than shards: this one has nothing to do.
+		// Fewer seeds than shards: this one has nothing to do, and its
+		// bundle says so, for the merge of the shards.
+		if o.out != "" {
+			file := report.SimFile{Meta: report.CollectMeta(ctx, start), First: first, Mutant: o.mutant, Replay: part.Campaign, Part: &part}
+			if err := report.WriteFile(o.out, report.FileSim, file); err != nil {
+				fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
+				return exitUsage
+			}
+		}
 		if o.json {
 			return o.printJSON(std, simJSON{Shard: shard.String()})
 		}
@@ -178,7 +187,7 @@ wait:
 	}
 
 	if o.out != "" {
-		if err := o.writeBundle(meta, first, n, sum, opts); err != nil {
+		if err := o.writeBundle(meta, part, first, n, sum, opts); err != nil {
 			fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
 			return exitUsage
 		}
@@ -235,9 +244,9 @@ func (o *simOptions) printJSON(std *stdio, js simJSON) int {
 }
 
 // writeBundle writes sim.json, the failing histories and sim.html.
-// The seeds are n from first: the run's shard.
-func (o *simOptions) writeBundle(meta report.Meta, first uint64, n int, sum sim.Summary, opts sim.Options) error {
-	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, n)}
+// The seeds are n from first: the run's shard, part of the campaign.
+func (o *simOptions) writeBundle(meta report.Meta, part report.Part, first uint64, n int, sum sim.Summary, opts sim.Options) error {
+	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, n), Part: &part}
 	var runs []report.Run
 	for _, f := range sum.Failures {
 		rel, err := report.WriteHistory(o.out, fmt.Sprintf("sim-seed-%d.jsonl", f.Seed), f.History)

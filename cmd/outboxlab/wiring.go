@@ -23,11 +23,14 @@ type deps struct {
 	// run verb runs without --scenario.
 	scenarioNames func() []string
 	// runScenarios starts the environment once, runs every spec in order,
-	// reporting progress, and removes the environment; it returns one
-	// outcome per spec. An error means the environment could not run them
-	// (a verdict is never an error); status receives lines about the
-	// environment (containers starting).
-	runScenarios func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress), status func(string)) ([]runOutcome, error)
+	// reporting progress, and removes the environment. It hands each
+	// outcome to done as soon as its spec finished, before the next one
+	// starts, and stops when done returns an error; it returns the
+	// outcomes of the specs that finished, in order. An error means the
+	// environment could not run them (a verdict is never an error); status
+	// receives lines about the environment (containers starting).
+	runScenarios func(ctx context.Context, specs []runSpec, progress func(i int, p scenarios.Progress), status func(string),
+		done func(i int, o runOutcome) error) ([]runOutcome, error)
 	// mutants is the mutant catalogue.
 	mutants mutantCatalogue
 	// bench runs the benchmark on a fresh environment.
@@ -73,7 +76,8 @@ func lookupScenario(name string) (scenarios.Scenario, error) {
 
 // runOnContainers starts the environment, runs specs one after another on
 // it, and removes it.
-func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string)) (_ []runOutcome, err error) {
+func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, scenarios.Progress), status func(string),
+	done func(int, runOutcome) error) (_ []runOutcome, err error) {
 	scs := make([]scenarios.Scenario, len(specs))
 	for i, s := range specs {
 		if scs[i], err = lookupScenario(s.Scenario); err != nil {
@@ -94,7 +98,7 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 			err = fmt.Errorf("removing the environment: %w", cerr)
 		}
 	}()
-	out := make([]runOutcome, len(specs))
+	out := make([]runOutcome, 0, len(specs))
 	for i, s := range specs {
 		relay := s.Relay
 		if relay.Name == "ours" && relay.Image == "" && len(relay.Command) == 0 {
@@ -104,13 +108,18 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 			Seed: s.Seed, Relay: relay, Mode: s.Variant, Events: s.Events, Duration: s.Duration,
 			Progress: func(p scenarios.Progress) { progress(i, p) },
 		})
+		var o runOutcome
 		switch {
 		case errors.Is(err, scenarios.ErrNotApplicable):
-			out[i] = runOutcome{Result: res, NotApplicable: err.Error()}
+			o = runOutcome{Result: res, NotApplicable: err.Error()}
 		case err != nil:
-			return nil, err
+			return out, fmt.Errorf("scenario %s, seed %d: %w", s.Scenario, s.Seed, err)
 		default:
-			out[i] = runOutcome{Result: res}
+			o = runOutcome{Result: res}
+		}
+		out = append(out, o)
+		if err := done(i, o); err != nil {
+			return out, err
 		}
 	}
 	return out, nil

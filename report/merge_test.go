@@ -1,0 +1,155 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxlab/outboxlab/campaign"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/sim"
+)
+
+const testCampaign = "go run ./cmd/outboxlab run --scenario a --seeds 2 --seed 1"
+
+// shardBundle writes a bundle holding shard k/3 of a chaos campaign (one
+// run, with its history) and of a simulation, at commit, and reads it.
+func shardBundle(t *testing.T, k int, commit string, runs ...ScenarioRun) Bundle {
+	t.Helper()
+	dir := t.TempDir()
+	meta := Meta{Date: "2026-01-02T03:04:05Z", Commit: commit, Machine: Machine{Cores: 2, OS: "Debian", Go: "go1.26"}}
+	shard := campaign.Shard{}
+	if s, err := campaign.New(k, 3); err == nil {
+		shard = s
+	}
+	for i := range runs {
+		rel, err := WriteHistory(dir, "h.jsonl", []history.Op{{Index: 0, Process: "p", Type: history.Invoke, F: history.Commit}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i].History = rel
+	}
+	sf := ScenarioFile{Meta: meta, Part: &Part{Shard: shard.String(), Campaign: testCampaign, Cells: len(runs)}, Runs: runs}
+	if err := WriteFile(dir, FileScenarios, sf); err != nil {
+		t.Fatal(err)
+	}
+	sum := sim.Summary{Seeds: 10, Failed: k - 1, Events: 100 * k, StepsPerSeed: float64(k), FirstFailureSeed: uint64(10*k + 5), HistorySHA256: "hash" + shard.String()}
+	if err := WriteFile(dir, FileSim, SimFile{Meta: meta, First: uint64(10 * k), Summary: sum,
+		Part: &Part{Shard: shard.String(), Campaign: "go run ./cmd/outboxlab sim --seeds 30 --seed 10", Cells: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestMergeJoinsShardsAndNamesTheMissingOne(t *testing.T) {
+	b3 := shardBundle(t, 3, "abc", ScenarioRun{Scenario: "a", Seed: 2, Valid: true, Replay: "replay-a-2"})
+	b1 := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "a", Seed: 1, Valid: false, Problems: []string{"lost: 1 event"}, Replay: "replay-a-1"})
+	b1.Scenarios.Unfinished = []campaign.Cell{{Scenario: "a", Seed: 9}}
+	b1.Scenarios.Stopped = "interrupted by SIGINT"
+	m, err := Merge([]Bundle{b3, b1}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Scenarios.Runs) != 2 || m.Scenarios.Runs[0].Seed != 1 || m.Scenarios.Runs[1].Seed != 2 {
+		t.Fatalf("merged runs %+v, want seed 1 (shard 1/3) then seed 2 (shard 3/3)", m.Scenarios.Runs)
+	}
+	if s := m.Sim.Summary; s.Seeds != 20 || s.Failed != 2 || s.Events != 400 || s.FirstFailureSeed != 35 || s.StepsPerSeed != 2 {
+		t.Errorf("merged simulation summary %+v", s)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"report --in " + b3.Dir + " --in " + b1.Dir + "`",
+		"Shards 1/3, 3/3 of the campaign `" + testCampaign + "`. **Not in this report: shard 2/3**",
+		"**1 cell did not finish** and has no verdict: `a/9`. The run stopped: shard 1/3: interrupted by SIGINT.",
+		"| 10 (10..19) | 0 |", "| 10 (30..39) | 2 |", "| **20 in all** | 2 |", "`hash1/3`",
+		"replay-a-1\n", "replay-a-2\n",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	// The page reads every history back from the bundle it is in.
+	p, err := BundlePage(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Runs) != 2 || len(p.Runs[0].History) != 1 || len(p.Runs[1].History) != 1 {
+		t.Errorf("page runs %+v", p.Runs)
+	}
+	if !strings.Contains(p.Intro, "Not in this report: shards 2/3.") || !strings.Contains(p.Intro, "a/9") {
+		t.Errorf("page intro %q", p.Intro)
+	}
+}
+
+func TestMergeRefusesMixedCommitsUnlessAllowed(t *testing.T) {
+	a := shardBundle(t, 1, "aaa111", ScenarioRun{Scenario: "a", Seed: 1})
+	b := shardBundle(t, 2, "bbb222", ScenarioRun{Scenario: "a", Seed: 2})
+	_, err := Merge([]Bundle{a, b}, MergeOptions{})
+	if !errors.Is(err, ErrMixedCommits) || !strings.Contains(err.Error(), "aaa111") || !strings.Contains(err.Error(), "bbb222") ||
+		!strings.Contains(err.Error(), a.Dir) || !strings.Contains(err.Error(), b.Dir) {
+		t.Errorf("mixed commits: %v; want ErrMixedCommits naming both commits and bundles", err)
+	}
+	if m, err := Merge([]Bundle{a, b}, MergeOptions{AllowMixedCommits: true}); err != nil || len(m.Scenarios.Runs) != 2 {
+		t.Errorf("allowed: %v, %+v", err, m.Scenarios)
+	}
+}
+
+func TestMergeRefusesWhatIsNotOneCampaign(t *testing.T) {
+	a := shardBundle(t, 2, "c", ScenarioRun{Scenario: "a", Seed: 1})
+	again := shardBundle(t, 2, "c", ScenarioRun{Scenario: "a", Seed: 1})
+	other := shardBundle(t, 3, "c", ScenarioRun{Scenario: "a", Seed: 2})
+	other.Scenarios.Part.Campaign = "go run ./cmd/outboxlab run --seeds 5"
+	split := shardBundle(t, 3, "c")
+	split.Scenarios.Part.Shard = "2/4"
+	old := shardBundle(t, 3, "c")
+	old.Scenarios.Part = nil
+	for name, tc := range map[string]struct {
+		b    Bundle
+		want string
+	}{
+		"the same shard twice": {again, "both hold shard 2/3"},
+		"another campaign":     {other, "is of the campaign"},
+		"another split":        {split, "must split it the same way"},
+		"no part":              {old, "does not say which campaign"},
+	} {
+		if _, err := Merge([]Bundle{a, tc.b}, MergeOptions{}); !errors.Is(err, ErrNotOneCampaign) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want ErrNotOneCampaign saying %q", name, err, tc.want)
+		}
+	}
+	// The demo is not sharded: two bundles may not both hold one.
+	d1, d2 := a, other
+	d1.Demo, d2.Demo, d2.Scenarios, d2.Sim = &ScenarioFile{Meta: a.Scenarios.Meta}, &ScenarioFile{Meta: a.Scenarios.Meta}, nil, nil
+	if _, err := Merge([]Bundle{d1, d2}, MergeOptions{}); !errors.Is(err, ErrNotOneCampaign) || !strings.Contains(err.Error(), FileDemo) {
+		t.Errorf("two demos: %v", err)
+	}
+}
+
+func TestWriteAtomicLeavesNoTemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.json")
+	for _, body := range []string{"first", "second"} {
+		if err := WriteAtomic(path, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(path); string(got) != body {
+			t.Errorf("read %q, want %q", got, body)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("directory holds %v, want x.json alone", entries)
+	}
+	if err := WriteAtomic(filepath.Join(dir, "missing", "y"), nil); err == nil {
+		t.Error("writing into a missing directory succeeded")
+	}
+}
