@@ -243,7 +243,10 @@ var catalogue = []Mutant{
 			return ackedFirst{in}
 		},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultDBCut, sim.FaultDBDown}},
-		Infra:    []InfraRun{{Scenario: "db-down"}, {Scenario: "pipeline"}},
+		// pipeline cuts the consumers' database link while deliveries
+		// flow; db-down's kill of PostgreSQL came between deliveries on
+		// seeds 7 to 10.
+		Infra: []InfraRun{{Scenario: "pipeline"}},
 	},
 	{
 		Name:        "delete-before-confirm",

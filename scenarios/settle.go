@@ -71,7 +71,8 @@ func (r *run) committedIDs() (committed, confirmed map[string]bool) {
 }
 
 // drained reports that the backlog is gone: no pending outbox row, every
-// event that must arrive applied, and no message left in a queue.
+// event that must arrive applied (its effect in the effects table), and no
+// message left in a queue.
 func (r *run) drained(ctx context.Context) (bool, error) {
 	if !r.ensured {
 		if err := r.ensureRunning(ctx); err != nil {
@@ -123,7 +124,9 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	rows, err := r.fx.Admin.Query(ctx, `SELECT DISTINCT message_id FROM `+pgx.Identifier{r.fx.Schema, "inbox"}.Sanitize())
+	// An event has arrived when its effect is applied, whatever the
+	// consumer's inbox says (a consumer without dedupe writes none).
+	rows, err := r.fx.Admin.Query(ctx, `SELECT DISTINCT message_id FROM `+pgx.Identifier{r.fx.Schema, "effects"}.Sanitize())
 	if err != nil {
 		return false, err
 	}

@@ -95,7 +95,7 @@ func TestInfraMatrix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var ms []mutant.Mutant
-	for _, name := range []string{"non-persistent", "mark-before-publish"} {
+	for _, name := range []string{"non-persistent", "mark-before-publish", "consumer-no-dedupe"} {
 		m, _ := mutant.Lookup(name)
 		ms = append(ms, m)
 	}
@@ -106,8 +106,8 @@ func TestInfraMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want the reference and 2 mutants: %+v", len(rows), rows)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want the reference and 3 mutants: %+v", len(rows), rows)
 	}
 	for _, r := range rows {
 		t.Logf("%-22s killed=%-5v checker=%-20s scenario=%q seed=%d %.1fs %s %v", r.Mutant, r.Killed, r.Checker, r.Scenario, r.Seed, r.Seconds, r.Detail, r.Err)
@@ -124,10 +124,15 @@ func TestInfraMatrix(t *testing.T) {
 	} else if np.Checker != checker.NameLost {
 		t.Errorf("non-persistent was killed by %s, want %s", np.Checker, checker.NameLost)
 	}
-	if ref := rows[0]; ref.Tried < rows[1].Tried+rows[2].Tried {
-		t.Errorf("the reference ran %d scenario runs, the mutants %d and %d: it must run every one of theirs", ref.Tried, rows[1].Tried, rows[2].Tried)
+	if ref := rows[0]; ref.Tried < rows[1].Tried+rows[2].Tried+rows[3].Tried {
+		t.Errorf("the reference ran %d scenario runs, the mutants %d, %d and %d: it must run every one of theirs", ref.Tried, rows[1].Tried, rows[2].Tried, rows[3].Tried)
 	}
 	if mb := rows[2]; mb.Mutant != "mark-before-publish" || !mb.Killed {
 		t.Errorf("mark-before-publish: %+v, want killed", mb)
+	}
+	// A consumer-side mutant runs in the consumers, through the runner's
+	// consumer hook: only the effects table shows its bug.
+	if nd := rows[3]; nd.Mutant != "consumer-no-dedupe" || !nd.Killed || nd.Checker != checker.NameDuplicateEffects {
+		t.Errorf("consumer-no-dedupe: %+v, want killed by %s", nd, checker.NameDuplicateEffects)
 	}
 }
