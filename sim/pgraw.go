@@ -34,12 +34,17 @@ var _ RawStore = (*PGRaw)(nil)
 // relay.NewPGStore(pool, table). The table must have been created by
 // outbox.Migrate.
 func NewPGRaw(pool *pgxpool.Pool, table outbox.Table) *PGRaw {
+	return newPGRawOn(relay.NewPGStore(pool, table), pool, table)
+}
+
+// newPGRawOn is NewPGRaw on top of store, a relay.PGStore of table on pool.
+func newPGRawOn(store *relay.PGStore, pool *pgxpool.Pool, table outbox.Table) *PGRaw {
 	t := table.Ident()
 	const pending = `processed_at IS NULL AND faulted_at IS NULL`
 	const cols = `id, message_type, payload, correlation_id, occurred_at, processed_at, attempts,
 	faulted_at, last_error, locked_by, locked_at, locked_until`
 	return &PGRaw{
-		PGStore:        relay.NewPGStore(pool, table),
+		PGStore:        store,
 		pool:           pool,
 		table:          table,
 		scanPendingSQL: `SELECT ` + cols + ` FROM ` + t + ` WHERE ` + pending + ` ORDER BY occurred_at, id LIMIT $1`,
