@@ -71,6 +71,13 @@ import (
 //     The listener's own loop (reconnects, backoff, health pings) stays
 //     simulated; the NOTIFY from outbox.Stage to the wake channel is
 //     PostgreSQL's.
+//   - Rows that tie in an ORDER BY: the sweep orders by processed_at
+//     alone, and the rows one mark stamped tie, so which of them a sweep
+//     with a small limit deletes is the physical order of the index. That
+//     layout is the same for the same statements on a server that runs
+//     nothing else, but a transaction in another database holds back the
+//     pruning horizon of all of them and moves rows: a server runs one
+//     run at a time (SQL), and parallel runs get servers of their own.
 //   - Autovacuum, OIDs, xids, business row ids (uuid.New in workload.PG)
 //     and the physical layout: autovacuum is off on a throwaway server
 //     (see testenv/pgserver), and nothing the history records or the
@@ -109,15 +116,17 @@ CREATE FUNCTION simclock.statement_timestamp() RETURNS timestamptz LANGUAGE sql 
 CREATE FUNCTION simclock.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE PARALLEL SAFE
 	AS $$ SELECT current_setting('simclock.now')::timestamptz $$;`
 
-// SQL is the SQL-faithful backend: a PostgreSQL server on which each run
-// gets a fresh database. It is safe for concurrent use by the runs of
-// RunMany.
+// SQL is the SQL-faithful backend: PostgreSQL servers on which each run
+// gets a fresh database. A server runs one run at a time: the physical
+// layout of a table, and with it the order of rows that tie in an ORDER
+// BY (the sweep's processed_at), depends on what else runs on the server
+// (a transaction open in another database holds back every database's
+// pruning horizon), so parallel runs need servers of their own. It is
+// safe for concurrent use by the runs of RunMany, which runs as many at
+// once as there are servers.
 type SQL struct {
-	admin    *pgxpool.Pool
-	base     *url.URL
-	template string
-	prefix   string
-	next     atomic.Uint64
+	servers []*sqlServer
+	free    chan *sqlServer
 
 	// EditStore, when set, is called on every relay.PGStore the backend
 	// builds before a relay uses it: a test's way to run the relay on a
@@ -125,12 +134,51 @@ type SQL struct {
 	EditStore func(*relay.PGStore)
 }
 
-// NewSQL prepares the backend on the server whose maintenance database
-// adminURL names (a superuser's, or a role that may create databases): a
-// template database with the simulated clock, the outbox table, the
-// inbox and effects tables and the business table, all migrated under
-// SQLSearchPath. Close drops it.
-func NewSQL(ctx context.Context, adminURL string) (_ *SQL, err error) {
+// sqlServer is one server of the backend.
+type sqlServer struct {
+	admin    *pgxpool.Pool
+	base     *url.URL
+	template string
+	prefix   string
+	next     atomic.Uint64
+}
+
+// NewSQL prepares the backend on the servers whose maintenance databases
+// adminURLs name (a superuser's, or a role that may create databases): on
+// each, a template database with the simulated clock, the outbox table,
+// the inbox and effects tables and the business table, all migrated under
+// SQLSearchPath. Close drops them. Nothing else may run on the servers
+// while the backend runs, for the reason SQL gives.
+func NewSQL(ctx context.Context, adminURLs ...string) (_ *SQL, err error) {
+	if len(adminURLs) == 0 {
+		return nil, errors.New("sql tier: no server")
+	}
+	s := &SQL{free: make(chan *sqlServer, len(adminURLs))}
+	for _, u := range adminURLs {
+		srv, err := newSQLServer(ctx, u)
+		if err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+		s.servers = append(s.servers, srv)
+		s.free <- srv
+	}
+	return s, nil
+}
+
+// Servers returns how many runs the backend runs at once.
+func (s *SQL) Servers() int { return len(s.servers) }
+
+// Close drops the template databases and disconnects.
+func (s *SQL) Close() error {
+	var errs []error
+	for _, srv := range s.servers {
+		errs = append(errs, srv.close())
+	}
+	s.servers = nil
+	return errors.Join(errs...)
+}
+
+func newSQLServer(ctx context.Context, adminURL string) (_ *sqlServer, err error) {
 	base, err := url.Parse(adminURL)
 	if err != nil {
 		return nil, fmt.Errorf("sql tier: parsing the server's URL: %w", err)
@@ -141,11 +189,11 @@ func NewSQL(ctx context.Context, adminURL string) (_ *SQL, err error) {
 	}
 	var tag [4]byte
 	_, _ = rand.Read(tag[:])
-	s := &SQL{admin: admin, base: base, prefix: "outboxlab_sim_" + hex.EncodeToString(tag[:])}
+	s := &sqlServer{admin: admin, base: base, prefix: "outboxlab_sim_" + hex.EncodeToString(tag[:])}
 	s.template = s.prefix + "_template"
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, s.Close())
+			err = errors.Join(err, s.close())
 		}
 	}()
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{s.template}.Sanitize()); err != nil {
@@ -174,8 +222,8 @@ func NewSQL(ctx context.Context, adminURL string) (_ *SQL, err error) {
 	return s, nil
 }
 
-// Close drops the template database and disconnects.
-func (s *SQL) Close() error {
+// close drops the template database and disconnects.
+func (s *sqlServer) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := s.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{s.template}.Sanitize()+` WITH (FORCE)`)
@@ -187,7 +235,7 @@ func (s *SQL) Close() error {
 }
 
 // connConfig is the configuration of a connection to database db.
-func (s *SQL) connConfig(db string) *pgx.ConnConfig {
+func (s *sqlServer) connConfig(db string) *pgx.ConnConfig {
 	u := *s.base
 	u.Path = "/" + db
 	cfg, err := pgx.ParseConfig(u.String())
@@ -210,6 +258,7 @@ func clockText(t time.Time) string {
 // seedDB is one run's database.
 type seedDB struct {
 	s       *SQL
+	srv     *sqlServer
 	name    string
 	harness *pgx.Conn // the harness's own reads
 	procs   []*procDB
@@ -229,10 +278,17 @@ type procDB struct {
 	tx workload.Tx
 }
 
-// open creates the run's database.
+// open creates the run's database on a free server, waiting for one.
 func (s *SQL) open(ctx context.Context) (_ *seedDB, err error) {
-	d := &seedDB{s: s, name: fmt.Sprintf("%s_%d", s.prefix, s.next.Add(1))}
-	if _, err := s.admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{d.name}.Sanitize()+` TEMPLATE `+pgx.Identifier{s.template}.Sanitize()); err != nil {
+	var srv *sqlServer
+	select {
+	case srv = <-s.free:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sql tier: waiting for a free server: %w", ctx.Err())
+	}
+	d := &seedDB{s: s, srv: srv, name: fmt.Sprintf("%s_%d", srv.prefix, srv.next.Add(1))}
+	if _, err := srv.admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{d.name}.Sanitize()+` TEMPLATE `+pgx.Identifier{srv.template}.Sanitize()); err != nil {
+		s.free <- srv
 		return nil, fmt.Errorf("sql tier: creating the run's database: %w", err)
 	}
 	defer func() {
@@ -240,7 +296,7 @@ func (s *SQL) open(ctx context.Context) (_ *seedDB, err error) {
 			err = errors.Join(err, d.close())
 		}
 	}()
-	if d.harness, err = pgx.ConnectConfig(ctx, s.connConfig(d.name)); err != nil {
+	if d.harness, err = pgx.ConnectConfig(ctx, srv.connConfig(d.name)); err != nil {
 		return nil, fmt.Errorf("sql tier: connecting: %w", err)
 	}
 	return d, nil
@@ -253,7 +309,7 @@ func (d *seedDB) proc(ctx context.Context, k kind) (*procDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.ConnConfig = d.s.connConfig(d.name)
+	cfg.ConnConfig = d.srv.connConfig(d.name)
 	cfg.MaxConns, cfg.MinConns = 1, 0
 	cfg.HealthCheckPeriod = time.Hour
 	cfg.MaxConnLifetime, cfg.MaxConnIdleTime = 24*time.Hour, 24*time.Hour
@@ -270,7 +326,7 @@ func (d *seedDB) proc(ctx context.Context, k kind) (*procDB, error) {
 			d.s.EditStore(st)
 		}
 		pd.raw = newPGRawOn(st, pd.pool, SQLTable)
-		if pd.listen, err = pgx.ConnectConfig(ctx, d.s.connConfig(d.name)); err != nil {
+		if pd.listen, err = pgx.ConnectConfig(ctx, d.srv.connConfig(d.name)); err != nil {
 			return nil, fmt.Errorf("sql tier: connecting a listener: %w", err)
 		}
 		if _, err := pd.listen.Exec(ctx, `LISTEN `+pgx.Identifier{SQLTable.Channel()}.Sanitize()); err != nil {
@@ -301,7 +357,9 @@ func (d *seedDB) close() error {
 	if d.harness != nil {
 		_ = d.harness.Close(ctx)
 	}
-	if _, err := d.s.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{d.name}.Sanitize()+` WITH (FORCE)`); err != nil {
+	_, err := d.srv.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{d.name}.Sanitize()+` WITH (FORCE)`)
+	d.s.free <- d.srv
+	if err != nil {
 		return fmt.Errorf("sql tier: dropping the run's database: %w", err)
 	}
 	return nil
