@@ -340,3 +340,64 @@ func tail(b []byte) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// StartMany starts up to n servers at once: n from the local binaries,
+// or, when they are missing, the one container of the fallback. The
+// error wraps ErrUnavailable when neither is there; on an error no
+// server is left running.
+func StartMany(ctx context.Context, n int) ([]*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		s, err := Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []*Server{s}, nil
+	}
+	type started struct {
+		s   *Server
+		err error
+	}
+	ch := make(chan started, n)
+	for range n {
+		go func() {
+			s, err := StartLocal(ctx, bin)
+			ch <- started{s, err}
+		}()
+	}
+	var (
+		out  []*Server
+		errs []error
+	)
+	for range n {
+		r := <-ch
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		out = append(out, r.s)
+	}
+	if len(errs) > 0 {
+		errs = append(errs, CloseAll(out))
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// CloseAll closes every server of ss.
+func CloseAll(ss []*Server) error {
+	var errs []error
+	for _, s := range ss {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// AdminURLs returns the AdminURL of every server of ss.
+func AdminURLs(ss []*Server) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.AdminURL()
+	}
+	return out
+}
