@@ -21,6 +21,12 @@
 //
 // Processes are coroutines (iter.Pull): exactly one runs at a time, and it
 // runs until its next fake call, so no goroutine race decides anything.
+//
+// With Options.SQL the same scheduler, processes and recording run the
+// SQL-faithful tier: the ports run the production PostgreSQL store, inbox
+// and staging on a real database whose clock the simulation sets (see
+// sqldb.go for how, and for what that tier cannot control and how it
+// stays deterministic anyway).
 package sim
 
 import (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxlab/outboxlab/testenv"
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
 )
 
@@ -48,6 +49,9 @@ func sqlTier(t *testing.T) *SQL {
 		sqlBackend, sqlErr = NewSQL(ctx, urls...)
 	})
 	if sqlErr != nil {
+		if os.Getenv(testenv.RequireDockerEnv) != "" {
+			t.Fatalf("no PostgreSQL for the SQL tier (%s is set): %v", testenv.RequireDockerEnv, sqlErr)
+		}
 		t.Skipf("no PostgreSQL for the SQL tier: %v", sqlErr)
 	}
 	return sqlBackend
