@@ -50,7 +50,7 @@ GO_STATIC    := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s
 # Forget the stamp of every image that is missing from the engine or was
 # replaced behind make's back, so that it is built again. Only goals that
 # talk to Docker pay for the look-up.
-DOCKERLESS_GOALS := help test-short demo clean build
+DOCKERLESS_GOALS := help test-short test-fast demo clean build
 ifneq ($(filter-out $(DOCKERLESS_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
 _present := $(shell $(DOCKER) image ls --no-trunc --filter reference='outboxlab/*' --format '{{.Repository}}:{{.Tag}}={{.ID}}' 2>/dev/null)
 $(foreach i,$(ALL_IMAGES),$(if $(and $(wildcard $(STAMPS)/$(i)),$(filter $(IMAGE_$(i))=$(file <$(STAMPS)/$(i)),$(_present))),,$(shell rm -f $(STAMPS)/$(i))))
@@ -165,6 +165,13 @@ test: images build
 test-short:
 	$(GO) test -short $(GOTESTFLAGS) ./...
 	$(GO_TEST_MUTANTS) -short
+
+## test-fast: the fast tier, under 3 minutes: unit tests and the simulation on the fakes (go test -short ./..., whose SQL-tier tests run when PostgreSQL's binaries are installed), then the SQL-faithful tier over SQL_SEEDS seeds (outboxlab sim --sql: the binaries, else the postgres container)
+.PHONY: test-fast
+SQL_SEEDS ?= 200
+test-fast:
+	$(GO) test -short $(GOTESTFLAGS) ./...
+	$(GO) run ./cmd/outboxlab sim --sql --seeds $(SQL_SEEDS) --seed 1
 
 ## test-examples: the separate module examples/external, which uses outboxlab from outside (needs Docker and the images)
 .PHONY: test-examples

@@ -4,7 +4,7 @@
 // consumer.Inbox) or a producer mode, never a branch inside the production
 // relay. A mutant runs in the simulation as a sim.Variant and, for the
 // relay-side ones, in the relay process of cmd/relay when OUTBOX_MUTANT
-// names it, over PGRaw, the PostgreSQL form of the statements a correct
+// names it, over sim.PGRaw, the PostgreSQL form of the statements a correct
 // relay never issues.
 //
 // RunMatrix runs the harness against the reference system and every

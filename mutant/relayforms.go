@@ -20,7 +20,7 @@ const scanLimit = 1000
 // RelayForm is a relay-side mutant as decorators on the relay's seams.
 // The same decorators build the mutant in the simulation (over the
 // simulated store, which implements sim.RawStore) and in the relay process
-// of cmd/relay (over PGRaw, the PostgreSQL implementation of the same
+// of cmd/relay (over sim.PGRaw, the PostgreSQL implementation of the same
 // statements), so both tiers run one and the same bug.
 type RelayForm struct {
 	// Store decorates the relay's store. raw is the store itself, with the

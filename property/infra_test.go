@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/sim"
 
 	"github.com/outboxlab/outboxlab/workload"
 
@@ -141,7 +142,7 @@ func (c *infraCase) setup(ctx context.Context, t *rapid.T) error {
 			Name:  fmt.Sprintf("producer-%d", i+1),
 			Store: workload.PG{DB: c.fx.App, Table: c.table, Business: c.fx.Business},
 			Mode:  workload.Outbox,
-			Rec: c.rec, Now: clk.Now, StampOccurredAt: true,
+			Rec:   c.rec, Now: clk.Now, StampOccurredAt: true,
 		}
 		c.producers = append(c.producers, p)
 		skew := chaos.NewClockSkew(p.Name, clk, rapid.SampledFrom(offsets).Draw(t, p.Name+" offset"))
@@ -190,7 +191,7 @@ func (c *infraCase) build(ir *infraRelay) error {
 		MaxAttempts: infraPolicy.MaxAttempts, BackoffBase: infraPolicy.BackoffBase, BackoffMax: infraPolicy.BackoffMax,
 		PublishTimeout: infraPublishTimeout, StoreTimeout: time.Second, Now: ir.clock.Now,
 	}
-	base, bpub := c.form.Wrap(mutant.NewPGRaw(ir.pool, c.table), pub, ir.clock.Now)
+	base, bpub := c.form.Wrap(sim.NewPGRaw(ir.pool, c.table), pub, ir.clock.Now)
 	store := &recStore{Store: base, rec: c.rec, process: ir.name, now: ir.clock.Now}
 	ir.r, err = relay.New(cfg, store, &recPublisher{pub: bpub, rec: c.rec, process: ir.name, now: ir.clock.Now},
 		relay.Options{Failpoints: ir.fp, Decoder: workload.Registry()})

@@ -1,5 +1,10 @@
 package relay
 
+import (
+	"fmt"
+	"strings"
+)
+
 // DropConnection closes the publisher's connection from under it, as a
 // broker restart would; the next Publish must dial again.
 func (p *AMQPPublisher) DropConnection() {
@@ -9,4 +14,20 @@ func (p *AMQPPublisher) DropConnection() {
 	if s != nil {
 		_ = s.raw.Close()
 	}
+}
+
+// EditSQL replaces old by new in the statement of s named stmt (claim,
+// mark, retry, park, sweep or stats): a test's regression of one
+// statement. It fails when the statement does not contain old.
+func (s *PGStore) EditSQL(stmt, old, new string) error {
+	q := map[string]*string{"claim": &s.claimSQL, "mark": &s.markSQL, "retry": &s.retrySQL,
+		"park": &s.parkSQL, "sweep": &s.sweepSQL, "stats": &s.statsSQL}[stmt]
+	if q == nil {
+		return fmt.Errorf("no statement %q", stmt)
+	}
+	if !strings.Contains(*q, old) {
+		return fmt.Errorf("the %s statement has no %q:\n%s", stmt, old, *q)
+	}
+	*q = strings.ReplaceAll(*q, old, new)
+	return nil
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -18,7 +19,12 @@ type World struct {
 // NewWorld builds a driven world: no workload runs and no fault starts
 // unless an action says so.
 func NewWorld(seed uint64, opts Options) *World {
+	sql := opts.SQL
+	opts.SQL = nil
 	w := newWorld(seed, opts)
+	if sql != nil {
+		w.err = errors.New("a driven World runs on the fakes only, not on Options.SQL")
+	}
 	w.driven = true
 	return &World{w: w}
 }

@@ -35,7 +35,8 @@ type Summary struct {
 // MaxFailuresKept bounds Summary.Failures: a mutant fails every seed.
 const MaxFailuresKept = 10
 
-// RunMany runs the n seeds from first on, one worker per CPU, and sums
+// RunMany runs the n seeds from first on, one worker per CPU (at most one
+// per server of Options.SQL), and sums
 // them up. Results are combined in seed order, so the summary (but the
 // rate) is deterministic. It stops early when ctx ends; Seeds then counts
 // the seeds finished in order. Failed results are kept in Failures, with
@@ -43,6 +44,9 @@ const MaxFailuresKept = 10
 func RunMany(ctx context.Context, first uint64, n int, opts Options) Summary {
 	start := time.Now()
 	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
+	if opts.SQL != nil {
+		workers = min(workers, opts.SQL.Servers())
+	}
 	type done struct {
 		i   int
 		res Result

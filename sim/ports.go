@@ -65,7 +65,8 @@ func (p *proc) claiming() {
 
 func (p *proc) brokerDown() bool { return p.cutMQ || !p.w.broker.up }
 
-// storePort is a process's connection to the simulated outbox table. It
+// storePort is a process's connection to the outbox table: the fake's, or
+// on the SQL tier its own connection to PostgreSQL (sqlports.go). It
 // implements relay.Store and RawStore.
 type storePort struct {
 	p   *proc
@@ -139,12 +140,15 @@ func (s *storePort) dbTime() history.Meta {
 }
 
 // Claim implements relay.Store.
-func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
+func (s *storePort) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
 	p := s.p
 	p.claiming()
 	h, v, lost, err := p.begin(callClaim, history.Claim, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("claiming: %w", err)
+	}
+	if p.db != nil {
+		return s.sqlClaim(ctx, h, v, lost, err, owner, limit, lease)
 	}
 	s.buf = p.w.store.claim(owner, limit, lease, s.buf[:0])
 	if len(s.buf) > 0 {
@@ -158,12 +162,15 @@ func (s *storePort) Claim(_ context.Context, owner string, limit int, lease time
 }
 
 // Mark implements relay.Store.
-func (s *storePort) Mark(_ context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
+func (s *storePort) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
 	p := s.p
 	invoked := s.idStrings(ids)
 	h, v, lost, err := p.begin(callMark, history.Mark, invoked, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("marking: %w", err)
+	}
+	if p.db != nil {
+		return s.sqlMark(ctx, h, v, lost, err, invoked, ids, func() ([]uuid.UUID, error) { return p.db.raw.Mark(ctx, owner, ids) })
 	}
 	s.buf = p.w.store.mark(owner, ids, s.buf[:0])
 	if len(s.buf) > 0 {
@@ -187,6 +194,9 @@ func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, polic
 	if err != nil && !lost {
 		return relay.RetryResult{}, fmt.Errorf("recording attempt: %w", err)
 	}
+	if p.db != nil {
+		return s.sqlRetry(ctx, h, v, lost, err, invoked, owner, id, policy, cause)
+	}
 	res, _ := p.w.store.Retry(ctx, owner, id, policy, cause)
 	if res.Applied {
 		p.w.progress()
@@ -209,6 +219,9 @@ func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause 
 	if err != nil && !lost {
 		return false, fmt.Errorf("parking: %w", err)
 	}
+	if p.db != nil {
+		return s.sqlPark(ctx, h, v, lost, err, invoked, owner, id, cause)
+	}
 	ok, _ := p.w.store.Park(ctx, owner, id, cause)
 	if ok {
 		p.w.progress()
@@ -224,11 +237,14 @@ func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause 
 }
 
 // Sweep implements relay.Store.
-func (s *storePort) Sweep(_ context.Context, retention time.Duration, limit int) (int, error) {
+func (s *storePort) Sweep(ctx context.Context, retention time.Duration, limit int) (int, error) {
 	p := s.p
 	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return 0, fmt.Errorf("sweeping: %w", err)
+	}
+	if p.db != nil {
+		return s.sqlSweep(ctx, h, v, lost, err, retention, limit)
 	}
 	s.buf = p.w.store.sweep(retention, limit, s.buf[:0])
 	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), s.dbTime(), nil); err != nil {
@@ -246,11 +262,16 @@ func (s *storePort) Stats(ctx context.Context) (relay.Stats, error) {
 	if p.dbDown() {
 		return relay.Stats{}, fmt.Errorf("reading stats: %w", errLinkDown)
 	}
+	if p.db != nil {
+		var st relay.Stats
+		err := p.sqlRun(ctx, func() (e error) { st, e = p.db.raw.Stats(ctx); return e })
+		return st, err
+	}
 	return p.w.store.Stats(ctx)
 }
 
 // Now implements RawStore.
-func (s *storePort) Now(context.Context) (time.Time, error) {
+func (s *storePort) Now(ctx context.Context) (time.Time, error) {
 	p := s.p
 	if v := p.enter(callRaw); failed(v) {
 		return time.Time{}, errCrashed
@@ -258,17 +279,27 @@ func (s *storePort) Now(context.Context) (time.Time, error) {
 	if p.dbDown() {
 		return time.Time{}, fmt.Errorf("reading the database clock: %w", errLinkDown)
 	}
+	if p.db != nil {
+		var now time.Time
+		err := p.sqlRun(ctx, func() (e error) { now, e = p.db.raw.Now(ctx); return e })
+		return now.UTC(), err
+	}
 	return p.w.clock.Now(), nil
 }
 
 // Scan implements RawStore.
-func (s *storePort) Scan(_ context.Context, limit int, all bool) ([]RowState, error) {
+func (s *storePort) Scan(ctx context.Context, limit int, all bool) ([]RowState, error) {
 	p := s.p
 	if v := p.enter(callRaw); failed(v) {
 		return nil, errCrashed
 	}
 	if p.dbDown() {
 		return nil, fmt.Errorf("scanning: %w", errLinkDown)
+	}
+	if p.db != nil {
+		var rows []RowState
+		err := p.sqlRun(ctx, func() (e error) { rows, e = p.db.raw.Scan(ctx, limit, all); return e })
+		return rows, err
 	}
 	var out []RowState
 	if all {
@@ -290,12 +321,15 @@ func (s *storePort) Scan(_ context.Context, limit int, all bool) ([]RowState, er
 }
 
 // Lease implements RawStore.
-func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error) {
+func (s *storePort) Lease(ctx context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error) {
 	p := s.p
 	p.claiming()
 	h, v, lost, err := p.begin(callClaim, history.Claim, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("leasing: %w", err)
+	}
+	if p.db != nil {
+		return s.sqlLease(ctx, h, v, lost, err, owner, ids, until)
 	}
 	s.buf = s.buf[:0]
 	now := p.w.clock.Now()
@@ -315,12 +349,15 @@ func (s *storePort) Lease(_ context.Context, owner string, ids []uuid.UUID, unti
 }
 
 // MarkUnfenced implements RawStore.
-func (s *storePort) MarkUnfenced(_ context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+func (s *storePort) MarkUnfenced(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
 	p := s.p
 	invoked := s.idStrings(ids)
 	h, v, lost, err := p.begin(callMark, history.Mark, invoked, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return nil, fmt.Errorf("marking: %w", err)
+	}
+	if p.db != nil {
+		return s.sqlMark(ctx, h, v, lost, err, invoked, ids, func() ([]uuid.UUID, error) { return p.db.raw.MarkUnfenced(ctx, ids) })
 	}
 	s.buf = p.w.store.markAny(ids, s.buf[:0])
 	if len(s.buf) > 0 {
@@ -337,11 +374,14 @@ func (s *storePort) MarkUnfenced(_ context.Context, ids []uuid.UUID) ([]uuid.UUI
 }
 
 // Delete implements RawStore.
-func (s *storePort) Delete(_ context.Context, ids []uuid.UUID) (int, error) {
+func (s *storePort) Delete(ctx context.Context, ids []uuid.UUID) (int, error) {
 	p := s.p
 	h, v, lost, err := p.begin(callSweep, history.Sweep, nil, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return 0, fmt.Errorf("deleting: %w", err)
+	}
+	if p.db != nil {
+		return s.sqlDeleteIDs(ctx, h, v, lost, err, ids)
 	}
 	s.buf = p.w.store.deleteAny(ids, s.buf[:0])
 	if err := p.end(h, v, lost, err, history.OK, nil, idsOfRows(s.buf), s.dbTime(), nil); err != nil {
@@ -560,12 +600,15 @@ type RawInbox interface {
 var _ RawInbox = (*inboxPort)(nil)
 
 // Apply implements consumer.Inbox.
-func (ip *inboxPort) Apply(_ context.Context, m consumer.Message) (bool, error) {
+func (ip *inboxPort) Apply(ctx context.Context, m consumer.Message) (bool, error) {
 	p := ip.p
 	events := []string{m.ID}
 	h, v, lost, err := p.begin(callApply, history.Apply, events, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	if p.db != nil {
+		return ip.sqlApply(ctx, h, v, lost, err, m, false)
 	}
 	dup := p.w.inbox.apply(m.ID)
 	p.w.progress()
@@ -576,12 +619,16 @@ func (ip *inboxPort) Apply(_ context.Context, m consumer.Message) (bool, error) 
 }
 
 // Effect implements RawInbox.
-func (ip *inboxPort) Effect(_ context.Context, m consumer.Message) error {
+func (ip *inboxPort) Effect(ctx context.Context, m consumer.Message) error {
 	p := ip.p
 	events := []string{m.ID}
 	h, v, lost, err := p.begin(callApply, history.Apply, events, history.Meta{}, p.dbDown())
 	if err != nil && !lost {
 		return fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	if p.db != nil {
+		_, err := ip.sqlApply(ctx, h, v, lost, err, m, true)
+		return err
 	}
 	p.w.inbox.effect(m.ID)
 	p.w.progress()

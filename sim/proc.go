@@ -130,6 +130,9 @@ type proc struct {
 	inbox *inboxPort
 	cons  *consumerPort
 
+	// db is the process's connections on the SQL tier; nil on the fakes.
+	db *procDB
+
 	jobs []job
 	rel  *relay.Relay
 	cns  *consumer.Consumer

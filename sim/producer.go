@@ -106,7 +106,7 @@ type producerStore struct{ p *proc }
 // notSent is a crashed process's error for a call it never made.
 var notSent = fmt.Errorf("%w: %w", errCrashed, workload.ErrNotSent)
 
-func (s producerStore) Begin(context.Context) (workload.Tx, error) {
+func (s producerStore) Begin(ctx context.Context) (workload.Tx, error) {
 	p := s.p
 	if v := p.enter(callBegin); failed(v) {
 		return nil, notSent
@@ -114,19 +114,25 @@ func (s producerStore) Begin(context.Context) (workload.Tx, error) {
 	if p.dbDown() {
 		return nil, errLinkDown
 	}
+	if p.db != nil {
+		return s.sqlBegin(ctx)
+	}
 	return &producerTx{p: p, tx: p.w.store.Begin()}, nil
 }
 
-// producerTx is one business transaction on the simulated store. Its
+// producerTx is one business transaction on the simulated store, or on
+// the SQL tier workload.PG's on the process's connection. On the fake its
 // business write is implicit: the world counts the events a committed
 // transaction carried.
 type producerTx struct {
 	p      *proc
 	tx     *Tx
+	sql    workload.Tx
 	events int
+	staged int
 }
 
-func (t *producerTx) Write(_ context.Context, e outbox.Event, stage bool) error {
+func (t *producerTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
 	p := t.p
 	if v := p.enter(callStage); failed(v) {
 		return errCrashed
@@ -135,6 +141,9 @@ func (t *producerTx) Write(_ context.Context, e outbox.Event, stage bool) error 
 		return errLinkDown
 	}
 	t.events++
+	if p.db != nil {
+		return t.sqlWrite(ctx, e, stage)
+	}
 	if stage {
 		if err := t.tx.Stage(e); err != nil {
 			p.w.err = err
@@ -151,14 +160,14 @@ func (t *producerTx) Commit(context.Context) error {
 	p, w := t.p, t.p.w
 	v := p.enter(callCommit)
 	if failed(v) {
-		t.tx.Rollback()
+		t.rollback()
 		return notSent
 	}
 	if p.dbDown() {
 		if w.frng.Float64() < w.sw.LostReply {
 			t.commitRows()
 		} else {
-			t.tx.Rollback()
+			t.rollback()
 		}
 		return errLinkDown
 	}
@@ -169,7 +178,15 @@ func (t *producerTx) Commit(context.Context) error {
 	return nil
 }
 
-func (t *producerTx) Rollback(context.Context) error { t.tx.Rollback(); return nil }
+func (t *producerTx) Rollback(context.Context) error { t.rollback(); return nil }
+
+func (t *producerTx) rollback() {
+	if t.p.db != nil {
+		t.sqlEnd(false)
+		return
+	}
+	t.tx.Rollback()
+}
 
 // Kill is a no-op: the simulation crashes a producer at its calls.
 func (t *producerTx) Kill() {}
@@ -177,6 +194,10 @@ func (t *producerTx) Kill() {}
 // commitRows commits the transaction; one that staged rows notifies the
 // listening relays, as outbox.Stage with Notify does.
 func (t *producerTx) commitRows() {
+	if t.p.db != nil {
+		t.sqlEnd(true)
+		return
+	}
 	w := t.p.w
 	staged := t.tx.Len() > 0
 	if err := t.tx.Commit(); err != nil {

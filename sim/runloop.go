@@ -141,6 +141,10 @@ func (p *proc) signal() {
 
 // notify is the NOTIFY of a staging transaction that committed.
 func (w *world) notify() {
+	if w.db != nil {
+		w.sqlNotify()
+		return
+	}
 	for _, p := range w.procs {
 		if p.listens() {
 			p.signal()
@@ -153,6 +157,9 @@ func (w *world) notify() {
 // meanwhile is lost.
 func (w *world) reconnected(p *proc) {
 	if p.listens() {
+		if w.db != nil {
+			w.sqlReconnected(p)
+		}
 		p.signal()
 	}
 }

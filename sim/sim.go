@@ -21,6 +21,12 @@
 //
 // Processes are coroutines (iter.Pull): exactly one runs at a time, and it
 // runs until its next fake call, so no goroutine race decides anything.
+//
+// With Options.SQL the same scheduler, processes and recording run the
+// SQL-faithful tier: the ports run the production PostgreSQL store, inbox
+// and staging on a real database whose clock the simulation sets (see
+// sqldb.go for how, and for what that tier cannot control and how it
+// stays deterministic anyway).
 package sim
 
 import (
@@ -101,6 +107,11 @@ type Options struct {
 	// Tune adjusts the swarm parameters drawn from the seed, e.g. to
 	// force a fault on or all faults off.
 	Tune func(*Swarm)
+	// SQL, when set, runs the SQL-faithful tier: the production
+	// PostgreSQL store, inbox and staging on a fresh database of the
+	// backend's server (see NewSQL), instead of the fakes. A driven
+	// World runs on the fakes only.
+	SQL *SQL
 }
 
 func (o Options) withDefaults() Options {
@@ -338,6 +349,12 @@ func (w *world) finish() Result {
 		Err:     w.err,
 	}
 	w.teardown()
+	if w.db != nil {
+		if err := w.db.close(); err != nil && res.Err == nil {
+			res.Err = err
+		}
+		res.Err = cmpErr(res.Err, w.err)
+	}
 	res.Report = checker.Check(res.History, res.State, res.Config)
 	sd := w.shutdownResult()
 	res.Report.Results = append(res.Report.Results, sd)
@@ -359,7 +376,7 @@ func (w *world) drain() {
 		// queue has nothing left to deliver. The clock goes to the moment
 		// a row is eligible and a relay's poll timer has fired.
 		if w.quiet > 2*len(w.procs)+4 && w.othersIdle(nil) && len(w.broker.ready) == 0 && len(w.broker.unacked) == 0 {
-			if t, ok := w.store.NextEligible(); ok {
+			if t, ok := w.nextEligible(); ok {
 				if poll, ok := w.nextTimer(); ok && poll.After(t) {
 					t = poll
 				}
@@ -379,6 +396,9 @@ func (w *world) drained() bool {
 	if len(w.store.pending) > 0 || len(w.broker.ready) > 0 || len(w.broker.unacked) > 0 {
 		return false
 	}
+	if w.err != nil {
+		return true // nothing more can be learnt
+	}
 	for _, p := range w.procs {
 		if !p.alive || p.down {
 			continue
@@ -396,7 +416,26 @@ func (w *world) drained() bool {
 			}
 		}
 	}
+	if w.db != nil {
+		pending, err := w.db.pending()
+		if err != nil {
+			w.harnessFailed(err)
+		}
+		return !pending
+	}
 	return true
+}
+
+// nextEligible is Store.NextEligible of the run's table.
+func (w *world) nextEligible() (time.Time, bool) {
+	if w.db == nil {
+		return w.store.NextEligible()
+	}
+	t, ok, err := w.db.nextEligible(w.clock.Now())
+	if err != nil {
+		w.harnessFailed(err)
+	}
+	return t, ok
 }
 
 // teardown ends every coroutine without recording anything.
@@ -413,6 +452,13 @@ func (w *world) teardown() {
 // state reads the final state of the fakes.
 func (w *world) state() checker.State {
 	st := checker.State{Effects: w.inbox.Effects(), DBStart: w.dbStart, DBNow: w.clock.Now()}
+	if w.db != nil {
+		if err := w.db.state(&st, w.v.mode() == workload.Outbox); err != nil {
+			w.harnessFailed(err)
+		}
+		w.queued(&st)
+		return st
+	}
 	if w.v.mode() == workload.Outbox {
 		st.Outbox = make(map[string]checker.RowState, len(w.store.byID))
 		for _, r := range w.store.Rows() {
@@ -428,12 +474,25 @@ func (w *world) state() checker.State {
 			st.Outbox[cr.ID] = cr
 		}
 	}
+	w.queued(&st)
+	return st
+}
+
+// queued adds the messages left in the broker to st.
+func (w *world) queued(st *checker.State) {
 	for _, q := range [][]*Message{w.broker.ready, w.broker.unacked, w.broker.dead} {
 		for _, m := range q {
 			st.Queued = append(st.Queued, m.ID)
 		}
 	}
-	return st
+}
+
+// cmpErr returns a, or b when a is nil.
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // relayConfig is the configuration every relay of the run gets.

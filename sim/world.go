@@ -48,6 +48,9 @@ type world struct {
 	store  *Store
 	broker *Broker
 	inbox  *Inbox
+	// db is the run's database on the SQL tier (Options.SQL); nil on the
+	// fakes.
+	db *seedDB
 	// ops is the history: one writer at a time, so no lock.
 	ops []history.Op
 	dec relay.Decoder
@@ -101,15 +104,25 @@ func newWorld(seed uint64, opts Options) *world {
 		producing: true,
 	}
 	w.sw = swarmOf(seed, opts)
-	w.store = NewStore(w.clock)
+	w.store = NewStore(w.clock) // empty on the SQL tier
 	w.dbStart = w.clock.Now()
 	w.broker.Reject = map[string]bool{workload.TypeRejected: true}
 	w.dec = registry
 	if w.v.WrapDecoder != nil {
 		w.dec = w.v.WrapDecoder(w.dec)
 	}
+	if opts.SQL != nil {
+		ctx, cancel := harnessCtx()
+		w.db, w.err = opts.SQL.open(ctx)
+		cancel()
+	}
 	add := func(k kind, name, id string, index int) {
 		p := &proc{w: w, name: name, id: id, kind: k, index: index, weight: 1}
+		if w.db != nil && w.err == nil {
+			ctx, cancel := harnessCtx()
+			p.db, w.err = w.db.proc(ctx, k)
+			cancel()
+		}
 		p.store = &storePort{p: p}
 		p.pub = &pubPort{p: p}
 		p.inbox = &inboxPort{p: p}

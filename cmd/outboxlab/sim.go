@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/outboxlab/outboxlab/testenv/pgserver"
 
 	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/report"
@@ -24,7 +28,7 @@ func simVerb() verb {
 	return verb{
 		name:    "sim",
 		summary: "run the deterministic simulation over many seeds (no Docker needed)",
-		args:    "[--seeds N] [--seed S] [--shard K/N] [--mutant NAME] [--json] [--out DIR]",
+		args:    "[--seeds N] [--seed S] [--shard K/N] [--mutant NAME] [--sql] [--json] [--out DIR]",
 		about: `Runs the production relay and consumer against in-memory PostgreSQL and
 RabbitMQ fakes under a seeded scheduler that crashes, pauses, cuts and skews
 them, for --seeds consecutive seeds from --seed, and checks every history.
@@ -39,13 +43,21 @@ sizes differ by at most one; the N shards together run every seed once), so
 that N machines share a campaign; without the flag, OUTBOXLAB_SHARD=K/N or
 a Kubernetes Indexed Job's JOB_COMPLETION_INDEX (0-based) with
 OUTBOXLAB_SHARDS=N choose the shard. The summary names the shard and its
-first seed, and the replay command runs the shard's seeds alone.`,
+first seed, and the replay command runs the shard's seeds alone.
+--sql runs the SQL-faithful tier instead of the fakes: the production
+PostgreSQL store, inbox and staging (LISTEN/NOTIFY included) on a fresh
+database per seed of throwaway PostgreSQL servers, one per CPU, started
+from the local server binaries (or the outboxlab/postgres container when
+they are missing), with the database clock under the simulation's control.
+It is slower (seconds per seed, not milliseconds) and prints the same
+summary.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &simOptions{}
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds to run (`N`)")
 			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
 			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the seeds (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
 			fs.StringVar(&o.mutant, "mutant", "", "simulate the named mutant instead of the production relay")
+			fs.BoolVar(&o.sql, "sql", false, "run the SQL-faithful tier on throwaway PostgreSQL servers instead of the fakes")
 			fs.BoolVar(&o.json, "json", false, "print only the summary, as JSON")
 			fs.StringVar(&o.out, "out", "", "write the results bundle (sim.json, histories, sim.html) to `DIR`")
 			return o.run
@@ -58,6 +70,7 @@ type simOptions struct {
 	seed   seedFlag
 	shard  string
 	mutant string
+	sql    bool
 	json   bool
 	out    string
 }
@@ -82,6 +95,9 @@ func (o *simOptions) replay(seed uint64, n int) string {
 	if o.mutant != "" {
 		s += " --mutant " + o.mutant
 	}
+	if o.sql {
+		s += " --sql"
+	}
 	return s
 }
 
@@ -104,6 +120,19 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	start := std.now()
+	if o.sql {
+		backend, stop, err := startSQLTier(ctx)
+		if err != nil {
+			fmt.Fprintf(std.err, "outboxlab sim: --sql: %v\n", err)
+			return exitUsage
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(std.err, "outboxlab sim: --sql: %v\n", err)
+			}
+		}()
+		opts.SQL = backend
+	}
 	campaignFirst := o.seed.orRandom(start)
 	if uint64(o.seeds-1) > math.MaxUint64-campaignFirst {
 		return usageErr(std, "sim", "--seeds %d from --seed %d would pass the largest seed, %d: give at most %d seeds from there, or a lower --seed",
@@ -275,4 +304,18 @@ func (o *simOptions) writeBundle(meta report.Meta, part report.Part, first uint6
 		intro += " No seed failed, so no run is drawn: run one seed (--seeds 1) to see its timeline."
 	}
 	return report.WriteHTMLFile(filepath.Join(o.out, "sim.html"), report.Page{Title: title, Intro: intro, Meta: meta, Runs: runs})
+}
+
+// startSQLTier starts one throwaway PostgreSQL server per CPU and the SQL
+// tier's backend on them; stop removes both.
+func startSQLTier(ctx context.Context) (*sim.SQL, func() error, error) {
+	servers, err := pgserver.StartMany(ctx, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return nil, nil, err
+	}
+	backend, err := sim.NewSQL(ctx, pgserver.AdminURLs(servers)...)
+	if err != nil {
+		return nil, nil, errors.Join(err, pgserver.CloseAll(servers))
+	}
+	return backend, func() error { return errors.Join(backend.Close(), pgserver.CloseAll(servers)) }, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/sim"
 )
 
 // relayMutant is the relay-side mutant that OUTBOX_MUTANT selects, for the
@@ -65,5 +66,5 @@ func (rm relayMutant) wire(pool *pgxpool.Pool, table outbox.Table, pub relay.Pub
 		return relay.NewPGStore(pool, table), pub
 	}
 	log.Warn("running a mutant: this relay is broken on purpose", "mutant", rm.m.Name, "bug", rm.m.Description)
-	return rm.m.Relay.Wrap(mutant.NewPGRaw(pool, table), pub, now)
+	return rm.m.Relay.Wrap(sim.NewPGRaw(pool, table), pub, now)
 }

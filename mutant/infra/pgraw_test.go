@@ -15,6 +15,7 @@ import (
 	"github.com/outboxlab/outboxlab/mutant"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/sim"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -59,7 +60,7 @@ func pgTable(t *testing.T, env *testenv.Env, name string, n int) (*pgxpool.Pool,
 	return pool, table, ids
 }
 
-func scanIDs(t *testing.T, raw *mutant.PGRaw, all bool) []uuid.UUID {
+func scanIDs(t *testing.T, raw *sim.PGRaw, all bool) []uuid.UUID {
 	t.Helper()
 	rows, err := raw.Scan(context.Background(), 100, all)
 	if err != nil {
@@ -81,7 +82,7 @@ func TestPGRaw(t *testing.T) {
 	env := sharedEnv(t)
 	ctx := context.Background()
 	pool, table, ids := pgTable(t, env, "raw", 4)
-	raw := mutant.NewPGRaw(pool, table)
+	raw := sim.NewPGRaw(pool, table)
 
 	now, err := raw.Now(ctx)
 	if err != nil || time.Since(now).Abs() > time.Minute {
@@ -173,7 +174,7 @@ func TestPGRaw(t *testing.T) {
 func TestMutantsOverPGRaw(t *testing.T) {
 	env := sharedEnv(t)
 	ctx := context.Background()
-	wrap := func(name string, raw *mutant.PGRaw) relay.Store {
+	wrap := func(name string, raw *sim.PGRaw) relay.Store {
 		m, err := mutant.LookupRelay(name)
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +185,7 @@ func TestMutantsOverPGRaw(t *testing.T) {
 
 	t.Run("no-lease", func(t *testing.T) {
 		pool, table, ids := pgTable(t, env, "nolease", 2)
-		raw := mutant.NewPGRaw(pool, table)
+		raw := sim.NewPGRaw(pool, table)
 		if rows, err := raw.Claim(ctx, "a", 10, time.Minute); err != nil || len(rows) != 2 {
 			t.Fatalf("a's claim: %v, %v", rows, err)
 		}
@@ -196,7 +197,7 @@ func TestMutantsOverPGRaw(t *testing.T) {
 
 	t.Run("sweep-pending", func(t *testing.T) {
 		pool, table, _ := pgTable(t, env, "sweep", 3)
-		raw := mutant.NewPGRaw(pool, table)
+		raw := sim.NewPGRaw(pool, table)
 		// The rows occurred an hour ago and none is processed.
 		if n, err := raw.Sweep(ctx, time.Minute, 10); err != nil || n != 0 {
 			t.Fatalf("the correct sweep deleted %d, %v", n, err)
@@ -209,7 +210,7 @@ func TestMutantsOverPGRaw(t *testing.T) {
 
 	t.Run("unfenced-mark", func(t *testing.T) {
 		pool, table, ids := pgTable(t, env, "unfenced", 1)
-		raw := mutant.NewPGRaw(pool, table)
+		raw := sim.NewPGRaw(pool, table)
 		if _, err := raw.Claim(ctx, "b", 1, time.Minute); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package mutant
+package sim
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
-	"github.com/outboxlab/outboxlab/sim"
 )
 
 // PGRaw is relay.PGStore plus the statements a correct relay never
-// issues, on PostgreSQL: it implements sim.RawStore, so the relay process
-// can run the same mutant decorators as the simulation. Each method is one
+// issues, on PostgreSQL: it implements RawStore, so the relay process of
+// cmd/relay runs the same mutant decorators as the simulation, and the
+// SQL-faithful tier runs them against a real database. Each method is one
 // statement; times compared or computed in SQL come from the database's
 // now(), as in relay.PGStore, except where a caller passes a time in
 // (Lease's until), which is what app-clock-lease gets wrong.
@@ -28,18 +28,23 @@ type PGRaw struct {
 	scanPendingSQL, scanAllSQL, leaseSQL, markSQL, deleteSQL string
 }
 
-var _ sim.RawStore = (*PGRaw)(nil)
+var _ RawStore = (*PGRaw)(nil)
 
 // NewPGRaw returns the raw statements over table on pool, on top of
 // relay.NewPGStore(pool, table). The table must have been created by
 // outbox.Migrate.
 func NewPGRaw(pool *pgxpool.Pool, table outbox.Table) *PGRaw {
+	return newPGRawOn(relay.NewPGStore(pool, table), pool, table)
+}
+
+// newPGRawOn is NewPGRaw on top of store, a relay.PGStore of table on pool.
+func newPGRawOn(store *relay.PGStore, pool *pgxpool.Pool, table outbox.Table) *PGRaw {
 	t := table.Ident()
 	const pending = `processed_at IS NULL AND faulted_at IS NULL`
 	const cols = `id, message_type, payload, correlation_id, occurred_at, processed_at, attempts,
 	faulted_at, last_error, locked_by, locked_at, locked_until`
 	return &PGRaw{
-		PGStore:        relay.NewPGStore(pool, table),
+		PGStore:        store,
 		pool:           pool,
 		table:          table,
 		scanPendingSQL: `SELECT ` + cols + ` FROM ` + t + ` WHERE ` + pending + ` ORDER BY occurred_at, id LIMIT $1`,
@@ -52,12 +57,12 @@ RETURNING id, message_type, payload, correlation_id, occurred_at, attempts`,
 	}
 }
 
-// Now implements sim.RawStore: SELECT now().
+// Now implements RawStore: SELECT now().
 func (s *PGRaw) Now(ctx context.Context) (time.Time, error) { return s.DBNow(ctx) }
 
-// Scan implements sim.RawStore: up to limit rows in claim order, pending
+// Scan implements RawStore: up to limit rows in claim order, pending
 // ones only unless all, without locking anything.
-func (s *PGRaw) Scan(ctx context.Context, limit int, all bool) ([]sim.RowState, error) {
+func (s *PGRaw) Scan(ctx context.Context, limit int, all bool) ([]RowState, error) {
 	q := s.scanPendingSQL
 	if all {
 		q = s.scanAllSQL
@@ -66,9 +71,9 @@ func (s *PGRaw) Scan(ctx context.Context, limit int, all bool) ([]sim.RowState, 
 	if err != nil {
 		return nil, fmt.Errorf("scanning %s: %w", s.table, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sim.RowState, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RowState, error) {
 		var (
-			st                                        sim.RowState
+			st                                        RowState
 			processed, faulted, lockedAt, lockedUntil *time.Time
 			lastError, lockedBy                       *string
 		)
@@ -97,7 +102,7 @@ func deref(t *time.Time) time.Time {
 	return *t
 }
 
-// Lease implements sim.RawStore: locked_by = owner, locked_at = now() and
+// Lease implements RawStore: locked_by = owner, locked_at = now() and
 // locked_until = until (NULL for a zero until) on the pending rows of ids,
 // whatever their lease. The rows come back in the order of ids.
 func (s *PGRaw) Lease(ctx context.Context, owner string, ids []uuid.UUID, until time.Time) ([]relay.Row, error) {
@@ -134,7 +139,7 @@ func (s *PGRaw) Lease(ctx context.Context, owner string, ids []uuid.UUID, until 
 	return out, nil
 }
 
-// MarkUnfenced implements sim.RawStore: processed_at = now() on the
+// MarkUnfenced implements RawStore: processed_at = now() on the
 // pending rows of ids, whoever holds them.
 func (s *PGRaw) MarkUnfenced(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
@@ -151,7 +156,7 @@ func (s *PGRaw) MarkUnfenced(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID,
 	return marked, nil
 }
 
-// Delete implements sim.RawStore: the rows of ids are deleted whatever
+// Delete implements RawStore: the rows of ids are deleted whatever
 // their state.
 func (s *PGRaw) Delete(ctx context.Context, ids []uuid.UUID) (int, error) {
 	if len(ids) == 0 {
