@@ -222,10 +222,13 @@ type Bundle struct {
 	// Dirs are the directories merged by Merge; empty for one bundle.
 	Dirs      []string
 	Scenarios *ScenarioFile
-	Demo      *ScenarioFile
-	Sim       *SimFile
-	Mutants   *MutantFile
-	Bench     *BenchFile
+	// Relays are the scenario runs of other relays than Scenarios's, one
+	// file per relay, merged from bundles by Merge; empty for one bundle.
+	Relays  []*ScenarioFile
+	Demo    *ScenarioFile
+	Sim     *SimFile
+	Mutants *MutantFile
+	Bench   *BenchFile
 }
 
 // ErrNoMeta is returned by Bundle.Validate for a results file that does

@@ -93,6 +93,10 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		s.WriteString("\n")
 	}
 
+	if len(b.Relays) > 0 {
+		writeRelays(&s, b.Relays, meta)
+	}
+
 	s.WriteString("## Simulation\n\n")
 	if b.Sim == nil {
 		s.WriteString("Not run (`go run ./cmd/outboxlab sim --seeds N --out DIR`).\n\n")
@@ -295,6 +299,103 @@ func writeParts(s *strings.Builder, single *Part, merged []Part) {
 
 // writeUnfinished lists the cells of a chaos run that did not finish, and
 // the ones that could not run.
+// writeRelays renders the catalogue's runs against other relays, one
+// table per relay: per scenario, the seeds run, how many passed, failed
+// and were inconclusive, and the checkers that failed with their first
+// seed.
+func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
+	s.WriteString("## Other relays under the catalogue\n\n")
+	for _, f := range relays {
+		fmt.Fprintf(s, "### %s\n\n", mdCode(relayOf(f)))
+		sectionMeta(s, f.Meta, meta)
+		writeParts(s, f.Part, f.Parts)
+		writeUnfinished(s, f)
+		s.WriteString("| scenario | seeds | passed | failed | inconclusive | failed by (first seed) | replay of the first failure |\n")
+		s.WriteString("|---|---|--:|--:|--:|---|---|\n")
+		type row struct {
+			seeds               []uint64
+			pass, fail, inconcl int
+			checkers            []string
+			firstFail           map[string]uint64
+			replay              string
+		}
+		var order []string
+		rows := map[string]*row{}
+		for _, r := range f.Runs {
+			w := rows[r.Scenario]
+			if w == nil {
+				w = &row{firstFail: map[string]uint64{}}
+				rows[r.Scenario] = w
+				order = append(order, r.Scenario)
+			}
+			w.seeds = append(w.seeds, r.Seed)
+			switch verdictOf(r.Valid, r.Problems, r.Inconclusive) {
+			case "PASS":
+				w.pass++
+			case "INCONCLUSIVE":
+				w.inconcl++
+			default:
+				w.fail++
+				if w.replay == "" {
+					w.replay = r.Replay
+				}
+				for _, c := range r.Checkers {
+					if c.Valid || c.Skipped {
+						continue
+					}
+					if _, ok := w.firstFail[c.Name]; !ok {
+						w.firstFail[c.Name] = r.Seed
+						w.checkers = append(w.checkers, c.Name)
+					}
+				}
+				if len(r.Problems) > 0 && len(w.checkers) == 0 {
+					if _, ok := w.firstFail["expectations"]; !ok {
+						w.firstFail["expectations"] = r.Seed
+						w.checkers = append(w.checkers, "expectations")
+					}
+				}
+			}
+		}
+		for _, sc := range order {
+			w := rows[sc]
+			var by []string
+			for _, c := range w.checkers {
+				by = append(by, fmt.Sprintf("%s (%d)", c, w.firstFail[c]))
+			}
+			fmt.Fprintf(s, "| %s | %s | %d | %d | %d | %s | %s |\n", cell(sc), cell(seedList(w.seeds)), w.pass, w.fail, w.inconcl,
+				cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay))
+		}
+		s.WriteString("\n")
+	}
+}
+
+func replayCell(replay string) string {
+	if replay == "" {
+		return "-"
+	}
+	return mdCode(replay)
+}
+
+// seedList renders seeds as ranges: "1..5", "1, 3".
+func seedList(seeds []uint64) string {
+	ss := slices.Clone(seeds)
+	slices.Sort(ss)
+	var parts []string
+	for i := 0; i < len(ss); {
+		j := i
+		for j+1 < len(ss) && ss[j+1] == ss[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d..%d", ss[i], ss[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(ss[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
 func writeUnfinished(s *strings.Builder, f *ScenarioFile) {
 	if len(f.Unfinished) > 0 {
 		var cells []string

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,8 +66,16 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 	if out.Bench, err = onlyOne(bundles, FileBench, func(b Bundle) *BenchFile { return b.Bench }); err != nil {
 		return Bundle{}, err
 	}
-	if out.Scenarios, err = mergeScenarios(bundles); err != nil {
+	groups := byRelay(bundles)
+	if out.Scenarios, err = mergeScenarios(groups[0]); err != nil {
 		return Bundle{}, err
+	}
+	for _, g := range groups[1:] {
+		f, err := mergeScenarios(g)
+		if err != nil {
+			return Bundle{}, err
+		}
+		out.Relays = append(out.Relays, f)
 	}
 	if out.Sim, err = mergeSim(bundles); err != nil {
 		return Bundle{}, err
@@ -226,6 +235,46 @@ func newest(metas []Meta) Meta {
 		}
 	}
 	return m
+}
+
+// relayOf names the relay of a scenario file's runs ("" for none).
+func relayOf(f *ScenarioFile) string {
+	if f == nil || len(f.Runs) == 0 {
+		return ""
+	}
+	return f.Runs[0].Relay
+}
+
+// byRelay groups the bundles' scenario files by the relay they ran
+// against, each group a campaign of its own to merge: ours first (or the
+// first bundle's relay when ours is not among them), then the others by
+// name. A file that ran nothing joins the first group. Each group's
+// bundles carry their scenario file alone.
+func byRelay(bundles []Bundle) [][]Bundle {
+	first := ""
+	for _, b := range bundles {
+		if r := relayOf(b.Scenarios); r != "" && (first == "" || r == "ours") {
+			first = r
+		}
+	}
+	by := map[string][]Bundle{}
+	for _, b := range bundles {
+		if b.Scenarios == nil {
+			continue
+		}
+		r := relayOf(b.Scenarios)
+		if r == "" {
+			r = first
+		}
+		by[r] = append(by[r], Bundle{Dir: b.Dir, Scenarios: b.Scenarios})
+	}
+	groups := [][]Bundle{by[first]}
+	for _, r := range slices.Sorted(maps.Keys(by)) {
+		if r != first {
+			groups = append(groups, by[r])
+		}
+	}
+	return groups
 }
 
 func mergeScenarios(bundles []Bundle) (*ScenarioFile, error) {

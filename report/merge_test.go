@@ -153,3 +153,40 @@ func TestWriteAtomicLeavesNoTemporaryFile(t *testing.T) {
 		t.Error("writing into a missing directory succeeded")
 	}
 }
+
+// TestMergeKeepsOtherRelaysApart: a campaign against another relay is not
+// a shard of ours; it gets its own table, per scenario, with the checkers
+// that failed it and their first seed.
+func TestMergeKeepsOtherRelaysApart(t *testing.T) {
+	ours := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "a", Relay: "ours", Seed: 1, Valid: true, Replay: "replay-ours"})
+	other := shardBundle(t, 1, "abc",
+		ScenarioRun{Scenario: "a", Relay: "cmd:./seqrelay", Seed: 1, Valid: true},
+		ScenarioRun{Scenario: "a", Relay: "cmd:./seqrelay", Seed: 2, Valid: false, Problems: []string{"lost: 1"},
+			Checkers: []CheckerVerdict{{Name: "lost", Valid: false}, {Name: "phantom", Valid: true}}, Replay: "replay-seq-2"},
+		ScenarioRun{Scenario: "b", Relay: "cmd:./seqrelay", Seed: 1, Inconclusive: []string{"no rows held"}})
+	other.Scenarios.Part.Campaign = "go run ./cmd/outboxlab run --relay cmd:./seqrelay --seeds 2"
+	other.Sim = nil
+	m, err := Merge([]Bundle{other, ours}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relayOf(m.Scenarios) != "ours" || len(m.Scenarios.Runs) != 1 {
+		t.Fatalf("main scenarios %+v, want ours alone", m.Scenarios)
+	}
+	if len(m.Relays) != 1 || len(m.Relays[0].Runs) != 3 {
+		t.Fatalf("other relays %+v, want the seqrelay campaign", m.Relays)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Other relays under the catalogue", "### `cmd:./seqrelay`",
+		"| a | 1..2 | 1 | 1 | 0 | lost (2) | `replay-seq-2` |",
+		"| b | 1 | 0 | 0 | 1 | - | - |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, md.String())
+		}
+	}
+}
