@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/bound"
+	"github.com/outboxlab/outboxlab/relay"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -21,7 +22,10 @@ import (
 // bounded in-memory map; a count survives reconnects but not a restart of
 // the process.
 type AMQPSource struct {
-	// URL is the broker's AMQP URI. Required.
+	// URL is the broker's AMQP URI. Required. Several URIs separated by
+	// commas name the nodes of one cluster (relay.SplitAMQPURLs): the
+	// source consumes from one and, when it cannot connect or loses its
+	// connection, moves on to the next.
 	URL string
 	// Queue is consumed. Required; it should dead-letter somewhere (see
 	// relay.DeclareTopology) so that MaxDeliveries has a destination.
@@ -61,8 +65,9 @@ func (s *AMQPSource) Run(ctx context.Context, c *Consumer) error {
 	if s.URL == "" || s.Queue == "" || c == nil {
 		return errors.New("amqp source: URL, Queue and a consumer are required")
 	}
-	if _, err := amqp.ParseURI(s.URL); err != nil {
-		return fmt.Errorf("amqp source: parsing URL: %w", err)
+	urls, err := relay.SplitAMQPURLs(s.URL)
+	if err != nil {
+		return fmt.Errorf("amqp source: %w", err)
 	}
 	if s.Prefetch <= 0 {
 		s.Prefetch = 16
@@ -85,11 +90,19 @@ func (s *AMQPSource) Run(ctx context.Context, c *Consumer) error {
 	}
 	counts := newDeliveryCounts(s.MaxTracked)
 	backoff := s.MinBackoff
+	node := 0
 	for ctx.Err() == nil {
-		sess, deliveries, err := s.connect(ctx)
+		sess, deliveries, err := s.connect(ctx, urls[node])
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			node = (node + 1) % len(urls)
+			if node != 0 {
+				// The next node is tried at once; a round of them all
+				// failing backs off.
+				log.Warn("amqp source: connecting failed, trying the next node", "queue", s.Queue, "err", err)
+				continue
 			}
 			log.Warn("amqp source: connecting failed", "queue", s.Queue, "err", err, "retry_in", backoff)
 			select {
@@ -105,6 +118,7 @@ func (s *AMQPSource) Run(ctx context.Context, c *Consumer) error {
 		sess.close()
 		if ctx.Err() == nil {
 			log.Warn("amqp source: connection lost", "queue", s.Queue, "err", err)
+			node = (node + 1) % len(urls)
 		}
 	}
 	return nil
@@ -195,7 +209,7 @@ func (c *amqpConn) close() {
 
 // connect dials, sets QoS and starts consuming, bounded by ctx and a 10 s
 // timeout.
-func (s *AMQPSource) connect(ctx context.Context) (*amqpConn, <-chan amqp.Delivery, error) {
+func (s *AMQPSource) connect(ctx context.Context, url string) (*amqpConn, <-chan amqp.Delivery, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c := &amqpConn{}
@@ -217,7 +231,7 @@ func (s *AMQPSource) connect(ctx context.Context) (*amqpConn, <-chan amqp.Delive
 	}
 	var deliveries <-chan amqp.Delivery
 	setup := func() error {
-		conn, err := amqp.DialConfig(s.URL, cfg)
+		conn, err := amqp.DialConfig(url, cfg)
 		if err != nil {
 			return fmt.Errorf("connecting: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -466,4 +467,32 @@ func TestPGInboxConcurrentDuplicates(t *testing.T) {
 	if counts["same"] != 1 {
 		t.Errorf("%d effects, want 1", counts["same"])
 	}
+}
+
+// TestSourceFailsOverToTheNextNode: of the source's two nodes the first
+// refuses connections; it consumes from the second.
+func TestSourceFailsOverToTheNextNode(t *testing.T) {
+	pool := newInboxDB(t)
+	url, exchange, queue := newTopology(t)
+	publish(t, url, exchange, []string{"f-1", "f-2"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "amqp://outbox:outbox@" + ln.Addr().String() + "/"
+	_ = ln.Close()
+	name := "failover"
+	inbox, err := consumer.NewPGInbox(pool, name, consumer.RecordEffect(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(consumer.Config{Name: name}, inbox, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := newOutcomes()
+	runSource(t, &consumer.AMQPSource{URL: refused + "," + url, Queue: queue, Observe: obs.observe}, c)
+	waitFor(t, 30*time.Second, "both messages applied through the second node", func() (bool, error) {
+		return obs.count(consumer.Applied) == 2, nil
+	})
 }

@@ -37,7 +37,10 @@ func DefaultPublishOptions() PublishOptions {
 
 // AMQPConfig configures an AMQPPublisher.
 type AMQPConfig struct {
-	// URL is the broker's AMQP URI. Required.
+	// URL is the broker's AMQP URI. Required. Several URIs separated by
+	// commas name the nodes of one cluster (see SplitAMQPURLs): the
+	// publisher connects to the first it can reach and, when its
+	// connection is lost, tries the next node first.
 	URL string
 	// Exchange receives every message, routed by its type. Required.
 	Exchange string
@@ -68,6 +71,10 @@ type AMQPPublisher struct {
 	cfg  AMQPConfig
 	opts PublishOptions
 	log  *slog.Logger
+	// urls are the cluster's nodes; node is the one of the open or last
+	// session.
+	urls []string
+	node int
 
 	mu     sync.Mutex
 	sess   *amqpSession
@@ -82,8 +89,9 @@ func NewAMQPPublisher(cfg AMQPConfig) (*AMQPPublisher, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("amqp publisher: URL is required")
 	}
-	if _, err := amqp.ParseURI(cfg.URL); err != nil {
-		return nil, fmt.Errorf("amqp publisher: URL %s: %w", RedactURL(cfg.URL), redactErr(err, cfg.URL))
+	urls, err := SplitAMQPURLs(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("amqp publisher: %w", err)
 	}
 	if cfg.Exchange == "" {
 		return nil, errors.New("amqp publisher: Exchange is required")
@@ -102,7 +110,46 @@ func NewAMQPPublisher(cfg AMQPConfig) (*AMQPPublisher, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &AMQPPublisher{cfg: cfg, opts: opts, log: log}, nil
+	return &AMQPPublisher{cfg: cfg, opts: opts, log: log, urls: urls}, nil
+}
+
+// SplitAMQPURLs splits s, one AMQP URI or several separated by commas
+// (the nodes of one cluster), and checks each. A comma inside a password
+// must be percent-encoded (%2C). Errors name the URI without its password.
+func SplitAMQPURLs(s string) ([]string, error) {
+	var urls []string
+	for _, u := range strings.Split(s, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			return nil, fmt.Errorf("AMQP URL list %q has an empty entry", RedactURL(s))
+		}
+		if _, err := amqp.ParseURI(u); err != nil {
+			return nil, fmt.Errorf("URL %s: %w", RedactURL(u), redactErr(err, u))
+		}
+		urls = append(urls, u)
+	}
+	return urls, nil
+}
+
+// dialAny dials the nodes of urls in turn from start until one answers,
+// all within ctx; it returns the session and the node's index, or every
+// node's error.
+func dialAny(ctx context.Context, cfg AMQPConfig, urls []string, start int) (*amqpSession, int, error) {
+	var errs []error
+	for i := range urls {
+		k := (start + i) % len(urls)
+		c := cfg
+		c.URL = urls[k]
+		s, err := dialSession(ctx, c)
+		if err == nil {
+			return s, k, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, start, errors.Join(errs...)
 }
 
 // Dials returns how many connections the publisher has opened.
@@ -170,17 +217,21 @@ func (p *AMQPPublisher) session(ctx context.Context) (*amqpSession, error) {
 	if p.sess != nil && p.sess.alive() {
 		return p.sess, nil
 	}
+	start := p.node
 	if p.sess != nil {
+		// The node of a lost session is tried last.
 		p.sess.close()
 		p.sess = nil
+		start = (p.node + 1) % len(p.urls)
 	}
-	s, err := dialSession(ctx, p.cfg)
+	s, node, err := dialAny(ctx, p.cfg, p.urls, start)
 	if err != nil {
 		p.log.Warn("broker unreachable", "url", RedactURL(p.cfg.URL), "err", err)
 		return nil, err
 	}
+	p.node = node
 	p.dials.Add(1)
-	p.log.Info("broker connected", "url", RedactURL(p.cfg.URL), "exchange", p.cfg.Exchange)
+	p.log.Info("broker connected", "url", RedactURL(p.urls[node]), "exchange", p.cfg.Exchange)
 	p.sess = s
 	return s, nil
 }
@@ -570,22 +621,27 @@ func DeclareTopology(ctx context.Context, url, exchange, queue, bindingKey strin
 	return Topology{Exchange: exchange, Queue: queue, BindingKey: bindingKey}.Declare(ctx, url)
 }
 
-// WithChannel dials url, runs fn on a fresh channel and closes both; the
-// whole is bounded by ctx (default 10 s when ctx has no deadline). Tests
-// and tools use it for one-off broker work.
+// WithChannel dials url (one AMQP URI, or the comma-separated nodes of a
+// cluster: the first that answers), runs fn on a fresh channel and closes
+// both; the whole is bounded by ctx (default 10 s when ctx has no
+// deadline). Tests and tools use it for one-off broker work.
 func WithChannel(ctx context.Context, url string, fn func(ch *amqp.Channel) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	s, err := dialSession(ctx, AMQPConfig{URL: url, DialTimeout: 10 * time.Second, Heartbeat: 10 * time.Second})
+	urls, err := SplitAMQPURLs(url)
+	if err != nil {
+		return err
+	}
+	s, node, err := dialAny(ctx, AMQPConfig{DialTimeout: 10 * time.Second, Heartbeat: 10 * time.Second}, urls, 0)
 	if err != nil {
 		return err
 	}
 	defer s.close()
 	if err := s.bounded(ctx, func() error { return fn(s.ch) }); err != nil {
-		return redactErr(err, url)
+		return redactErr(err, urls[node])
 	}
 	return nil
 }

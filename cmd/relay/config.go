@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/chaos/inproc"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -169,8 +168,8 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		}
 	}
 	if s.AMQPURL = required("OUTBOX_AMQP_URL"); s.AMQPURL != "" {
-		if _, err := amqp.ParseURI(s.AMQPURL); err != nil {
-			bad("OUTBOX_AMQP_URL", fmt.Errorf("invalid AMQP URI: %w", relay.RedactError(err, s.AMQPURL)))
+		if _, err := relay.SplitAMQPURLs(s.AMQPURL); err != nil {
+			bad("OUTBOX_AMQP_URL", fmt.Errorf("invalid AMQP URI: %w", err))
 		}
 	}
 	if v := required("OUTBOX_TABLE"); v != "" {
