@@ -1,0 +1,111 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestCluster forms a three-node RabbitMQ cluster and checks what the
+// cluster tier relies on: all three nodes running; a quorum queue that
+// keeps its confirmed messages when a node is killed, read from another
+// node; a node taken off the network is seen down by the others and back
+// once healed.
+func TestCluster(t *testing.T) {
+	env := StartT(t, Options{NoBroker: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cl, err := env.StartCluster(ctx, ImageRabbitMQ, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("3 nodes up and formed in %s", time.Since(start).Round(time.Millisecond))
+	running, err := cl.Running(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(running) != "[rabbit@rabbitmq-1 rabbit@rabbitmq-2 rabbit@rabbitmq-3]" {
+		t.Fatalf("running nodes %v", running)
+	}
+
+	// A quorum queue declared and filled through node 1.
+	pub := newPublisher(ctx, t, cl.AMQPURL(0))
+	const queue = "testenv.quorum"
+	if _, err := pub.ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatalf("declaring a quorum queue: %v", err)
+	}
+	const n = 20
+	for i := range n {
+		if err := pub.publish(ctx, queue, fmt.Sprintf("m%d", i)); err != nil {
+			t.Fatalf("publishing m%d: %v", i, err)
+		}
+	}
+	if err := cl.Node(0).Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	// The queue elects a new leader first: until then a get fails and
+	// closes its channel, so each try has a connection of its own.
+	err = WaitUntil(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+		conn, err := DialAMQP(ctx, cl.AMQPURL(1))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		for len(got) < n {
+			m, ok, err := ch.Get(queue, false)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%d of %d messages read", len(got), n)
+			}
+			if err := m.Ack(false); err != nil {
+				return err
+			}
+			got[string(m.Body)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the quorum queue from node 2 with node 1 killed: %v", err)
+	}
+	if err := cl.Node(0).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.WaitRunning(ctx, 3); err != nil {
+		t.Fatalf("after node 1 came back: %v", err)
+	}
+
+	// A partition of node 3: the others see two running, then three.
+	if err := cl.Partition(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			_ = cl.Heal(context.Background(), 2)
+		}
+	})
+	if err := cl.WaitRunning(ctx, 2); err != nil {
+		t.Fatalf("node 3 cut off: %v", err)
+	}
+	if err := cl.Heal(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	if err := cl.WaitRunning(ctx, 3); err != nil {
+		t.Fatalf("after the heal: %v", err)
+	}
+	if err := pingRabbitMQ(ctx, cl.AMQPURL(2)); err != nil {
+		t.Errorf("node 3's published port after the heal: %v", err)
+	}
+}
