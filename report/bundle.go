@@ -145,10 +145,15 @@ type SimFile struct {
 	Failures []SimFailure `json:"failures,omitempty"`
 	// Part says which share of which campaign the batch is.
 	Part *Part `json:"part,omitempty"`
+	// Tier is SimTierSQL for the SQL-faithful tier; empty for the fakes.
+	Tier string `json:"tier,omitempty"`
 	// Pieces are the files merged into this one by Merge, in shard
 	// order, each as read; empty for a file as read.
 	Pieces []SimFile `json:"-"`
 }
+
+// SimTierSQL is SimFile.Tier of the SQL-faithful simulation.
+const SimTierSQL = "sql"
 
 // SimFailure is one failing seed of a simulation batch.
 type SimFailure struct {
@@ -224,9 +229,12 @@ type Bundle struct {
 	Scenarios *ScenarioFile
 	// Relays are the scenario runs of other relays than Scenarios's, one
 	// file per relay, merged from bundles by Merge; empty for one bundle.
-	Relays  []*ScenarioFile
-	Demo    *ScenarioFile
-	Sim     *SimFile
+	Relays []*ScenarioFile
+	Demo   *ScenarioFile
+	Sim    *SimFile
+	// SimSQL is the SQL-faithful tier's batch, merged from bundles by
+	// Merge apart from Sim; a bundle as read holds one sim.json, in Sim.
+	SimSQL  *SimFile
 	Mutants *MutantFile
 	Bench   *BenchFile
 }

@@ -97,39 +97,9 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		writeRelays(&s, b.Relays, meta)
 	}
 
-	s.WriteString("## Simulation\n\n")
-	if b.Sim == nil {
-		s.WriteString("Not run (`go run ./cmd/outboxlab sim --seeds N --out DIR`).\n\n")
-	} else {
-		sm := b.Sim
-		sectionMeta(&s, sm.Meta, meta)
-		what := "the production relay"
-		if sm.Mutant != "" {
-			what = "mutant " + mdCode(sm.Mutant)
-		}
-		writeParts(&s, sm.Part, simParts(sm))
-		fmt.Fprintf(&s, "Seeds run against %s.\n\n", what)
-		s.WriteString("| seeds | failed | seeds/s | steps/seed | events committed | first failing seed | history SHA-256 |\n")
-		s.WriteString("|---|--:|--:|--:|--:|--:|---|\n")
-		pieces := sm.Pieces
-		if len(pieces) == 0 {
-			pieces = []SimFile{*sm}
-		}
-		for _, p := range pieces {
-			writeSimRow(&s, p.First, false, p.Summary, fmt.Sprintf("%.1f", p.Summary.SeedsPerSec), mdCode(p.Summary.HistorySHA256))
-		}
-		if len(sm.Pieces) > 1 {
-			writeSimRow(&s, 0, true, sm.Summary, "·", "· (each shard has its own)")
-		}
-		s.WriteString("\n")
-		for _, f := range sm.Failures {
-			fmt.Fprintf(&s, "- seed %d: %s\n", f.Seed, cell(strings.Join(f.Problems, "; ")))
-			replays = append(replays, f.Replay)
-		}
-		if len(sm.Failures) > 0 {
-			s.WriteString("\n")
-		}
-		replays = append(replays, sm.Replay)
+	replays = writeSim(&s, "Simulation", b.Sim, meta, replays, "go run ./cmd/outboxlab sim --seeds N --out DIR")
+	if b.SimSQL != nil {
+		replays = writeSim(&s, "SQL-faithful simulation", b.SimSQL, meta, replays, "")
 	}
 
 	s.WriteString("## Mutant kill matrix\n\n")
@@ -299,6 +269,48 @@ func writeParts(s *strings.Builder, single *Part, merged []Part) {
 
 // writeUnfinished lists the cells of a chaos run that did not finish, and
 // the ones that could not run.
+// writeSim renders a simulation batch, merged from shards or not, under
+// title, and returns replays with its replay commands added; notRun is
+// the command that fills a missing batch.
+func writeSim(s *strings.Builder, title string, sm *SimFile, meta Meta, replays []string, notRun string) []string {
+	fmt.Fprintf(s, "## %s\n\n", title)
+	if sm == nil {
+		fmt.Fprintf(s, "Not run (%s).\n\n", mdCode(notRun))
+		return replays
+	}
+	sectionMeta(s, sm.Meta, meta)
+	what := "the production relay"
+	if sm.Mutant != "" {
+		what = "mutant " + mdCode(sm.Mutant)
+	}
+	if sm.Tier == SimTierSQL {
+		what += ", its PostgreSQL store, inbox and staging on throwaway PostgreSQL servers whose clock the simulation sets"
+	}
+	writeParts(s, sm.Part, simParts(sm))
+	fmt.Fprintf(s, "Seeds run against %s.\n\n", what)
+	s.WriteString("| seeds | failed | seeds/s | steps/seed | events committed | first failing seed | history SHA-256 |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|---|\n")
+	pieces := sm.Pieces
+	if len(pieces) == 0 {
+		pieces = []SimFile{*sm}
+	}
+	for _, p := range pieces {
+		writeSimRow(s, p.First, false, p.Summary, fmt.Sprintf("%.1f", p.Summary.SeedsPerSec), mdCode(p.Summary.HistorySHA256))
+	}
+	if len(sm.Pieces) > 1 {
+		writeSimRow(s, 0, true, sm.Summary, "·", "· (each shard has its own)")
+	}
+	s.WriteString("\n")
+	for _, f := range sm.Failures {
+		fmt.Fprintf(s, "- seed %d: %s\n", f.Seed, cell(strings.Join(f.Problems, "; ")))
+		replays = append(replays, f.Replay)
+	}
+	if len(sm.Failures) > 0 {
+		s.WriteString("\n")
+	}
+	return append(replays, sm.Replay)
+}
+
 // writeRelays renders the catalogue's runs against other relays, one
 // table per relay: per scenario, the seeds run, how many passed, failed
 // and were inconclusive, and the checkers that failed with their first

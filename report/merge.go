@@ -77,7 +77,11 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 		}
 		out.Relays = append(out.Relays, f)
 	}
-	if out.Sim, err = mergeSim(bundles); err != nil {
+	fakes, sqls := bySimTier(bundles)
+	if out.Sim, err = mergeSim(fakes); err != nil {
+		return Bundle{}, err
+	}
+	if out.SimSQL, err = mergeSim(sqls); err != nil {
 		return Bundle{}, err
 	}
 	if out.Mutants, err = mergeMutants(bundles); err != nil {
@@ -299,12 +303,28 @@ func mergeScenarios(bundles []Bundle) (*ScenarioFile, error) {
 	return out, nil
 }
 
+// bySimTier splits the bundles' simulation batches into those of the
+// fakes and those of the SQL-faithful tier, each bundle carrying its
+// batch alone: two campaigns merged apart.
+func bySimTier(bundles []Bundle) (fakes, sqls []Bundle) {
+	for _, b := range bundles {
+		switch {
+		case b.Sim == nil:
+		case b.Sim.Tier == SimTierSQL:
+			sqls = append(sqls, Bundle{Dir: b.Dir, Sim: b.Sim})
+		default:
+			fakes = append(fakes, Bundle{Dir: b.Dir, Sim: b.Sim})
+		}
+	}
+	return fakes, sqls
+}
+
 func mergeSim(bundles []Bundle) (*SimFile, error) {
 	fs, err := shards(bundles, FileSim, func(b Bundle) *SimFile { return b.Sim }, func(f *SimFile) *Part { return f.Part })
 	if err != nil || len(fs) == 0 {
 		return nil, err
 	}
-	out := &SimFile{Mutant: fs[0].f.Mutant, Replay: fs[0].part.Campaign, First: fs[0].f.First}
+	out := &SimFile{Mutant: fs[0].f.Mutant, Replay: fs[0].part.Campaign, First: fs[0].f.First, Tier: fs[0].f.Tier}
 	var metas []Meta
 	steps := 0.0
 	for _, f := range fs {

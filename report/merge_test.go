@@ -190,3 +190,36 @@ func TestMergeKeepsOtherRelaysApart(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeKeepsTheSQLTierApart: the SQL-faithful tier's batch is a
+// campaign of its own, rendered in its own section beside the fakes'.
+func TestMergeKeepsTheSQLTierApart(t *testing.T) {
+	fakes := shardBundle(t, 1, "abc")
+	dir := t.TempDir()
+	meta := Meta{Date: "2026-01-02T03:04:05Z", Commit: "abc", Machine: Machine{Cores: 2, OS: "Debian", Go: "go1.26"}}
+	sum := sim.Summary{Seeds: 200, SeedsPerSec: 4.8, HistorySHA256: "sqlhash"}
+	if err := WriteFile(dir, FileSim, SimFile{Meta: meta, First: 1, Summary: sum, Tier: SimTierSQL, Replay: "go run ./cmd/outboxlab sim --sql --seeds 200 --seed 1",
+		Part: &Part{Shard: "1/1", Campaign: "go run ./cmd/outboxlab sim --sql --seeds 200 --seed 1", Cells: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	sqlb, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Merge([]Bundle{fakes, sqlb}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sim == nil || m.Sim.Tier != "" || m.SimSQL == nil || m.SimSQL.Summary.Seeds != 200 {
+		t.Fatalf("merged simulation %+v, SQL tier %+v", m.Sim, m.SimSQL)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Simulation\n", "## SQL-faithful simulation\n", "`sqlhash`", "| 4.8 |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, md.String())
+		}
+	}
+}

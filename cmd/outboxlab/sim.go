@@ -146,7 +146,7 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		// Fewer seeds than shards: this one has nothing to do, and its
 		// bundle says so, for the merge of the shards.
 		if o.out != "" {
-			file := report.SimFile{Meta: report.CollectMeta(ctx, start), First: first, Mutant: o.mutant, Replay: part.Campaign, Part: &part}
+			file := report.SimFile{Meta: report.CollectMeta(ctx, start), First: first, Mutant: o.mutant, Replay: part.Campaign, Part: &part, Tier: o.tier()}
 			if err := report.WriteFile(o.out, report.FileSim, file); err != nil {
 				fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
 				return exitUsage
@@ -272,10 +272,18 @@ func (o *simOptions) printJSON(std *stdio, js simJSON) int {
 	return exitOK
 }
 
+// tier is the report's name of the tier the batch ran on.
+func (o *simOptions) tier() string {
+	if o.sql {
+		return report.SimTierSQL
+	}
+	return ""
+}
+
 // writeBundle writes sim.json, the failing histories and sim.html.
 // The seeds are n from first: the run's shard, part of the campaign.
 func (o *simOptions) writeBundle(meta report.Meta, part report.Part, first uint64, n int, sum sim.Summary, opts sim.Options) error {
-	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, n), Part: &part}
+	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, n), Part: &part, Tier: o.tier()}
 	var runs []report.Run
 	for _, f := range sum.Failures {
 		rel, err := report.WriteHistory(o.out, fmt.Sprintf("sim-seed-%d.jsonl", f.Seed), f.History)
