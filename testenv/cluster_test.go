@@ -3,27 +3,38 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// TestCluster forms a three-node RabbitMQ cluster and checks what the
-// cluster tier relies on: all three nodes running; a quorum queue that
-// keeps its confirmed messages when a node is killed, read from another
-// node; a node taken off the network is seen down by the others and back
-// once healed.
+// TestCluster starts an environment with a three-node RabbitMQ cluster
+// and checks what the cluster tier relies on: all three nodes running; a
+// broker link per node through toxiproxy, the link's name listing them
+// all; a quorum queue that keeps its confirmed messages when a node is
+// killed, read from another node; a node taken off the network is seen
+// down by the others and back once healed.
 func TestCluster(t *testing.T) {
-	env := StartT(t, Options{NoBroker: true})
+	env := StartT(t, Options{BrokerNodes: 3})
+	t.Logf("environment with 3 nodes up and formed in %s", env.ReadyAfter().Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	start := time.Now()
-	cl, err := env.StartCluster(ctx, ImageRabbitMQ, 3)
-	if err != nil {
-		t.Fatal(err)
+	cl := env.Cluster()
+	if cl == nil || cl.Len() != 3 || env.RabbitMQ() != nil {
+		t.Fatalf("cluster %v, single broker %v", cl, env.RabbitMQ())
 	}
-	t.Logf("3 nodes up and formed in %s", time.Since(start).Round(time.Millisecond))
+	urls := strings.Split(env.AMQPURL(LinkRelayBroker), ",")
+	if len(urls) != 3 || urls[1] != env.AMQPURL(NodeLink(LinkRelayBroker, 2)) {
+		t.Fatalf("relay-broker lists %v", urls)
+	}
+	for _, u := range urls {
+		if err := pingRabbitMQ(ctx, u); err != nil {
+			t.Fatalf("through %s: %v", u, err)
+		}
+	}
+	var err error
 	running, err := cl.Running(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +44,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	// A quorum queue declared and filled through node 1.
-	pub := newPublisher(ctx, t, cl.AMQPURL(0))
+	pub := newPublisher(ctx, t, urls[0])
 	const queue = "testenv.quorum"
 	if _, err := pub.ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatalf("declaring a quorum queue: %v", err)

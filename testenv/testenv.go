@@ -168,6 +168,9 @@ type Link struct {
 	Name string
 	// Service is what the link leads to.
 	Service Service
+	// Node is the broker node a link of a cluster environment leads to
+	// (see Options.BrokerNodes); empty for the single broker.
+	Node string
 }
 
 // DefaultLinks returns the links every environment has: app->db,
@@ -206,6 +209,13 @@ type Options struct {
 	// that need only PostgreSQL: such an environment is ready several
 	// seconds sooner (RabbitMQ's boot is the slowest part of a start).
 	NoBroker bool
+	// BrokerNodes, when 2 or more, starts a RabbitMQ cluster of that many
+	// nodes (see StartCluster) instead of the single broker. Every broker
+	// link is then declared once per node, named LINK-nK for node K, and
+	// the link's own name stands for all of them: AMQPURL and
+	// ContainerAMQPURL list every node's URL, for clients that fail over
+	// (relay.SplitAMQPURLs). At most MaxBrokerNodes.
+	BrokerNodes int
 	// ReadyTimeout bounds the start of the environment, from creating the
 	// network until every service accepts connections. Default 3 minutes.
 	ReadyTimeout time.Duration
@@ -216,6 +226,9 @@ type Options struct {
 	// image tags (ImagePostgres, ImageRabbitMQ, ImageToxiproxy).
 	PostgresImage, RabbitMQImage, ToxiproxyImage string
 }
+
+// MaxBrokerNodes bounds Options.BrokerNodes.
+const MaxBrokerNodes = 5
 
 const (
 	defaultReadyTimeout = 3 * time.Minute
@@ -249,6 +262,12 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("link %q leads to the broker, but NoBroker is set", l.Name))
 		}
 	}
+	if o.BrokerNodes < 0 || o.BrokerNodes > MaxBrokerNodes {
+		errs = append(errs, fmt.Errorf("BrokerNodes %d: want 0 to %d", o.BrokerNodes, MaxBrokerNodes))
+	}
+	if o.BrokerNodes > 1 && o.NoBroker {
+		errs = append(errs, errors.New("BrokerNodes and NoBroker both set"))
+	}
 	if o.ReadyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReadyTimeout %s is negative", o.ReadyTimeout))
 	}
@@ -256,17 +275,29 @@ func (o Options) Validate() error {
 }
 
 // links returns the links to declare: the default ones (without the
-// broker's under NoBroker), then o.Links.
+// broker's under NoBroker), then o.Links; in a cluster environment each
+// broker link once per node.
 func (o Options) links() []Link {
 	var out []Link
-	for _, l := range DefaultLinks() {
-		if l.Service == ServiceBroker && o.NoBroker {
-			continue
+	defaults := len(DefaultLinks())
+	for i, l := range append(DefaultLinks(), o.Links...) {
+		switch {
+		case l.Service == ServiceBroker && o.NoBroker && i < defaults:
+			// Validate refuses a broker link given under NoBroker.
+		case l.Service == ServiceBroker && o.BrokerNodes > 1:
+			for k := 1; k <= o.BrokerNodes; k++ {
+				out = append(out, Link{Name: NodeLink(l.Name, k), Service: ServiceBroker, Node: ClusterNodePrefix + strconv.Itoa(k)})
+			}
+		default:
+			out = append(out, l)
 		}
-		out = append(out, l)
 	}
-	return append(out, o.Links...)
+	return out
 }
+
+// NodeLink returns the name of broker link's proxy to node k (1-based) of
+// a cluster environment, e.g. "relay-broker-n2".
+func NodeLink(link string, k int) string { return link + "-n" + strconv.Itoa(k) }
 
 func (o Options) withDefaults() Options {
 	if o.ReadyTimeout == 0 {
@@ -308,6 +339,10 @@ type Env struct {
 
 	links     []link
 	linkIndex map[string]*link
+	// groups maps a broker link of a cluster environment to its per-node
+	// links, in node order.
+	groups map[string][]*link
+	cluster *Cluster
 
 	pgHostPort, amqpHostPort, toxiHostPort int
 
@@ -371,7 +406,15 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		e.links = append(e.links, link{Link: l, listenPort: proxyPortBase + i})
 	}
 	for i := range e.links {
-		e.linkIndex[e.links[i].Name] = &e.links[i]
+		l := &e.links[i]
+		e.linkIndex[l.Name] = l
+		if l.Node != "" {
+			group := strings.TrimSuffix(l.Name, "-n"+strings.TrimPrefix(l.Node, ClusterNodePrefix))
+			if e.groups == nil {
+				e.groups = map[string][]*link{}
+			}
+			e.groups[group] = append(e.groups[group], l)
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -394,6 +437,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.toxi = toxiproxy.NewClient(net.JoinHostPort(e.host, strconv.Itoa(e.toxiHostPort)))
+	if opts.BrokerNodes > 1 {
+		if e.cluster, err = e.StartCluster(ctx, opts.RabbitMQImage, opts.BrokerNodes); err != nil {
+			return nil, err
+		}
+	}
 
 	started := time.Since(began)
 	var wg sync.WaitGroup
@@ -427,7 +475,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	e.ready = time.Since(began)
 	broker := "none"
-	if e.rabbitmq != nil {
+	if e.rabbitmq != nil || e.cluster != nil {
 		broker = e.DirectAMQPURL()
 	}
 	e.logf("testenv: environment %s ready in %s (network %s; postgres %s, rabbitmq %s, toxiproxy %s)",
@@ -523,7 +571,7 @@ func (e *Env) startServices(ctx context.Context, opts Options) error {
 			}
 		},
 	}}
-	if !opts.NoBroker {
+	if !opts.NoBroker && opts.BrokerNodes < 2 {
 		services = append(services, service{
 			dst: &e.rabbitmq,
 			spec: ContainerSpec{Name: "rabbitmq", Image: opts.RabbitMQImage, Role: "rabbitmq", StopTimeout: 15 * time.Second,
@@ -569,6 +617,9 @@ func (e *Env) services() []*Container {
 	if e.rabbitmq != nil {
 		out = append(out, e.rabbitmq)
 	}
+	if e.cluster != nil {
+		out = append(out, e.cluster.nodes...)
+	}
 	return append(out, e.toxiproxy)
 }
 
@@ -586,8 +637,13 @@ func (e *Env) ReadyAfter() time.Duration { return e.ready }
 // Postgres returns the PostgreSQL container.
 func (e *Env) Postgres() *Container { return e.postgres }
 
-// RabbitMQ returns the RabbitMQ container, nil under Options.NoBroker.
+// RabbitMQ returns the RabbitMQ container, nil under Options.NoBroker and
+// in a cluster environment (see Cluster).
 func (e *Env) RabbitMQ() *Container { return e.rabbitmq }
+
+// Cluster returns the RabbitMQ cluster of an environment started with
+// Options.BrokerNodes, else nil.
+func (e *Env) Cluster() *Cluster { return e.cluster }
 
 // Toxiproxy returns the toxiproxy container. Its Start and Restart declare
 // the proxies again, since toxiproxy keeps them only in memory.
@@ -624,7 +680,7 @@ func (e *Env) Links() []Link {
 func (e *Env) mustLink(name string, want Service) *link {
 	l, ok := e.linkIndex[name]
 	if !ok {
-		if want == ServiceBroker && e.amqpHostPort == 0 {
+		if want == ServiceBroker && e.amqpHostPort == 0 && e.cluster == nil {
 			panic(fmt.Sprintf("testenv: no link %q: the environment was started with NoBroker", name))
 		}
 		panic(fmt.Sprintf("testenv: unknown link %q (declared: %v)", name, e.Links()))
@@ -646,6 +702,13 @@ func (e *Env) DatabaseURL(link string) string {
 // through the link's proxy. It panics when link is not a declared broker
 // link.
 func (e *Env) AMQPURL(link string) string {
+	if g, ok := e.groups[link]; ok {
+		urls := make([]string, len(g))
+		for i, l := range g {
+			urls[i] = amqpURL(e.host, l.hostPort)
+		}
+		return strings.Join(urls, ",")
+	}
 	return amqpURL(e.host, e.mustLink(link, ServiceBroker).hostPort)
 }
 
@@ -658,6 +721,13 @@ func (e *Env) ContainerDatabaseURL(link string) string {
 // ContainerAMQPURL returns the RabbitMQ URL of link for containers on the
 // environment's network.
 func (e *Env) ContainerAMQPURL(link string) string {
+	if g, ok := e.groups[link]; ok {
+		urls := make([]string, len(g))
+		for i, l := range g {
+			urls[i] = amqpURL(AliasToxiproxy, l.listenPort)
+		}
+		return strings.Join(urls, ",")
+	}
 	return amqpURL(AliasToxiproxy, e.mustLink(link, ServiceBroker).listenPort)
 }
 
@@ -669,11 +739,14 @@ func (e *Env) DirectDatabaseURL() string { return postgresURL(e.host, e.pgHostPo
 // panics under Options.NoBroker.
 func (e *Env) DirectAMQPURL() string {
 	e.mustBroker()
+	if e.cluster != nil {
+		return e.cluster.AMQPURLs()
+	}
 	return amqpURL(e.host, e.amqpHostPort)
 }
 
 func (e *Env) mustBroker() {
-	if e.amqpHostPort == 0 {
+	if e.amqpHostPort == 0 && e.cluster == nil {
 		panic("testenv: the environment was started with NoBroker: it has no RabbitMQ")
 	}
 }
@@ -686,6 +759,9 @@ func (e *Env) ContainerDirectDatabaseURL() string { return postgresURL(AliasPost
 // for containers on the network. It panics under Options.NoBroker.
 func (e *Env) ContainerDirectAMQPURL() string {
 	e.mustBroker()
+	if e.cluster != nil {
+		return e.cluster.ContainerAMQPURLs()
+	}
 	return amqpURL(AliasRabbitMQ, rabbitMQPort)
 }
 
@@ -706,7 +782,11 @@ func (e *Env) declareProxies(ctx context.Context) error {
 	for i, l := range e.links {
 		upstream := net.JoinHostPort(AliasPostgres, strconv.Itoa(postgresPort))
 		if l.Service == ServiceBroker {
-			upstream = net.JoinHostPort(AliasRabbitMQ, strconv.Itoa(rabbitMQPort))
+			node := AliasRabbitMQ
+			if l.Node != "" {
+				node = l.Node
+			}
+			upstream = net.JoinHostPort(node, strconv.Itoa(rabbitMQPort))
 		}
 		want[i] = toxiproxy.Proxy{Name: l.Name, Listen: net.JoinHostPort("0.0.0.0", strconv.Itoa(l.listenPort)), Upstream: upstream, Enabled: true}
 	}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -25,13 +26,16 @@ func TestOptionsValidate(t *testing.T) {
 		want string // substring of the error; "" for valid
 	}{
 		{"zero", Options{}, ""},
-		{"extra links", Options{Links: []Link{{"relay-2-db", ServiceDB}, {"relay-2-broker", ServiceBroker}}}, ""},
-		{"bad name", Options{Links: []Link{{"Relay_2", ServiceDB}}}, "lowercase"},
-		{"duplicate of a default", Options{Links: []Link{{LinkAppDB, ServiceDB}}}, "declared twice"},
-		{"unknown service", Options{Links: []Link{{"x", "cache"}}}, "unknown service"},
+		{"extra links", Options{Links: []Link{{Name: "relay-2-db", Service: ServiceDB}, {Name: "relay-2-broker", Service: ServiceBroker}}}, ""},
+		{"bad name", Options{Links: []Link{{Name: "Relay_2", Service: ServiceDB}}}, "lowercase"},
+		{"duplicate of a default", Options{Links: []Link{{Name: LinkAppDB, Service: ServiceDB}}}, "declared twice"},
+		{"unknown service", Options{Links: []Link{{Name: "x", Service: "cache"}}}, "unknown service"},
 		{"negative timeout", Options{ReadyTimeout: -time.Second}, "negative"},
-		{"no broker", Options{NoBroker: true, Links: []Link{{"relay-2-db", ServiceDB}}}, ""},
-		{"broker link without a broker", Options{NoBroker: true, Links: []Link{{"relay-2-broker", ServiceBroker}}}, "NoBroker"},
+		{"no broker", Options{NoBroker: true, Links: []Link{{Name: "relay-2-db", Service: ServiceDB}}}, ""},
+		{"broker link without a broker", Options{NoBroker: true, Links: []Link{{Name: "relay-2-broker", Service: ServiceBroker}}}, "NoBroker"},
+		{"a cluster", Options{BrokerNodes: 3}, ""},
+		{"too big a cluster", Options{BrokerNodes: MaxBrokerNodes + 1}, "BrokerNodes"},
+		{"a cluster and no broker", Options{BrokerNodes: 3, NoBroker: true}, "both set"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,5 +197,27 @@ func TestServiceFaultClass(t *testing.T) {
 		if l.Service.FaultClass() == history.ClassOther {
 			t.Errorf("link %s leads to %q, which has no fault class", l.Name, l.Service)
 		}
+	}
+}
+
+// TestClusterLinks: in a cluster environment every broker link is one
+// proxy per node, named LINK-nK and leading to node K; database links
+// stay single.
+func TestClusterLinks(t *testing.T) {
+	ls := Options{BrokerNodes: 3, Links: []Link{{Name: "relay-2-broker", Service: ServiceBroker}}}.links()
+	var broker []string
+	for _, l := range ls {
+		if l.Service == ServiceBroker {
+			broker = append(broker, l.Name+"->"+l.Node)
+		}
+		if l.Service == ServiceDB && l.Node != "" {
+			t.Errorf("database link %s leads to node %s", l.Name, l.Node)
+		}
+	}
+	want := "[relay-broker-n1->rabbitmq-1 relay-broker-n2->rabbitmq-2 relay-broker-n3->rabbitmq-3 " +
+		"consumer-broker-n1->rabbitmq-1 consumer-broker-n2->rabbitmq-2 consumer-broker-n3->rabbitmq-3 " +
+		"relay-2-broker-n1->rabbitmq-1 relay-2-broker-n2->rabbitmq-2 relay-2-broker-n3->rabbitmq-3]"
+	if got := fmt.Sprint(broker); got != want {
+		t.Errorf("broker links\n got %s\nwant %s", got, want)
 	}
 }
