@@ -98,6 +98,9 @@ type InboxStatements struct {
 // recordSQL is the inbox's Record statement.
 const recordSQL = `INSERT INTO inbox (consumer, message_id, message_type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
 
+// DefaultInboxStatements returns the statements NewPGInbox sets.
+func DefaultInboxStatements() InboxStatements { return InboxStatements{Record: recordSQL} }
+
 // Statements returns the statements the inbox issues.
 func (in *PGInbox) Statements() InboxStatements { return in.q }
 
