@@ -62,7 +62,7 @@ func SQLMutants(root string) []Mutant {
 			}
 			seen[text] = true
 			out = append(out, Mutant{
-				ID:       fmt.Sprintf("%s:%s:%s@%d", st.file, st.name, e.op, e.from),
+				ID:       sqlID(st, e),
 				Kind:     KindSQL,
 				File:     st.file,
 				Line:     sourceLine(root, st.file, st.text, e.from, e.to),
@@ -74,6 +74,16 @@ func SQLMutants(root string) []Mutant {
 		}
 	}
 	return out
+}
+
+// sqlID names a SQL mutant: file, statement, operator and offset in the
+// statement, and the replacement for operators with several.
+func sqlID(st stmtSource, e edit) string {
+	id := fmt.Sprintf("%s:%s:%s@%d", st.file, st.name, e.op, e.from)
+	if e.op == OpUnit || e.op == OpConstant {
+		id += "=" + strings.Trim(e.repl, "'")
+	}
+	return id
 }
 
 // edit replaces text[from:to] by repl.
