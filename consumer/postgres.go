@@ -76,6 +76,43 @@ type PGInbox struct {
 	pool     *pgxpool.Pool
 	consumer string
 	effect   Effect
+	q        InboxStatements
+}
+
+// InboxStatements is the text of every statement PGInbox issues. Record
+// inserts the message into the inbox with $1 = consumer, $2 = message id,
+// $3 = message type, and must affect no row when the pair was recorded
+// before.
+//
+// InboxStatements is the seam of the generated SQL mutants (see
+// mutant/generated): a harness reads an inbox's statements with
+// Statements, changes one, and hands the set back with UseStatements
+// before the inbox is used, so that the consumer runs the production code
+// path on the changed statement and no file is edited. In production
+// nothing calls UseStatements: an inbox issues what NewPGInbox set, read
+// from a field, at no cost.
+type InboxStatements struct {
+	Record string
+}
+
+// recordSQL is the inbox's Record statement.
+const recordSQL = `INSERT INTO inbox (consumer, message_id, message_type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+
+// DefaultInboxStatements returns the statements NewPGInbox sets.
+func DefaultInboxStatements() InboxStatements { return InboxStatements{Record: recordSQL} }
+
+// Statements returns the statements the inbox issues.
+func (in *PGInbox) Statements() InboxStatements { return in.q }
+
+// UseStatements makes the inbox issue q instead of its statements: the
+// seam InboxStatements describes. It must be called before the inbox is
+// used, and fails when a statement of q is empty.
+func (in *PGInbox) UseStatements(q InboxStatements) error {
+	if q.Record == "" {
+		return errors.New("inbox statements: the record statement is empty")
+	}
+	in.q = q
+	return nil
 }
 
 var _ Inbox = (*PGInbox)(nil)
@@ -89,7 +126,7 @@ func NewPGInbox(pool *pgxpool.Pool, consumer string, effect Effect) (*PGInbox, e
 	if consumer == "" {
 		return nil, errors.New("inbox: consumer name is required")
 	}
-	return &PGInbox{pool: pool, consumer: consumer, effect: effect}, nil
+	return &PGInbox{pool: pool, consumer: consumer, effect: effect, q: InboxStatements{Record: recordSQL}}, nil
 }
 
 // Apply records m.ID for the consumer and runs the effect in the same
@@ -103,9 +140,7 @@ func (in *PGInbox) Apply(ctx context.Context, m Message) (bool, error) {
 		return false, fmt.Errorf("applying %s: begin: %w", m.ID, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	tag, err := tx.Exec(ctx,
-		`INSERT INTO inbox (consumer, message_id, message_type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		in.consumer, m.ID, m.Type)
+	tag, err := tx.Exec(ctx, in.q.Record, in.consumer, m.ID, m.Type)
 	if err != nil {
 		return false, fmt.Errorf("applying %s: recording in inbox: %w", m.ID, err)
 	}

@@ -20,8 +20,7 @@ func (p *AMQPPublisher) DropConnection() {
 // mark, retry, park, sweep or stats): a test's regression of one
 // statement. It fails when the statement does not contain old.
 func (s *PGStore) EditSQL(stmt, old, new string) error {
-	q := map[string]*string{"claim": &s.claimSQL, "mark": &s.markSQL, "retry": &s.retrySQL,
-		"park": &s.parkSQL, "sweep": &s.sweepSQL, "stats": &s.statsSQL}[stmt]
+	q := s.q.Ref(stmt)
 	if q == nil {
 		return fmt.Errorf("no statement %q", stmt)
 	}

@@ -23,8 +23,51 @@ import (
 type PGStore struct {
 	pool  *pgxpool.Pool
 	table outbox.Table
+	q     PGStatements
+}
 
-	claimSQL, markSQL, retrySQL, parkSQL, sweepSQL, statsSQL string
+// PGStatements is the text of every statement PGStore issues, with the
+// parameters each method binds: Claim $1 = limit, $2 = owner, $3 = lease
+// in microseconds; Mark $1 = ids, $2 = owner; Retry $1 = id, $2 = owner,
+// $3 = cause, $4 = backoff base and $5 = backoff maximum in microseconds,
+// $6 = maximum attempts; Park $1 = id, $2 = owner, $3 = cause; Sweep $1 =
+// retention in microseconds, $2 = limit; Stats none.
+//
+// PGStatements is the seam of the generated SQL mutants (see
+// mutant/generated): a harness reads a store's statements with
+// Statements, changes one, and hands the set back with UseStatements
+// before the store is used, so that the relay runs the production code
+// path on the changed statement and no file is edited. In production
+// nothing calls UseStatements: a store issues what NewPGStore built, and
+// the statements are read from a field as before, at no cost.
+type PGStatements struct {
+	Claim, Mark, Retry, Park, Sweep, Stats string
+}
+
+// Names returns the statements' names, in the order of the struct's
+// fields: claim, mark, retry, park, sweep, stats.
+func (PGStatements) Names() []string {
+	return []string{"claim", "mark", "retry", "park", "sweep", "stats"}
+}
+
+// Ref returns a pointer to the statement called name (one of Names), or
+// nil for an unknown name.
+func (q *PGStatements) Ref(name string) *string {
+	switch name {
+	case "claim":
+		return &q.Claim
+	case "mark":
+		return &q.Mark
+	case "retry":
+		return &q.Retry
+	case "park":
+		return &q.Park
+	case "sweep":
+		return &q.Sweep
+	case "stats":
+		return &q.Stats
+	}
+	return nil
 }
 
 var _ Store = (*PGStore)(nil)
@@ -38,10 +81,8 @@ func NewPGStore(pool *pgxpool.Pool, table outbox.Table) *PGStore {
 	const pending = `processed_at IS NULL AND faulted_at IS NULL`
 	// fence holds a row only for the owner of an unexpired lease.
 	const fence = `locked_by = $2 AND locked_until > now() AND ` + pending
-	return &PGStore{
-		pool:  pool,
-		table: table,
-		claimSQL: `WITH candidate AS (
+	return &PGStore{pool: pool, table: table, q: PGStatements{
+		Claim: `WITH candidate AS (
 	SELECT id FROM ` + t + `
 	WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now())
 	ORDER BY occurred_at, id
@@ -56,26 +97,26 @@ func NewPGStore(pool *pgxpool.Pool, table outbox.Table) *PGStore {
 )
 SELECT id, message_type, payload, correlation_id, occurred_at, attempts
 FROM claimed ORDER BY occurred_at, id`,
-		markSQL: `UPDATE ` + t + ` SET processed_at = now()
+		Mark: `UPDATE ` + t + ` SET processed_at = now()
 WHERE id = ANY($1) AND ` + fence + `
 RETURNING id`,
-		retrySQL: `UPDATE ` + t + ` SET
+		Retry: `UPDATE ` + t + ` SET
 	attempts = attempts + 1,
 	last_error = $3,
 	locked_until = now() + least(power(2, least(attempts, 62)::double precision) * $4::bigint, $5::bigint) * interval '1 microsecond',
 	faulted_at = CASE WHEN attempts + 1 >= $6 THEN now() END
 WHERE id = $1 AND ` + fence + `
 RETURNING attempts, faulted_at IS NOT NULL`,
-		parkSQL: `UPDATE ` + t + ` SET faulted_at = now(), last_error = $3
+		Park: `UPDATE ` + t + ` SET faulted_at = now(), last_error = $3
 WHERE id = $1 AND ` + fence,
-		sweepSQL: `DELETE FROM ` + t + ` WHERE id IN (
+		Sweep: `DELETE FROM ` + t + ` WHERE id IN (
 	SELECT id FROM ` + t + `
 	WHERE processed_at IS NOT NULL AND processed_at < now() - $1::bigint * interval '1 microsecond'
 		AND faulted_at IS NULL
 	ORDER BY processed_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED)`,
-		statsSQL: `SELECT
+		Stats: `SELECT
 	count(*) FILTER (WHERE ` + pending + `),
 	count(*) FILTER (WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now())),
 	count(*) FILTER (WHERE faulted_at IS NOT NULL),
@@ -83,7 +124,7 @@ WHERE id = $1 AND ` + fence,
 	coalesce(extract(epoch FROM now() - min(occurred_at) FILTER (
 		WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now()))), 0)::double precision
 FROM ` + t,
-	}
+	}}
 }
 
 // Table returns the table the store works on.
@@ -91,14 +132,30 @@ func (s *PGStore) Table() outbox.Table { return s.table }
 
 // ClaimSQL returns the claim statement, with parameters $1 = limit,
 // $2 = owner, $3 = lease in microseconds; tests EXPLAIN it.
-func (s *PGStore) ClaimSQL() string { return s.claimSQL }
+func (s *PGStore) ClaimSQL() string { return s.q.Claim }
+
+// Statements returns the statements the store issues.
+func (s *PGStore) Statements() PGStatements { return s.q }
+
+// UseStatements makes the store issue q instead of its statements: the
+// seam PGStatements describes. It must be called before the store is
+// used, and fails when a statement of q is empty.
+func (s *PGStore) UseStatements(q PGStatements) error {
+	for _, name := range q.Names() {
+		if *q.Ref(name) == "" {
+			return fmt.Errorf("statements of %s: the %s statement is empty", s.table, name)
+		}
+	}
+	s.q = q
+	return nil
+}
 
 // Claim leases up to limit eligible rows to owner in one statement and
 // returns them oldest occurred_at first. It commits without waiting for
 // the WAL flush (see queryAsync).
 func (s *PGStore) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]Row, error) {
 	var out []Row
-	err := s.queryAsync(ctx, s.claimSQL, []any{limit, owner, lease.Microseconds()}, func(rows pgx.Rows) (err error) {
+	err := s.queryAsync(ctx, s.q.Claim, []any{limit, owner, lease.Microseconds()}, func(rows pgx.Rows) (err error) {
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 			var (
 				row      Row
@@ -142,7 +199,7 @@ func (s *PGStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uu
 	for i, id := range ids {
 		arg[i] = pgtype.UUID{Bytes: id, Valid: true}
 	}
-	err := s.queryAsync(ctx, s.markSQL, []any{arg, owner}, func(rows pgx.Rows) (err error) {
+	err := s.queryAsync(ctx, s.q.Mark, []any{arg, owner}, func(rows pgx.Rows) (err error) {
 		marked, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 			var id pgtype.UUID
 			err := r.Scan(&id)
@@ -201,7 +258,7 @@ func (s *PGStore) queryAsync(ctx context.Context, sql string, args []any, collec
 // MaxAttempts.
 func (s *PGStore) Retry(ctx context.Context, owner string, id uuid.UUID, policy RetryPolicy, cause string) (RetryResult, error) {
 	var res RetryResult
-	err := s.pool.QueryRow(ctx, s.retrySQL, id, owner, cause,
+	err := s.pool.QueryRow(ctx, s.q.Retry, id, owner, cause,
 		policy.BackoffBase.Microseconds(), policy.BackoffMax.Microseconds(), policy.MaxAttempts,
 	).Scan(&res.Attempts, &res.Parked)
 	switch {
@@ -217,7 +274,7 @@ func (s *PGStore) Retry(ctx context.Context, owner string, id uuid.UUID, policy 
 // Park faults a row owner still holds at once, keeping the cause in
 // last_error. It reports false when the lease was lost.
 func (s *PGStore) Park(ctx context.Context, owner string, id uuid.UUID, cause string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, s.parkSQL, id, owner, cause)
+	tag, err := s.pool.Exec(ctx, s.q.Park, id, owner, cause)
 	if err != nil {
 		return false, fmt.Errorf("parking %s in %s: %w", id, s.table, err)
 	}
@@ -227,7 +284,7 @@ func (s *PGStore) Park(ctx context.Context, owner string, id uuid.UUID, cause st
 // Sweep deletes up to limit processed rows whose processed_at is older than
 // retention by the database clock. Pending and faulted rows never match.
 func (s *PGStore) Sweep(ctx context.Context, retention time.Duration, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sweepSQL, retention.Microseconds(), limit)
+	tag, err := s.pool.Exec(ctx, s.q.Sweep, retention.Microseconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sweeping %s: %w", s.table, err)
 	}
@@ -239,7 +296,7 @@ func (s *PGStore) Sweep(ctx context.Context, retention time.Duration, limit int)
 func (s *PGStore) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	var ageSeconds float64
-	err := s.pool.QueryRow(ctx, s.statsSQL).Scan(&st.Pending, &st.Eligible, &st.Faulted, &st.Processed, &ageSeconds)
+	err := s.pool.QueryRow(ctx, s.q.Stats).Scan(&st.Pending, &st.Eligible, &st.Faulted, &st.Processed, &ageSeconds)
 	if err != nil {
 		return Stats{}, fmt.Errorf("reading stats of %s: %w", s.table, err)
 	}

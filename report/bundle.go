@@ -29,6 +29,9 @@ const (
 	FileSim = "sim.json"
 	// FileMutants holds a MutantFile from `outboxlab mutants`.
 	FileMutants = "mutants.json"
+	// FileGenerated holds a GeneratedFile from `outboxlab mutants
+	// --generated`.
+	FileGenerated = "generated.json"
 	// FileBench holds a BenchFile from `outboxlab bench`.
 	FileBench = "bench.json"
 	// DirHistories holds the JSONL history of every run a file lists,
@@ -202,6 +205,38 @@ type MutantRow struct {
 	Steps    int     `json:"steps,omitempty"`
 }
 
+// GeneratedFile is the content of FileGenerated: the generated mutants'
+// counts and score, and every survivor with its judgement.
+type GeneratedFile struct {
+	Meta Meta `json:"meta"`
+	// Command is the command line that produced the file.
+	Command string `json:"command"`
+	// Generated counts the mutants run; Invalid those that did not
+	// compile or prepare; KilledFast those the fast tier killed;
+	// KilledAll those any tier killed (the fast tier alone when no
+	// container tier ran); Equivalent the survivors judged equivalent.
+	Generated  int `json:"generated"`
+	Invalid    int `json:"invalid"`
+	KilledFast int `json:"killed_fast"`
+	KilledAll  int `json:"killed_all"`
+	Equivalent int `json:"equivalent"`
+	// Score is KilledAll over the mutants neither invalid nor equivalent.
+	Score float64 `json:"score"`
+	// Seconds is the sweep's wall time.
+	Seconds   float64             `json:"seconds"`
+	ByTier    map[string]int      `json:"killed_by_tier"`
+	Survivors []GeneratedSurvivor `json:"survivors"`
+}
+
+// GeneratedSurvivor is one surviving generated mutant.
+type GeneratedSurvivor struct {
+	ID        string `json:"id"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	Diff      string `json:"diff"`
+	Judgement string `json:"judgement"`
+}
+
 // BenchFile is the content of FileBench: the benchmark's tables, and its
 // whole result as it produced it.
 type BenchFile struct {
@@ -234,9 +269,10 @@ type Bundle struct {
 	Sim    *SimFile
 	// SimSQL is the SQL-faithful tier's batch, merged from bundles by
 	// Merge apart from Sim; a bundle as read holds one sim.json, in Sim.
-	SimSQL  *SimFile
-	Mutants *MutantFile
-	Bench   *BenchFile
+	SimSQL    *SimFile
+	Mutants   *MutantFile
+	Generated *GeneratedFile
+	Bench     *BenchFile
 }
 
 // ErrNoMeta is returned by Bundle.Validate for a results file that does
@@ -267,6 +303,9 @@ func (b Bundle) Validate() error {
 	if b.Mutants != nil {
 		check(FileMutants, b.Mutants.Meta)
 	}
+	if b.Generated != nil {
+		check(FileGenerated, b.Generated.Meta)
+	}
 	if b.Bench != nil {
 		check(FileBench, b.Bench.Meta)
 	}
@@ -275,7 +314,7 @@ func (b Bundle) Validate() error {
 
 // Empty reports whether the bundle holds no results at all.
 func (b Bundle) Empty() bool {
-	return b.Scenarios == nil && b.Demo == nil && b.Sim == nil && b.Mutants == nil && b.Bench == nil
+	return b.Scenarios == nil && b.Demo == nil && b.Sim == nil && b.Mutants == nil && b.Generated == nil && b.Bench == nil
 }
 
 // ReadBundle reads every results file in dir. A missing file is no error;
@@ -296,6 +335,9 @@ func ReadBundle(dir string) (Bundle, error) {
 		return b, err
 	}
 	if b.Mutants, err = readFile[MutantFile](dir, FileMutants); err != nil {
+		return b, err
+	}
+	if b.Generated, err = readFile[GeneratedFile](dir, FileGenerated); err != nil {
 		return b, err
 	}
 	if b.Bench, err = readFile[BenchFile](dir, FileBench); err != nil {

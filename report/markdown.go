@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/outboxlab/outboxlab/sim"
@@ -148,6 +149,35 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 			}
 		}
 		s.WriteString("\n")
+	}
+
+	s.WriteString("## Generated mutants\n\n")
+	if b.Generated == nil {
+		s.WriteString("Not run (`go run ./cmd/outboxlab mutants --generated --out DIR`).\n\n")
+	} else {
+		g := b.Generated
+		sectionMeta(&s, g.Meta, meta)
+		fmt.Fprintf(&s, "%s: %d generated, %d invalid (do not compile or prepare), %d killed by the fast tier, %d killed by any tier run, "+
+			"%d equivalent; mutation score %.1f%% (killed over neither invalid nor equivalent); %.0f s.\n\n",
+			mdCode(g.Command), g.Generated, g.Invalid, g.KilledFast, g.KilledAll, g.Equivalent, 100*g.Score, g.Seconds)
+		if len(g.ByTier) > 0 {
+			var tiers []string
+			for t := range g.ByTier {
+				tiers = append(tiers, t)
+			}
+			sort.Strings(tiers)
+			for i, t := range tiers {
+				tiers[i] = fmt.Sprintf("%s %d", t, g.ByTier[t])
+			}
+			fmt.Fprintf(&s, "Killed by tier: %s.\n\n", strings.Join(tiers, ", "))
+		}
+		if len(g.Survivors) > 0 {
+			s.WriteString("| survivor | line | diff | judgement |\n|---|--:|---|---|\n")
+			for _, v := range g.Survivors {
+				fmt.Fprintf(&s, "| %s | %d | %s | %s |\n", mdCode(v.ID), v.Line, cell(strings.ReplaceAll(v.Diff, "\n", " → ")), cell(v.Judgement))
+			}
+			s.WriteString("\n")
+		}
 	}
 
 	s.WriteString("## Benchmark\n\n")

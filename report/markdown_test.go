@@ -76,8 +76,8 @@ func TestMarkdownOfAnEmptyBundleInventsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := out.String()
-	if got := strings.Count(md, "Not run"); got != 5 {
-		t.Errorf("%d sections say not run, want 5:\n%s", got, md)
+	if got := strings.Count(md, "Not run"); got != 6 {
+		t.Errorf("%d sections say not run, want 6:\n%s", got, md)
 	}
 	if strings.Contains(md, "| cores |") {
 		t.Errorf("an empty bundle reports a machine:\n%s", md)

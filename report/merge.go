@@ -66,6 +66,9 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 	if out.Bench, err = onlyOne(bundles, FileBench, func(b Bundle) *BenchFile { return b.Bench }); err != nil {
 		return Bundle{}, err
 	}
+	if out.Generated, err = onlyOne(bundles, FileGenerated, func(b Bundle) *GeneratedFile { return b.Generated }); err != nil {
+		return Bundle{}, err
+	}
 	groups := byRelay(bundles)
 	if out.Scenarios, err = mergeScenarios(groups[0]); err != nil {
 		return Bundle{}, err
@@ -114,6 +117,9 @@ func (b Bundle) files() []file {
 	}
 	if b.Mutants != nil {
 		add(FileMutants, b.Mutants.Meta, b.Mutants.Part)
+	}
+	if b.Generated != nil {
+		add(FileGenerated, b.Generated.Meta, nil)
 	}
 	if b.Bench != nil {
 		add(FileBench, b.Bench.Meta, nil)

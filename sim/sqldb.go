@@ -114,7 +114,17 @@ CREATE FUNCTION simclock.transaction_timestamp() RETURNS timestamptz LANGUAGE sq
 CREATE FUNCTION simclock.statement_timestamp() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE
 	AS $$ SELECT current_setting('simclock.now')::timestamptz $$;
 CREATE FUNCTION simclock.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE PARALLEL SAFE
-	AS $$ SELECT current_setting('simclock.now')::timestamptz $$;`
+	AS $$ SELECT current_setting('simclock.now')::timestamptz $$;
+CREATE FUNCTION simclock.app_now() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE
+	AS $$ SELECT coalesce(nullif(current_setting('simclock.app', true), ''), current_setting('simclock.now'))::timestamptz $$;`
+
+// AppNowSQL is the SQL tier's expression for the calling process's own
+// clock, the database clock plus the process's skew: simclock.app_now()
+// reads the setting simclock.app, which the harness sets with
+// simclock.now before each call. No production statement reads it; a
+// generated mutant swaps now() for it to play a relay that sends its
+// application clock to the database as a parameter.
+const AppNowSQL = "app_now()"
 
 // SQL is the SQL-faithful backend: PostgreSQL servers on which each run
 // gets a fresh database. A server runs one run at a time: the physical
@@ -132,6 +142,10 @@ type SQL struct {
 	// builds before a relay uses it: a test's way to run the relay on a
 	// changed statement (see relay's tests) without touching the fakes.
 	EditStore func(*relay.PGStore)
+	// EditInbox, when set, is called on every consumer.PGInbox the
+	// backend builds before a consumer uses it, as EditStore is on the
+	// stores.
+	EditInbox func(*consumer.PGInbox)
 }
 
 // sqlServer is one server of the backend.
@@ -272,8 +286,9 @@ type procDB struct {
 	raw    *PGRaw
 	inbox  *consumer.PGInbox
 	listen *pgx.Conn
-	// clock is what simclock.now holds on the connection (zero: unset).
-	clock time.Time
+	// clock and app are what simclock.now and simclock.app hold on the
+	// connection (zero: unset).
+	clock, app time.Time
 	// tx is a producer's open transaction.
 	tx workload.Tx
 }
@@ -314,7 +329,7 @@ func (d *seedDB) proc(ctx context.Context, k kind) (*procDB, error) {
 	cfg.HealthCheckPeriod = time.Hour
 	cfg.MaxConnLifetime, cfg.MaxConnIdleTime = 24*time.Hour, 24*time.Hour
 	// A new connection holds no clock yet.
-	cfg.AfterConnect = func(context.Context, *pgx.Conn) error { pd.clock = time.Time{}; return nil }
+	cfg.AfterConnect = func(context.Context, *pgx.Conn) error { pd.clock, pd.app = time.Time{}, time.Time{}; return nil }
 	if pd.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("sql tier: %w", err)
 	}
@@ -335,6 +350,9 @@ func (d *seedDB) proc(ctx context.Context, k kind) (*procDB, error) {
 	case kindConsumer:
 		if pd.inbox, err = consumer.NewPGInbox(pd.pool, sqlConsumer, consumer.RecordEffect(sqlConsumer)); err != nil {
 			return nil, fmt.Errorf("sql tier: %w", err)
+		}
+		if d.s.EditInbox != nil {
+			d.s.EditInbox(pd.inbox)
 		}
 	}
 	return pd, nil
@@ -365,15 +383,36 @@ func (d *seedDB) close() error {
 	return nil
 }
 
-// sync sets simclock.now on the process's connection to now.
-func (pd *procDB) sync(ctx context.Context, now time.Time) error {
-	if now.Equal(pd.clock) {
+// sync sets simclock.now on the process's connection to now, and
+// simclock.app (AppNowSQL) to app, the process's own clock, in the same
+// statement.
+func (pd *procDB) sync(ctx context.Context, now, app time.Time) error {
+	if now.Equal(pd.clock) && app.Equal(pd.app) {
 		return nil
 	}
-	if _, err := pd.pool.Exec(ctx, `SELECT set_config('simclock.now', $1, false)`, clockText(now)); err != nil {
+	if _, err := pd.pool.Exec(ctx, `SELECT set_config('simclock.now', $1, false), set_config('simclock.app', $2, false)`,
+		clockText(now), clockText(app)); err != nil {
 		return fmt.Errorf("setting the database clock: %w", err)
 	}
-	pd.clock = now
+	pd.clock, pd.app = now, app
+	return nil
+}
+
+// Check prepares each statement of stmts on a fresh database of the
+// backend, migrated as every run's is, and returns the first error the
+// server reports: a statement that does not parse or names what does not
+// exist fails here, as a Go mutant that does not compile fails its build.
+func (s *SQL) Check(ctx context.Context, stmts ...string) (err error) {
+	d, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, d.close()) }()
+	for i, q := range stmts {
+		if _, err := d.harness.Prepare(ctx, fmt.Sprintf("check_%d", i), q); err != nil {
+			return fmt.Errorf("preparing statement %d: %w", i+1, err)
+		}
+	}
 	return nil
 }
 

@@ -22,7 +22,7 @@ import (
 
 // sqlRun sets the process's database clock and runs f.
 func (p *proc) sqlRun(ctx context.Context, f func() error) error {
-	if err := p.db.sync(ctx, p.w.clock.Now()); err != nil {
+	if err := p.db.sync(ctx, p.w.clock.Now(), p.Now()); err != nil {
 		return err
 	}
 	return f()

@@ -21,7 +21,7 @@ func mutantsVerb() verb {
 	return verb{
 		name:    "mutants",
 		summary: "run the mutant catalogue and print which checker kills which mutant",
-		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR]",
+		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--json] [--out DIR]",
 		about: `Runs the reference relay and every mutant of the catalogue (realistic relay
 bugs: publish before commit, mark before publish, no lease, ...) or the ones
 named by --mutant under the harness, and prints the kill matrix: for each
@@ -39,7 +39,21 @@ the matrix's cells: in the sim tier the reference, then each mutant; in
 the infra tier each mutant with an infrastructure form, the reference
 running what the shard's mutants ran. Without the flag, OUTBOXLAB_SHARD or
 JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS choose it. --out DIR writes
-mutants.json.`,
+mutants.json.
+
+--generated generates the mutants instead: SQL mutants of every statement
+of the store and the inbox, and Go operator mutants of relay/ and
+consumer/ (--kind chooses), each run against the fast tier (the
+simulation on the fakes over --sim-seeds seeds, the SQL-faithful tier over
+--sql-seeds, then the mutated package's tests with -short; no containers)
+by --workers workers (at most 2), and prints per mutant the tier, checker
+and seed that killed it and the seconds it took; a mutant that does not
+compile or prepare is invalid, not killed. --sample N runs N of them
+chosen by --seed (default 1). With --json it prints {"generated",
+"killed_fast", "killed_all", "equivalent", "survivors": [{"id", "file",
+"line", "diff", "judgement"}], ...}; survivors are judged by
+mutant/generated/equivalent.txt, the others are gaps. --out DIR writes
+generated.json. A gap makes the command exit 1.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &mutantsOptions{}
 			fs.StringVar(&o.tier, "tier", "sim", "where the mutants run: sim, infra or all")
@@ -48,7 +62,13 @@ mutants.json.`,
 			fs.Var(&o.seed, "seed", "the first `seed` (default: drawn from the clock and printed)")
 			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the matrix's cells (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
 			fs.BoolVar(&o.json, "json", false, "print the kill matrix as JSON")
-			fs.StringVar(&o.out, "out", "", "write mutants.json to `DIR`")
+			fs.StringVar(&o.out, "out", "", "write mutants.json (generated.json with --generated) to `DIR`")
+			fs.BoolVar(&o.generated, "generated", false, "generate the mutants and run them against the fast tier")
+			fs.StringVar(&o.kind, "kind", "all", "with --generated, which mutants: sql, go or all")
+			fs.IntVar(&o.sample, "sample", 0, "with --generated, run only `N` mutants chosen by --seed (0: all)")
+			fs.IntVar(&o.simSeeds, "sim-seeds", 300, "with --generated, seeds on the fakes per Go mutant (`N`)")
+			fs.IntVar(&o.sqlSeeds, "sql-seeds", 30, "with --generated, seeds on the SQL-faithful tier per mutant (`N`)")
+			fs.IntVar(&o.workers, "workers", 1, "with --generated, mutants run at once (`N`, at most 2)")
 			return o.run
 		},
 	}
@@ -62,9 +82,16 @@ type mutantsOptions struct {
 	shard   string
 	json    bool
 	out     string
+
+	generated                           bool
+	kind                                string
+	sample, simSeeds, sqlSeeds, workers int
 }
 
 func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
+	if o.generated {
+		return o.runGenerated(ctx, std)
+	}
 	tier, err := mutant.ParseTier(o.tier)
 	if err != nil {
 		return usageErr(std, "mutants", "--tier must be sim, infra or all, not %q", o.tier)

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/outboxlab/outboxlab/mutant/generated"
+	"github.com/outboxlab/outboxlab/report"
+)
+
+// generatedSummary is what --generated --json prints.
+type generatedSummary struct {
+	Generated  int                        `json:"generated"`
+	Invalid    int                        `json:"invalid"`
+	KilledFast int                        `json:"killed_fast"`
+	KilledAll  int                        `json:"killed_all"`
+	Equivalent int                        `json:"equivalent"`
+	Score      float64                    `json:"score"`
+	Seconds    float64                    `json:"seconds"`
+	ByTier     map[string]int             `json:"killed_by_tier"`
+	Survivors  []report.GeneratedSurvivor `json:"survivors"`
+	Mutants    []generated.Outcome        `json:"mutants"`
+}
+
+// runGenerated is mutants --generated.
+func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
+	switch {
+	case o.kind != "sql" && o.kind != "go" && o.kind != "all":
+		return usageErr(std, "mutants", "--kind must be sql, go or all, not %q", o.kind)
+	case o.sample < 0:
+		return usageErr(std, "mutants", "--sample must be at least 0, not %d", o.sample)
+	case o.simSeeds < 1 || o.sqlSeeds < 1:
+		return usageErr(std, "mutants", "--sim-seeds and --sql-seeds must be at least 1")
+	case o.workers < 1 || o.workers > 2:
+		return usageErr(std, "mutants", "--workers must be 1 or 2, not %d", o.workers)
+	case o.tier != "sim" || len(o.mutants) > 0 || o.shard != "":
+		return usageErr(std, "mutants", "--generated takes no --tier, --mutant or --shard")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return usageErr(std, "mutants", "--generated: %v", err)
+	}
+	start := std.now()
+	seed := uint64(1)
+	if o.seed.set {
+		seed = o.seed.v
+	}
+	all, err := generated.Generate(root)
+	if err != nil {
+		fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
+		return exitUsage
+	}
+	var ms []generated.Mutant
+	for _, m := range all {
+		if o.kind == "all" || string(m.Kind) == o.kind {
+			ms = append(ms, m)
+		}
+	}
+	ms = generated.Sample(ms, o.sample, seed)
+	command := fmt.Sprintf("%s mutants --generated --kind %s --sample %d --seed %d --sim-seeds %d --sql-seeds %d",
+		replayPrefix, o.kind, o.sample, seed, o.simSeeds, o.sqlSeeds)
+	if !o.json {
+		fmt.Fprintf(std.out, "SEED=%d generated=%d (of %d) sim-seeds=%d sql-seeds=%d workers=%d\n", seed, len(ms), len(all), o.simSeeds, o.sqlSeeds, o.workers)
+	}
+	var meta report.Meta
+	if o.out != "" {
+		meta = report.CollectMeta(ctx, start)
+	}
+	done := 0
+	outcomes, err := generated.Run(ctx, ms, generated.Options{
+		Root: root, SimSeeds: o.simSeeds, SQLSeeds: o.sqlSeeds, FirstSeed: seed, Workers: o.workers,
+		Log: func(r generated.Outcome) {
+			done++
+			by := r.Tier
+			if r.Status != generated.StatusKilled {
+				by = "-"
+			}
+			fmt.Fprintf(std.err, "[%d/%d] %s %s tier=%s checker=%s seed=%d %.1fs\n", done, len(ms), r.Status, r.ID, by, dash(r.Checker), r.Seed, r.Seconds)
+		},
+	})
+	if ctx.Err() != nil {
+		return interrupted(std, ctx, "mutants", fmt.Sprintf("%d of %d generated mutants finished, no verdict", done, len(ms)))
+	}
+	if err != nil {
+		fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
+		return exitUsage
+	}
+	sum := summarize(outcomes)
+	sum.Seconds = std.now().Sub(start).Seconds()
+	if o.json {
+		b, err := json.Marshal(sum)
+		if err != nil {
+			fmt.Fprintf(std.err, "outboxlab mutants: encoding the summary: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintln(std.out, string(b))
+	} else {
+		writeGenerated(std, sum)
+	}
+	if o.out != "" {
+		gf := report.GeneratedFile{Meta: meta, Command: command, Generated: sum.Generated, Invalid: sum.Invalid,
+			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Score: sum.Score,
+			Seconds: sum.Seconds, ByTier: sum.ByTier, Survivors: sum.Survivors}
+		if err := report.WriteFile(o.out, report.FileGenerated, gf); err != nil {
+			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
+			return exitUsage
+		}
+		if !o.json {
+			fmt.Fprintf(std.out, "results: %s\n", filepath.Join(o.out, report.FileGenerated))
+		}
+	}
+	for _, s := range sum.Survivors {
+		if s.Judgement == "gap" {
+			return exitFail
+		}
+	}
+	return exitOK
+}
+
+// summarize counts outcomes. No container tier runs: killed_all is the
+// fast tier's count.
+func summarize(outcomes []generated.Outcome) generatedSummary {
+	sum := generatedSummary{Generated: len(outcomes), ByTier: map[string]int{}, Survivors: []report.GeneratedSurvivor{}, Mutants: outcomes}
+	for _, r := range outcomes {
+		switch r.Status {
+		case generated.StatusInvalid:
+			sum.Invalid++
+		case generated.StatusKilled:
+			sum.KilledFast++
+			sum.ByTier[r.Tier]++
+		case generated.StatusSurvived:
+			if strings.HasPrefix(r.Judgement, "equivalent") {
+				sum.Equivalent++
+			}
+			sum.Survivors = append(sum.Survivors, report.GeneratedSurvivor{ID: r.ID, File: r.File, Line: r.Line, Diff: r.Diff, Judgement: r.Judgement})
+		}
+	}
+	sum.KilledAll = sum.KilledFast
+	if n := sum.Generated - sum.Invalid - sum.Equivalent; n > 0 {
+		sum.Score = float64(sum.KilledAll) / float64(n)
+	}
+	return sum
+}
+
+func writeGenerated(std *stdio, sum generatedSummary) {
+	fmt.Fprintf(std.out, "generated=%d invalid=%d killed_fast=%d equivalent=%d survivors=%d score=%.1f%% seconds=%.0f\n",
+		sum.Generated, sum.Invalid, sum.KilledFast, sum.Equivalent, len(sum.Survivors), 100*sum.Score, sum.Seconds)
+	for t, n := range sum.ByTier {
+		fmt.Fprintf(std.out, "  killed by %s: %d\n", t, n)
+	}
+	for _, s := range sum.Survivors {
+		fmt.Fprintf(std.out, "\nsurvivor %s (%s:%d): %s\n  %s\n", s.ID, s.File, s.Line, s.Judgement, strings.ReplaceAll(s.Diff, "\n", "\n  "))
+	}
+}
+
+// moduleRoot finds the outboxlab module's root from the working
+// directory up: the Go mutants are built from its sources.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/outboxlab/outboxlab\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("run it inside the outboxlab module: no go.mod of github.com/outboxlab/outboxlab above the working directory")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,329 @@
+package generated
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/testenv/pgserver"
+)
+
+// Statuses of an outcome.
+const (
+	StatusKilled   = "killed"
+	StatusSurvived = "survived"
+	// StatusInvalid is a mutant that does not compile, or whose statement
+	// does not prepare: neither killed nor survived.
+	StatusInvalid = "invalid"
+)
+
+// Outcome is what the fast tier did to one mutant.
+type Outcome struct {
+	Mutant
+	Status string `json:"status"`
+	Kill
+	// Judgement is a survivor's: "equivalent: <reason>" or "gap".
+	Judgement string `json:"judgement,omitempty"`
+}
+
+// Options configure Run.
+type Options struct {
+	// Root is the module's root directory.
+	Root string
+	// SimSeeds and SQLSeeds bound the seeds tried per mutant on the fakes
+	// and on the SQL-faithful tier. Defaults 300 and 30.
+	SimSeeds, SQLSeeds int
+	// FirstSeed is the first seed of every mutant's runs. Default 1.
+	FirstSeed uint64
+	// Workers run mutants at once, each with its own PostgreSQL server;
+	// at most 2. Default 1.
+	Workers int
+	// Log, when set, is told each outcome as it is known.
+	Log func(Outcome)
+}
+
+func (o Options) withDefaults() Options {
+	if o.SimSeeds == 0 {
+		o.SimSeeds = 300
+	}
+	if o.SQLSeeds == 0 {
+		o.SQLSeeds = 30
+	}
+	if o.FirstSeed == 0 {
+		o.FirstSeed = 1
+	}
+	o.Workers = min(max(o.Workers, 1), 2)
+	return o
+}
+
+// Run runs every mutant of ms against the fast tier and judges the
+// survivors with equivalent.txt. A SQL mutant runs on the SQL-faithful
+// tier in this process, its statement put in place through the stores'
+// statement seams; a Go mutant is built into cmd/mutantworker with its
+// file replaced by an overlay, which runs the simulation on the fakes
+// and on SQL, and then, if it survives, the mutated package's tests run
+// with -short under the same overlay. Outcomes are in the order of ms.
+func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
+	opts = opts.withDefaults()
+	eq, err := Equivalent()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "outboxlab-genmut-")
+	if err != nil {
+		return nil, fmt.Errorf("generated mutants: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	out := make([]Outcome, len(ms))
+	next := make(chan int)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	for w := range opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk := &worker{opts: opts, dir: filepath.Join(tmp, fmt.Sprint(w))}
+			defer wk.close()
+			for i := range next {
+				o, err := wk.run(ctx, ms[i])
+				if err != nil {
+					fail(fmt.Errorf("mutant %s: %w", ms[i].ID, err))
+					continue
+				}
+				if o.Status == StatusSurvived {
+					o.Judgement = "gap"
+					if r, ok := eq[o.ID]; ok {
+						o.Judgement = "equivalent: " + r
+					}
+				}
+				out[i] = o
+				if opts.Log != nil {
+					mu.Lock()
+					opts.Log(o)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+feed:
+	for i := range ms {
+		mu.Lock()
+		stop := first != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return out, first
+}
+
+// worker runs mutants one at a time on a PostgreSQL server of its own.
+type worker struct {
+	opts Options
+	dir  string
+	srv  *pgserver.Server
+	sql  *sim.SQL
+	bin  string // the unmutated worker binary's path, once built
+}
+
+func (w *worker) close() {
+	if w.sql != nil {
+		_ = w.sql.Close()
+	}
+	if w.srv != nil {
+		_ = w.srv.Close()
+	}
+}
+
+// backend starts the worker's server and SQL tier on first use.
+func (w *worker) backend(ctx context.Context) (*sim.SQL, error) {
+	if w.sql != nil {
+		return w.sql, nil
+	}
+	srv, err := pgserver.Start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("starting PostgreSQL for the SQL tier: %w", err)
+	}
+	w.srv = srv
+	if w.sql, err = sim.NewSQL(ctx, srv.AdminURL()); err != nil {
+		return nil, err
+	}
+	return w.sql, nil
+}
+
+func (w *worker) run(ctx context.Context, m Mutant) (Outcome, error) {
+	if m.Kind == KindSQL {
+		return w.runSQL(ctx, m)
+	}
+	return w.runGo(ctx, m)
+}
+
+// runSQL runs a SQL mutant on the SQL tier only: the fakes do not issue
+// the statements.
+func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
+	o := Outcome{Mutant: m}
+	b, err := w.backend(ctx)
+	if err != nil {
+		return o, err
+	}
+	start := time.Now()
+	if err := b.Check(ctx, m.SQL); err != nil {
+		var serr interface{ SQLState() string }
+		if !errors.As(err, &serr) {
+			return o, err
+		}
+		o.Status, o.Detail = StatusInvalid, shorten(err.Error(), 300)
+		o.Seconds = time.Since(start).Seconds()
+		return o, nil
+	}
+	var editErr error
+	switch m.File {
+	case StoreFile:
+		b.EditStore = func(s *relay.PGStore) {
+			q := s.Statements()
+			*q.Ref(m.Stmt) = m.SQL
+			if err := s.UseStatements(q); err != nil && editErr == nil {
+				editErr = err
+			}
+		}
+	case InboxFile:
+		b.EditInbox = func(in *consumer.PGInbox) {
+			if err := in.UseStatements(consumer.InboxStatements{Record: m.SQL}); err != nil && editErr == nil {
+				editErr = err
+			}
+		}
+	default:
+		return o, fmt.Errorf("no statement seam for %s", m.File)
+	}
+	defer func() { b.EditStore, b.EditInbox = nil, nil }()
+	k, err := FastTier(ctx, b, 0, w.opts.SQLSeeds, w.opts.FirstSeed)
+	if err == nil {
+		err = editErr
+	}
+	if err != nil {
+		return o, err
+	}
+	o.Kill = k
+	o.Status = StatusSurvived
+	if k.Tier != "" {
+		o.Status = StatusKilled
+	}
+	return o, nil
+}
+
+// runGo builds the worker command with the mutated file in an overlay,
+// runs its fast tier, then the mutated package's tests.
+func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
+	o := Outcome{Mutant: m}
+	start := time.Now()
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return o, fmt.Errorf("preparing the overlay: %w", err)
+	}
+	mutated := filepath.Join(w.dir, path.Base(m.File))
+	if err := os.WriteFile(mutated, m.Source, 0o644); err != nil {
+		return o, fmt.Errorf("writing the overlay: %w", err)
+	}
+	root, err := filepath.Abs(w.opts.Root)
+	if err != nil {
+		return o, fmt.Errorf("locating the module: %w", err)
+	}
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, m.File): mutated}})
+	overlay := filepath.Join(w.dir, "overlay.json")
+	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
+		return o, fmt.Errorf("writing the overlay: %w", err)
+	}
+	bin := filepath.Join(w.dir, "mutantworker")
+	if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "-o", bin, "./cmd/mutantworker"); err != nil {
+		if ctx.Err() != nil {
+			return o, ctx.Err()
+		}
+		o.Status, o.Detail = StatusInvalid, shorten(string(outp), 300)
+		o.Seconds = time.Since(start).Seconds()
+		return o, nil
+	}
+	cmd := exec.CommandContext(ctx, bin, "-sim-seeds", fmt.Sprint(w.opts.SimSeeds), "-sql-seeds", fmt.Sprint(w.opts.SQLSeeds),
+		"-seed", fmt.Sprint(w.opts.FirstSeed))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A mutant may loop forever: the fast tier's bound is generous.
+	timer := time.AfterFunc(5*time.Minute, func() { _ = cmd.Process.Kill() })
+	err = cmd.Run()
+	timedOut := !timer.Stop()
+	if ctx.Err() != nil {
+		return o, ctx.Err()
+	}
+	var k Kill
+	switch {
+	case timedOut:
+		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within 5 minutes"}
+	case err != nil:
+		// The mutated code broke the harness itself (a panic, a hang
+		// the worker caught): the fast tier failed it.
+		k = Kill{Tier: TierSim, Checker: "crash", Detail: shorten(stderr.String(), 300)}
+	default:
+		if err := json.Unmarshal(stdout.Bytes(), &k); err != nil {
+			return o, fmt.Errorf("reading the worker's verdict %q: %w", stdout.String(), err)
+		}
+	}
+	if k.Tier == "" {
+		pkg := "./" + path.Dir(m.File) + "/"
+		if outp, err := w.goCmd(ctx, "test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", pkg); err != nil {
+			if ctx.Err() != nil {
+				return o, ctx.Err()
+			}
+			k.Tier, k.Checker, k.Detail = TierUnit, "go test "+pkg, shorten(lastLines(string(outp), 8), 300)
+		}
+	}
+	k.Seconds = time.Since(start).Seconds()
+	o.Kill = k
+	o.Status = StatusSurvived
+	if k.Tier != "" {
+		o.Status = StatusKilled
+	}
+	return o, nil
+}
+
+func (w *worker) goCmd(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = w.opts.Root
+	return cmd.CombinedOutput()
+}
+
+func lastLines(s string, n int) string {
+	lines := bytes.Split(bytes.TrimSpace([]byte(s)), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte(" | ")))
+}
