@@ -28,14 +28,19 @@
 // creates the table first; OUTBOX_DECLARE_EXCHANGE (default false) declares
 // the exchange; OUTBOX_METRICS_ADDR (host:port, e.g. :9090) serves
 // Prometheus metrics on /metrics;
-// OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
+// OUTBOX_RECORDS names a file the relay appends its own operations to
+// (claims with their lease on the database clock, publishes and their
+// confirms, marks, retries, parks, sweeps, failpoints reached and its
+// clean stop), as JSON Lines of package history, one lifetime after
+// another, each starting with the history header; a file it cannot open
+// is a configuration error. OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
 // known message types (see typeDecoder), every type being accepted when it
 // is unset. OUTBOX_MUTANT runs a relay-side mutant of package mutant, a
 // relay broken on purpose for the harness's kill matrix, but only in a
 // binary built with `-tags mutants` (the image outboxlab/relay-mutants:dev);
 // the relay binary itself, and its image outboxlab/relay:dev, link no
-// mutant, simulation, checker or history code and reject the variable as a
-// configuration error. Logs are JSON lines on stderr, passwords redacted.
+// mutant, simulation or checker code (only package history, the format of
+// its records) and reject the variable as a configuration error. Logs are JSON lines on stderr, passwords redacted.
 package main
 
 import (
@@ -215,6 +220,20 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 		}()
+	}
+
+	if s.RecordsPath != "" {
+		rec, err := relay.OpenFileRecords(s.RecordsPath, s.Relay.RelayID)
+		if err != nil {
+			return &configError{Var: recordsEnv, Err: err}
+		}
+		defer func() {
+			if err := rec.Close(); err != nil {
+				log.Error("writing records", "path", s.RecordsPath, "err", err)
+			}
+		}()
+		opts.Records = rec
+		log.Info("recording operations", "path", s.RecordsPath)
 	}
 
 	store, rpub := mut.wire(pool, s.Table, pub, s.Relay.Now, log)
