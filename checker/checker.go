@@ -153,6 +153,10 @@ type Config struct {
 	BrokerOnly bool
 	// Features are the promises of the system under test.
 	Features Features
+	// Relays names the run's relay processes, as fault targets name them:
+	// for a relay that records nothing, the duplicates checker sees which
+	// faults hit a relay.
+	Relays []string
 }
 
 // Defaults of Config.

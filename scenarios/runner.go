@@ -88,6 +88,10 @@ type run struct {
 	plan     workload.Plan
 	rec      *history.Recorder
 
+	// recordsDir holds the relays' records files, one per lifetime of
+	// each replica; "" when the relay records nothing.
+	recordsDir string
+
 	// fx holds the run's schema, tables, topology and pools.
 	fx       *fixture.Fixture
 	contexts []*boundedCtx

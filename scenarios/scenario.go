@@ -55,6 +55,10 @@ type RelayUnderTest struct {
 	// chaos.ParseFailpoints). Scenarios that kill or slow a relay at a
 	// named point of its tick need it; without it they are not applicable.
 	Failpoints bool
+	// Records declares that the relay honours OUTBOX_RECORDS (see
+	// CapRecords): each replica gets a records file per lifetime, merged
+	// into the run's history after the run.
+	Records bool
 	// Lease is the lease the relay declares, which the rows it leases must
 	// show on the database clock (locked_until - locked_at of a row never
 	// retried); 0: not checked. Our relay and its mutants declare the
@@ -115,9 +119,9 @@ type Result struct {
 	// those records only see the final rows, the deliveries and the
 	// relay's logs.
 	Unchecked []string `json:"unchecked,omitempty"`
-	// RelayLog sums up what the relays' own logs say, when they log in the
-	// format of ./cmd/relay.
-	RelayLog RelayLog `json:"relay_log"`
+	// Records sums up what the relays recorded of their own operations,
+	// when they record (CapRecords).
+	Records RelayRecords `json:"relay_records"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`
 	// Safety is the planned length of the safety phase; a fault that a
@@ -144,19 +148,4 @@ func (r Result) Verdict() string {
 		return VerdictInconclusive
 	}
 	return VerdictFail
-}
-
-// RelayLog counts what the relay replicas logged over the run, every
-// process lifetime of every replica included.
-type RelayLog struct {
-	// Known reports that some replica logged in the JSON format of
-	// ./cmd/relay; the counts are zero otherwise.
-	Known bool `json:"known"`
-	// LostLeases counts confirmed rows a mark found no longer leased to
-	// its relay ("lease lost" lines).
-	LostLeases int `json:"lost_leases"`
-	// Parked counts rows the relays parked.
-	Parked int `json:"parked"`
-	// TickFailures counts failed ticks.
-	TickFailures int `json:"tick_failures"`
 }
