@@ -269,6 +269,7 @@ const (
 	NameParking             = "parking"
 	NameRetention           = "retention"
 	NameFencing             = "fencing"
+	NameLeases              = "leases"
 	NameLiveness            = "liveness"
 	NameCausalOrder         = "causal-order"
 )
@@ -286,6 +287,7 @@ func Check(h []history.Op, s State, cfg Config) Report {
 		a.parking(),
 		a.retention(),
 		a.fencing(),
+		a.leases(),
 		a.liveness(),
 		a.causalOrder(),
 	}
