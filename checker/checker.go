@@ -193,8 +193,12 @@ type Result struct {
 	Detail string
 	// Counts are the checker's own tallies.
 	Counts map[string]int
-	// By attributes counts to causes: duplicates per explaining fault.
+	// By attributes counts to causes: duplicates per explaining cause.
 	By map[string]int
+	// Unexplained counts what a checker could not explain by what it was
+	// near: unexplained duplicates by the fault windows their journey
+	// overlapped, which explain nothing by themselves ("none": no window).
+	Unexplained map[string]int
 }
 
 // Counts sums up a run.
@@ -217,8 +221,12 @@ type Counts struct {
 	Deliveries, DuplicateDeliveries int
 	// UnexplainedDuplicates are duplicates no fault explains.
 	UnexplainedDuplicates int
-	// DuplicatesBy attributes explained duplicates to faults.
-	DuplicatesBy map[string]int
+	// DuplicatesBy attributes explained duplicates to the causes that
+	// touched their rows (see DuplicateDeliveries).
+	DuplicatesBy map[string]int `json:",omitempty"`
+	// UnexplainedBy counts unexplained duplicates by the fault windows
+	// their journey overlapped ("none": no window).
+	UnexplainedBy map[string]int `json:",omitempty"`
 	// DuplicateEffects counts events whose effect was applied twice.
 	DuplicateEffects int
 	// Poison and Parked count poison events and events that ended faulted.
@@ -306,6 +314,7 @@ func Check(h []history.Op, s State, cfg Config) Report {
 		case NameDuplicateDeliveries:
 			rep.Counts.UnexplainedDuplicates = r.Counts["unexplained"]
 			rep.Counts.DuplicatesBy = r.By
+			rep.Counts.UnexplainedBy = r.Unexplained
 		case NameDuplicateEffects:
 			rep.Counts.DuplicateEffects = len(r.Offending)
 		case NameLiveness:
@@ -345,7 +354,14 @@ func (r Report) Summary() string {
 		for _, k := range slices.Sorted(maps.Keys(c.DuplicatesBy)) {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, c.DuplicatesBy[k]))
 		}
-		fmt.Fprintf(&b, "; by fault: %s", strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "; explained by: %s", strings.Join(parts, ", "))
+	}
+	if len(c.UnexplainedBy) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(c.UnexplainedBy)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, c.UnexplainedBy[k]))
+		}
+		fmt.Fprintf(&b, "; unexplained, near: %s", strings.Join(parts, ", "))
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "parking: %d poison, %d parked; lost leases: %d; drain time: %s\n",
