@@ -38,7 +38,7 @@ and exits 1. --out DIR writes scenarios.json, the histories and run.html.`,
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, image:REF or cmd:COMMAND")
-			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, or none (default none)")
+			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, or none (default none)")
 			fs.Var(&o.seed, "seed", "the `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
 			fs.IntVar(&o.events, "events", 0, "events the workload stages (default: the scenario's own)")
 			fs.DurationVar(&o.duration, "duration", 0, "length of the safety phase, instead of --events (default: the scenario's own)")
