@@ -61,7 +61,9 @@ const CauseLeaseExpired = "lease-expired"
 // "explained_without_records".
 //
 // Each explained duplicate is attributed to the cause that began last
-// before it, counted in Result.By. Unexplained duplicates fail the run: a
+// before it (an expired lease only when nothing else explains it: it is
+// the consequence of what kept the holder from marking), counted in
+// Result.By. Unexplained duplicates fail the run: a
 // relay that duplicates with nothing to provoke it is broken even when
 // consumers absorb it. They are counted in Result.Counts["unexplained"]
 // and in Result.Unexplained by the fault windows their journey overlapped
@@ -210,6 +212,12 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 			}
 		}
 	}
+	if cause, ok := c.found(); ok {
+		return cause, true
+	}
+	// A lease that ran out is the consequence of what kept its holder
+	// from marking the row; it explains the duplicate only when nothing
+	// recorded says what that was.
 	for i, c2 := range e.claims {
 		if c2.Index >= to || c2.DBTime.IsZero() {
 			continue
