@@ -49,8 +49,8 @@ const CauseLeaseExpired = "lease-expired"
 //     with no mark of it in between (CauseLeaseExpired);
 //   - a redelivery (Deliver with Redelivered) is explained by a failed
 //     Apply of the event (CauseRequeue), or by a crash, restart or fault
-//     (not clock) of the consumer that had the previous delivery, between
-//     that delivery and d.
+//     (not clock) of a consumer that had an earlier delivery of it,
+//     between that delivery and d.
 //
 // When no relay recorded anything of the event (a black-box relay that
 // writes no records), a second publish is explained by the evidence that
@@ -88,7 +88,7 @@ func (a *analysis) duplicateDeliveries() Result {
 			)
 			switch {
 			case delivery && d.Redelivered:
-				cause, ok = a.redeliveryCause(e, prev, d)
+				cause, ok = a.redeliveryCause(e, d)
 			case len(e.claims) > 0 || e.publishInvoke >= 0 || len(e.publishOK) > 0:
 				cause, ok = a.republishCause(e, d.Index)
 			default:
@@ -242,26 +242,34 @@ func (a *analysis) markedBetween(e *event, from, to int64) bool {
 	return false
 }
 
-// redeliveryCause explains a redelivery d of e after the delivery prev.
-func (a *analysis) redeliveryCause(e *event, prev, d history.Op) (string, bool) {
+// redeliveryCause explains a redelivery d of e: the broker had handed
+// the same copy to a consumer before (any earlier delivery of e may have
+// been that copy), and that consumer's apply failed, or it crashed,
+// restarted or was hit by a fault before it acked.
+func (a *analysis) redeliveryCause(e *event, d history.Op) (string, bool) {
 	c := considered{at: -1}
 	for _, f := range e.applyFailed {
 		if f.Index < d.Index {
 			c.consider(CauseRequeue, f.Index)
 		}
 	}
-	for _, cr := range a.crashes {
-		if cr.Process == prev.Process && cr.Index >= prev.Index && cr.Index <= d.Index {
-			if cr.F == history.Crash {
-				c.consider(CauseCrash+" "+cr.Process, cr.Index)
-			} else {
-				c.consider(CauseRestart+" "+cr.Process, cr.Index)
+	for _, q := range e.deliverOK {
+		if q.Index >= d.Index {
+			continue
+		}
+		for _, cr := range a.crashes {
+			if cr.Process == q.Process && cr.Index >= q.Index && cr.Index <= d.Index {
+				if cr.F == history.Crash {
+					c.consider(CauseCrash+" "+cr.Process, cr.Index)
+				} else {
+					c.consider(CauseRestart+" "+cr.Process, cr.Index)
+				}
 			}
 		}
-	}
-	for _, w := range a.windows {
-		if w.class() != history.ClassClock && a.hits(w, prev.Process) && w.start <= d.Index && w.end >= prev.Index {
-			c.consider(w.name, max(w.start, prev.Index))
+		for _, w := range a.windows {
+			if w.class() != history.ClassClock && a.hits(w, q.Process) && w.start <= d.Index && w.end >= q.Index {
+				c.consider(w.name, max(w.start, q.Index))
+			}
 		}
 	}
 	return c.found()

@@ -15,7 +15,8 @@ import (
 //
 //   - no relay claims a row whose lease is live: a claim's locked_at must
 //     not be before the locked_until that the row's previous claim or
-//     retry left, whoever made it;
+//     retry left, whoever made it (unless a retry of the row whose outcome
+//     is unknown came in between: it may have left another one);
 //   - with Features.Fenced, a relay marks a row only under its own lease:
 //     a Mark ok by P naming the row carries a processed_at (DBTime)
 //     before the end of the lease P's latest claim of it took, and no
@@ -65,6 +66,12 @@ func (a *analysis) leases() Result {
 				continue
 			}
 			prev := evs[i-1]
+			if slices.ContainsFunc(e.retryUnknown, func(at int64) bool { return at > prev.op.Index && at < ev.op.Index }) {
+				// A retry whose outcome is unknown may have set another
+				// locked_until in between.
+				v.counts["claims_unchecked"]++
+				continue
+			}
 			if ev.at.Before(prev.until) {
 				v.offend(id, "claimed by %s at #%d at %s while the lease %s left at #%d ran until %s (%s early)",
 					ev.op.Process, ev.op.Index, fmtDB(ev.at), prev.op.Process, prev.op.Index, fmtDB(prev.until), prev.until.Sub(ev.at))

@@ -311,6 +311,10 @@ func TestPGStoreRetryBacksOffThenParks(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := relay.RetryResult{Applied: true, Attempts: attempt + 1, Parked: attempt+1 == policy.MaxAttempts}
+		if got := res; got.At.IsZero() || got.Until.Sub(got.At) != wantDelay {
+			t.Errorf("retry %d tells its time %s and next eligible time %s, want %s apart on the database clock", attempt+1, got.At, got.Until, wantDelay)
+		}
+		res.At, res.Until = time.Time{}, time.Time{}
 		if res != want {
 			t.Errorf("retry %d = %+v, want %+v", attempt+1, res, want)
 		}

@@ -3,12 +3,10 @@ package relay
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -169,7 +167,7 @@ func (fr *FileRecords) Record(op history.Op) {
 	op.Index = fr.index
 	fr.index++
 	op.Process = fr.process
-	fr.buf = appendOp(fr.buf[:0], &op)
+	fr.buf = history.AppendJSON(fr.buf[:0], &op)
 	if _, err := fr.w.Write(fr.buf); err != nil {
 		fr.err = err
 	}
@@ -198,96 +196,4 @@ func (fr *FileRecords) Close() error {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	return errors.Join(fr.err, fr.f.Close())
-}
-
-// appendOp appends op as one JSON line, as encoding/json writes a
-// history.Op (a test holds the two to the same bytes), without
-// reflection for the fields a relay records.
-func appendOp(b []byte, op *history.Op) []byte {
-	b = append(b, `{"index":`...)
-	b = appendInt(b, op.Index)
-	b = append(b, `,"time":"`...)
-	b = op.Time.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","process":`...)
-	b = appendString(b, op.Process)
-	b = append(b, `,"type":`...)
-	b = appendString(b, string(op.Type))
-	b = append(b, `,"f":`...)
-	b = appendString(b, string(op.F))
-	if len(op.Events) > 0 {
-		b = append(b, `,"events":[`...)
-		for i, e := range op.Events {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, e)
-		}
-		b = append(b, ']')
-	}
-	m := &op.Meta
-	if m.Fault != nil || m.Phase != "" || len(m.CausedBy) > 0 || m.Queue != "" || m.Redelivered || m.Duplicate {
-		// Fields no relay records: the general encoder.
-		rest, _ := json.Marshal(op)
-		return append(append(b[:0], rest...), '\n')
-	}
-	if m.Attempts != 0 {
-		b = append(b, `,"attempts":`...)
-		b = appendInt(b, int64(m.Attempts))
-	}
-	if m.Parked {
-		b = append(b, `,"parked":true`...)
-	}
-	b = appendTime(b, "db_time", m.DBTime)
-	b = appendTime(b, "until", m.Until)
-	b = appendTime(b, "cutoff", m.Cutoff)
-	if m.Fenced != 0 {
-		b = append(b, `,"fenced":`...)
-		b = appendInt(b, int64(m.Fenced))
-	}
-	if m.Confirm != "" {
-		b = append(b, `,"confirm":`...)
-		b = appendString(b, m.Confirm)
-	}
-	if m.Failpoint != "" {
-		b = append(b, `,"failpoint":`...)
-		b = appendString(b, m.Failpoint)
-	}
-	if m.Detail != "" {
-		b = append(b, `,"detail":`...)
-		b = appendString(b, m.Detail)
-	}
-	if op.Error != "" {
-		b = append(b, `,"error":`...)
-		b = appendString(b, op.Error)
-	}
-	return append(b, "}\n"...)
-}
-
-func appendInt(b []byte, n int64) []byte {
-	return strconv.AppendInt(b, n, 10)
-}
-
-func appendTime(b []byte, key string, t time.Time) []byte {
-	if t.IsZero() {
-		return b
-	}
-	b = append(b, `,"`...)
-	b = append(b, key...)
-	b = append(b, `":"`...)
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
-}
-
-// appendString appends s as a JSON string: plain when it needs no
-// escaping (ids, names), through encoding/json otherwise.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

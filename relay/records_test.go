@@ -41,10 +41,10 @@ func (m *memRecords) all() []history.Op {
 	return append([]history.Op(nil), m.ops...)
 }
 
-// TestAppendOpEncodesAsJSON: the hand-written encoding of a record is the
-// bytes encoding/json writes for the same history.Op, for every field a
-// relay records and for one it does not.
-func TestAppendOpEncodesAsJSON(t *testing.T) {
+// TestRecordsEncodeAsJSON: the encoding of a record is the bytes
+// encoding/json writes for the same history.Op, for every field a relay
+// records and for one it does not.
+func TestRecordsEncodeAsJSON(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
 	for _, op := range []history.Op{
 		{Index: 3, Time: at, Process: "relay-a", Type: history.Invoke, F: history.Claim},
@@ -64,8 +64,8 @@ func TestAppendOpEncodesAsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, '\n')
-		if got := appendOp(nil, &op); !bytes.Equal(got, want) {
-			t.Errorf("appendOp:\n got %s\nwant %s", got, want)
+		if got := history.AppendJSON(nil, &op); !bytes.Equal(got, want) {
+			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
 		}
 	}
 }
