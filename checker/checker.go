@@ -35,14 +35,19 @@
 //     included) or info (unknown). CausedBy names the events whose
 //     consumption caused the commit (multi-hop pipelines).
 //     Unsafe producers record their inline Publish.
-//   - Relays ("relay-<id>") record Claim (ok: claimed ids), Publish (one
-//     event; ok once confirmed, fail when nacked or refused, info when the
-//     confirm never came), Mark (invoke: confirmed ids; ok: ids marked;
-//     fail when the statement failed), Retry (ok: Attempts, and Parked when
-//     it faulted the row; fail when the lease was lost),
-//     Park (ok when faulted, fail when the lease was lost), Sweep (ok: ids
-//     deleted, when the store can tell). Mark, Retry and Sweep oks carry
-//     DBTime when the store can tell the database time.
+//   - Relays ("relay-<id>", in the simulation through its ports, on
+//     containers in their own records, see relay.Records) record Claim
+//     (ok: claimed ids, with DBTime = locked_at and Until = locked_until
+//     when the store tells), Publish (one event; ok once confirmed, fail
+//     when nacked or refused, info when the confirm never came; Confirm
+//     says which), Mark (invoke: confirmed ids; ok: ids marked, Fenced the
+//     rows the lease fence kept; fail or info when the statement failed),
+//     Retry (ok: Attempts, Until = the next eligible time, and Parked when
+//     it faulted the row; fail when the lease was lost), Park (ok when
+//     faulted, fail when the lease was lost), Sweep (ok: ids deleted, when
+//     the store can tell, and the retention Cutoff), Failpoint and Stop.
+//     Mark, Retry and Sweep oks carry DBTime when the store can tell the
+//     database time.
 //   - Consumers ("consumer-N") record Deliver ok when the broker hands them a
 //     message (Redelivered for a redelivery, Queue when a run has several
 //     queues), and Apply (invoke, then ok; Duplicate when the inbox

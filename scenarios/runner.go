@@ -226,6 +226,10 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	}
 	res = r.verdict(ctx, st, drain, steps)
 	res.Duration = time.Since(began)
+	if rr := res.Records; rr.Known {
+		r.logf("relay records: %d lifetime(s), %d record(s) merged; %d torn last line(s) dropped, %d lifetime(s) ended without a stop, %d without a file",
+			rr.Lifetimes, rr.Ops, rr.Torn, rr.Died, rr.Missing)
+	}
 	if res.Valid {
 		r.logf("PASS %s in %s: %d committed, %d delivered, %d duplicate deliveries%s, drain %s",
 			sc.Name, res.Duration.Round(time.Millisecond), res.Counts.Committed, res.Counts.Delivered,
