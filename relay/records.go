@@ -17,7 +17,8 @@ import (
 
 // Records receives what a relay does, as it does it, as operations of
 // package history: Claim (invoke, then ok with the rows claimed, their
-// lease on the database clock in DBTime and Until, or fail), Publish (an
+// lease on the database clock in DBTime and Until, or info when it
+// failed), Publish (an
 // invoke per row sent, then ok once confirmed, fail when nacked, returned
 // or not sent, info when the confirm timed out or the channel closed;
 // Meta.Confirm says which), Mark (invoke with the confirmed rows, then ok

@@ -922,7 +922,8 @@ var errNotAwaited = errors.New("confirm not awaited")
 func (r *Relay) recordClaim(rows []Row, err error) {
 	r.record(history.Invoke, history.Claim, nil, history.Meta{}, nil)
 	if err != nil {
-		r.record(history.Fail, history.Claim, nil, history.Meta{}, err)
+		// A claim cut short may have committed: its outcome is unknown.
+		r.record(history.Info, history.Claim, nil, history.Meta{}, err)
 	} else {
 		r.record(history.OK, history.Claim, rowIDStrings(rows),
 			history.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}, nil)
