@@ -11,6 +11,31 @@ import (
 	"time"
 )
 
+// RecordsSummary sums up what the processes of a run recorded of their
+// own operations in records files (a relay's OUTBOX_RECORDS), every
+// lifetime of every process included.
+type RecordsSummary struct {
+	// Known reports that the run gave its processes records files (the
+	// relay declares that it writes them).
+	Known bool `json:"known"`
+	// Lifetimes counts the replicas' process lifetimes that wrote a
+	// records file, and Ops the records merged into the history.
+	Lifetimes int `json:"lifetimes"`
+	Ops       int `json:"ops"`
+	// Torn counts lifetimes whose last line was cut short (a kill in the
+	// middle of a write): the line is dropped, not read as a record.
+	Torn int `json:"torn"`
+	// Died counts lifetimes whose records end without a stop record: the
+	// process was killed, and the merged history has a crash of it there
+	// unless the harness recorded one.
+	Died int `json:"died"`
+	// Missing counts lifetimes that left no records file at all, and
+	// Unreadable the files that could not be read (each also a problem of
+	// the run).
+	Missing    int `json:"missing"`
+	Unreadable int `json:"unreadable"`
+}
+
 // Lifetime is what one lifetime of a process recorded in a records file:
 // the ops after one header line, up to the next header or the end of the
 // file.

@@ -10,29 +10,8 @@ import (
 )
 
 // RelayRecords sums up what the relay replicas recorded of their own
-// operations (OUTBOX_RECORDS) over the run, every lifetime of every
-// replica included.
-type RelayRecords struct {
-	// Known reports that the relay declares records (CapRecords) and the
-	// run gave its replicas records files.
-	Known bool `json:"known"`
-	// Lifetimes counts the replicas' process lifetimes that wrote a
-	// records file, and Ops the records merged into the history.
-	Lifetimes int `json:"lifetimes"`
-	Ops       int `json:"ops"`
-	// Torn counts lifetimes whose last line was cut short (a kill in the
-	// middle of a write): the line is dropped, not read as a record.
-	Torn int `json:"torn"`
-	// Died counts lifetimes whose records end without a stop record: the
-	// process was killed, and the merged history has a crash of it there
-	// unless the harness recorded one.
-	Died int `json:"died"`
-	// Missing counts lifetimes that left no records file at all, and
-	// Unreadable the files that could not be read (each also a problem of
-	// the run).
-	Missing    int `json:"missing"`
-	Unreadable int `json:"unreadable"`
-}
+// operations over a run (see history.RecordsSummary).
+type RelayRecords = history.RecordsSummary
 
 // readRelayRecords reads every lifetime of every replica's records file
 // and returns them as history sources, with a summary and the problems

@@ -180,6 +180,10 @@ func toBundle(dir string, i int, res scenarios.Result, note string) (report.Scen
 	for _, f := range res.Faults {
 		r.Faults = append(r.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})
 	}
+	if res.Records.Known {
+		rr := res.Records
+		r.RelayRecords = &rr
+	}
 	if len(res.History) > 0 {
 		name := fmt.Sprintf("%02d-%s-%s-%d.jsonl", i+1, safeName(res.Scenario), safeName(res.Variant), res.Seed)
 		rel, err := report.WriteHistory(dir, name, res.History)
