@@ -61,6 +61,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -150,7 +151,33 @@ func newLogger(w io.Writer, s settings) *slog.Logger {
 }
 
 // serve wires the relay and runs it until ctx ends.
-func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) error {
+func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (err error) {
+	// The records file opens first, so that every lifetime has one, even
+	// one stopped while the database is still out of reach; relay.Run
+	// records the stop, and a lifetime that ends before it runs records
+	// its stop here.
+	var (
+		rec *relay.FileRecords
+		ran bool
+	)
+	if s.RecordsPath != "" {
+		if rec, err = relay.OpenFileRecords(s.RecordsPath, s.Relay.RelayID); err != nil {
+			return &configError{Var: recordsEnv, Err: err}
+		}
+		defer func() {
+			if !ran {
+				op := history.Op{Type: history.OK, F: history.Stop}
+				if err != nil {
+					op.Error = err.Error()
+				}
+				rec.Record(op)
+			}
+			if cerr := rec.Close(); cerr != nil {
+				log.Error("writing records", "path", s.RecordsPath, "err", cerr)
+			}
+		}()
+		log.Info("recording operations", "path", s.RecordsPath)
+	}
 	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database config: %w", relay.RedactError(err, s.DatabaseURL))
@@ -199,6 +226,9 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 	defer pub.Close()
 
 	opts := relay.Options{Logger: log}
+	if rec != nil {
+		opts.Records = rec
+	}
 	if s.Failpoints != nil {
 		opts.Failpoints = s.Failpoints
 	}
@@ -220,20 +250,6 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 		}()
-	}
-
-	if s.RecordsPath != "" {
-		rec, err := relay.OpenFileRecords(s.RecordsPath, s.Relay.RelayID)
-		if err != nil {
-			return &configError{Var: recordsEnv, Err: err}
-		}
-		defer func() {
-			if err := rec.Close(); err != nil {
-				log.Error("writing records", "path", s.RecordsPath, "err", err)
-			}
-		}()
-		opts.Records = rec
-		log.Info("recording operations", "path", s.RecordsPath)
 	}
 
 	store, rpub := mut.wire(pool, s.Table, pub, s.Relay.Now, log)
@@ -263,6 +279,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 			}
 		}
 	}()
+	ran = true
 	err = r.Run(ctx, wake)
 	<-done
 	logTotals(log, "relay stopped", r.Totals())
