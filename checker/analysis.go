@@ -50,6 +50,7 @@ type event struct {
 	marks         []history.Op   // Mark ok naming it
 	markTries     []history.Pair // Mark operations that may have marked it
 	retries       []history.Op   // Retry ok
+	retryUnknown  []int64        // invokes of Retry operations whose outcome is unknown
 	parks         []history.Op   // Park ok, and Retry ok flagged parked
 	sweeps        []history.Op   // Sweep ok naming it
 
@@ -367,6 +368,12 @@ func (a *analysis) indexPair(p history.Pair) {
 			}
 		}
 	case history.Retry:
+		if !ok && p.Invoke != nil && p.Outcome() != history.Fail {
+			for _, id := range p.Invoke.Events {
+				e := a.ev(id, p.Invoke.Index)
+				e.retryUnknown = append(e.retryUnknown, p.Invoke.Index)
+			}
+		}
 		if ok {
 			for _, id := range doneEvents() {
 				e := a.ev(id, done.Index)

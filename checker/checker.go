@@ -35,14 +35,19 @@
 //     included) or info (unknown). CausedBy names the events whose
 //     consumption caused the commit (multi-hop pipelines).
 //     Unsafe producers record their inline Publish.
-//   - Relays ("relay-<id>") record Claim (ok: claimed ids), Publish (one
-//     event; ok once confirmed, fail when nacked or refused, info when the
-//     confirm never came), Mark (invoke: confirmed ids; ok: ids marked;
-//     fail when the statement failed), Retry (ok: Attempts, and Parked when
-//     it faulted the row; fail when the lease was lost),
-//     Park (ok when faulted, fail when the lease was lost), Sweep (ok: ids
-//     deleted, when the store can tell). Mark, Retry and Sweep oks carry
-//     DBTime when the store can tell the database time.
+//   - Relays ("relay-<id>", in the simulation through its ports, on
+//     containers in their own records, see relay.Records) record Claim
+//     (ok: claimed ids, with DBTime = locked_at and Until = locked_until
+//     when the store tells), Publish (one event; ok once confirmed, fail
+//     when nacked or refused, info when the confirm never came; Confirm
+//     says which), Mark (invoke: confirmed ids; ok: ids marked, Fenced the
+//     rows the lease fence kept; fail or info when the statement failed),
+//     Retry (ok: Attempts, Until = the next eligible time, and Parked when
+//     it faulted the row; fail when the lease was lost), Park (ok when
+//     faulted, fail when the lease was lost), Sweep (ok: ids deleted, when
+//     the store can tell, and the retention Cutoff), Failpoint and Stop.
+//     Mark, Retry and Sweep oks carry DBTime when the store can tell the
+//     database time.
 //   - Consumers ("consumer-N") record Deliver ok when the broker hands them a
 //     message (Redelivered for a redelivery, Queue when a run has several
 //     queues), and Apply (invoke, then ok; Duplicate when the inbox
@@ -153,6 +158,10 @@ type Config struct {
 	BrokerOnly bool
 	// Features are the promises of the system under test.
 	Features Features
+	// Relays names the run's relay processes, as fault targets name them:
+	// for a relay that records nothing, the duplicates checker sees which
+	// faults hit a relay.
+	Relays []string
 }
 
 // Defaults of Config.
@@ -189,8 +198,12 @@ type Result struct {
 	Detail string
 	// Counts are the checker's own tallies.
 	Counts map[string]int
-	// By attributes counts to causes: duplicates per explaining fault.
+	// By attributes counts to causes: duplicates per explaining cause.
 	By map[string]int
+	// Unexplained counts what a checker could not explain by what it was
+	// near: unexplained duplicates by the fault windows their journey
+	// overlapped, which explain nothing by themselves ("none": no window).
+	Unexplained map[string]int
 }
 
 // Counts sums up a run.
@@ -213,8 +226,12 @@ type Counts struct {
 	Deliveries, DuplicateDeliveries int
 	// UnexplainedDuplicates are duplicates no fault explains.
 	UnexplainedDuplicates int
-	// DuplicatesBy attributes explained duplicates to faults.
-	DuplicatesBy map[string]int
+	// DuplicatesBy attributes explained duplicates to the causes that
+	// touched their rows (see DuplicateDeliveries).
+	DuplicatesBy map[string]int `json:",omitempty"`
+	// UnexplainedBy counts unexplained duplicates by the fault windows
+	// their journey overlapped ("none": no window).
+	UnexplainedBy map[string]int `json:",omitempty"`
 	// DuplicateEffects counts events whose effect was applied twice.
 	DuplicateEffects int
 	// Poison and Parked count poison events and events that ended faulted.
@@ -265,6 +282,7 @@ const (
 	NameParking             = "parking"
 	NameRetention           = "retention"
 	NameFencing             = "fencing"
+	NameLeases              = "leases"
 	NameLiveness            = "liveness"
 	NameCausalOrder         = "causal-order"
 )
@@ -282,6 +300,7 @@ func Check(h []history.Op, s State, cfg Config) Report {
 		a.parking(),
 		a.retention(),
 		a.fencing(),
+		a.leases(),
 		a.liveness(),
 		a.causalOrder(),
 	}
@@ -300,6 +319,7 @@ func Check(h []history.Op, s State, cfg Config) Report {
 		case NameDuplicateDeliveries:
 			rep.Counts.UnexplainedDuplicates = r.Counts["unexplained"]
 			rep.Counts.DuplicatesBy = r.By
+			rep.Counts.UnexplainedBy = r.Unexplained
 		case NameDuplicateEffects:
 			rep.Counts.DuplicateEffects = len(r.Offending)
 		case NameLiveness:
@@ -339,7 +359,14 @@ func (r Report) Summary() string {
 		for _, k := range slices.Sorted(maps.Keys(c.DuplicatesBy)) {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, c.DuplicatesBy[k]))
 		}
-		fmt.Fprintf(&b, "; by fault: %s", strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "; explained by: %s", strings.Join(parts, ", "))
+	}
+	if len(c.UnexplainedBy) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(c.UnexplainedBy)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, c.UnexplainedBy[k]))
+		}
+		fmt.Fprintf(&b, "; unexplained, near: %s", strings.Join(parts, ", "))
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "parking: %d poison, %d parked; lost leases: %d; drain time: %s\n",

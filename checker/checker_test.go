@@ -26,7 +26,7 @@ func fullRun() *hb {
 		crash("relay-a").restart("relay-a").
 		relay("relay-a", "e1", "e2", "u1").
 		consume("consumer-1", "e1", "e2", "u1").
-		deliver("consumer-1", "e2", history.Meta{Redelivered: true}).applyDup("consumer-1", "e2").
+		deliver("consumer-1", "e2").applyDup("consumer-1", "e2").
 		phase(history.PhaseLiveness).phase(history.PhaseCheck)
 }
 
@@ -71,7 +71,7 @@ func TestCheckCleanRun(t *testing.T) {
 		names[i] = r.Checker
 	}
 	wantNames := []string{NameWellFormed, NameLost, NamePhantom, NameUnexpected, NameDuplicateDeliveries,
-		NameDuplicateEffects, NameParking, NameRetention, NameFencing, NameLiveness, NameCausalOrder}
+		NameDuplicateEffects, NameParking, NameRetention, NameFencing, NameLeases, NameLiveness, NameCausalOrder}
 	if !slices.Equal(names, wantNames) {
 		t.Errorf("checkers = %v, want %v", names, wantNames)
 	}

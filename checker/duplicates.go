@@ -2,7 +2,8 @@ package checker
 
 import (
 	"fmt"
-	"math"
+	"slices"
+	"strings"
 
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -22,30 +23,52 @@ const (
 	CauseUnconfirmed = "unconfirmed-publish"
 )
 
-// DuplicateDeliveries counts the events published (Publish ok) or delivered
-// (Deliver record, per queue) more than once and explains each extra one. A
-// duplicate at record d is explained when, between the start of its event's
-// journey and d, something happened that may repeat a publish or a
-// delivery:
+// CauseLeaseExpired names a duplicate whose row was claimed again after
+// the lease of an earlier claim had run out on the database clock, with
+// no mark of it in between.
+const CauseLeaseExpired = "lease-expired"
+
+// DuplicateDeliveries counts the events published (Publish ok) or
+// delivered (Deliver record, per queue) more than once and explains each
+// extra one by a cause that touched that event's row or delivery. A fault
+// window that merely overlapped the event's journey explains nothing by
+// itself. The causes, for an extra copy at record d:
 //
-//   - a fault window was open at some point (a FaultStart..FaultStop span
-//     overlapping the interval), except clock faults: leases and backoff run
-//     on the database clock, so a skewed process clock explains nothing;
-//   - some process crashed or restarted (a Crash or Restart record);
-//   - for a delivery, a consumer's Apply of the event failed (it was
-//     requeued);
-//   - a Publish of the event went unconfirmed (the broker may hold it).
+//   - a second publish (an extra Publish ok, or an extra delivery the
+//     broker did not flag as a redelivery) is explained by:
+//   - an earlier Publish of the event that was never confirmed (fail,
+//     info or left open): the broker may hold it anyway
+//     (CauseUnconfirmed);
+//   - the relay that held the row (from its Claim ok, or its Publish
+//     invoke, of the event to its Mark ok naming it, or to d when it
+//     never marked it) crashed or restarted then ("crash <relay>",
+//     "restart <relay>"), or a fault of any class but clock hit that relay
+//     then (a pause, a kill, a cut or slow link: the fault's name);
+//   - the row was claimed again after an earlier claim's lease had run
+//     out on the database clock (Claim ok DBTime >= the earlier Until)
+//     with no mark of it in between (CauseLeaseExpired);
+//   - a redelivery (Deliver with Redelivered) is explained by a failed
+//     Apply of the event (CauseRequeue), or by a crash, restart or fault
+//     (not clock) of a consumer that had an earlier delivery of it,
+//     between that delivery and d.
 //
-// The journey starts when a relay first took the event: its first Claim ok
-// or its first Publish invoke, whichever came first (a relay paused after
-// its claim publishes late, after another relay claimed and published the
-// event, so the pause precedes the first publish). When no relay records
-// claims or publishes (a black-box relay), it starts at the event's first
-// Commit invoke, or else at its first record. Each explained duplicate is attributed to the
-// cause that began last before it (a fault's name, "crash <process>",
-// "restart <process>", "requeue", "unconfirmed-publish") and counted in
-// Result.By. Unexplained duplicates fail the run: a relay that duplicates
-// with nothing to provoke it is broken even when consumers absorb it.
+// When no relay recorded anything of the event (a black-box relay that
+// writes no records), a second publish is explained by the evidence that
+// remains: a fault (not clock) that hit a relay (one of Config.Relays, a
+// process that recorded relay operations, or every process for a fault
+// without targets) while the event was in flight, between its first
+// Commit invoke and d; such duplicates are counted as
+// "explained_without_records".
+//
+// Each explained duplicate is attributed to the cause that began last
+// before it (an expired lease only when nothing else explains it: it is
+// the consequence of what kept the holder from marking), counted in
+// Result.By. Unexplained duplicates fail the run: a
+// relay that duplicates with nothing to provoke it is broken even when
+// consumers absorb it. They are counted in Result.Counts["unexplained"]
+// and in Result.Unexplained by the fault windows their journey overlapped
+// ("none" when it overlapped none), which explain nothing but say where
+// to look.
 func DuplicateDeliveries(h []history.Op, s State, cfg Config) Result {
 	return analyze(h, s, cfg).duplicateDeliveries()
 }
@@ -53,31 +76,43 @@ func DuplicateDeliveries(h []history.Op, s State, cfg Config) Result {
 func (a *analysis) duplicateDeliveries() Result {
 	v := a.verdict(NameDuplicateDeliveries)
 	v.by = map[string]int{}
+	unexplained := map[string]int{}
+	relays := a.relayProcesses()
 	judge := func(e *event, kind string, dups []history.Op, delivery bool) {
-		from := e.first
-		switch {
-		case e.publishInvoke >= 0 || len(e.claims) > 0:
-			from = math.MaxInt64
-			if e.publishInvoke >= 0 {
-				from = e.publishInvoke
-			}
-			if len(e.claims) > 0 {
-				from = min(from, e.claims[0].Index)
-			}
-		case e.commitInvoke >= 0:
-			from = e.commitInvoke
-		}
 		for i, d := range dups[1:] {
+			prev := dups[i]
 			v.counts["duplicate_"+kind]++
-			cause, ok := a.explain(e, from, d.Index, delivery)
+			var (
+				cause string
+				ok    bool
+			)
+			switch {
+			case delivery && d.Redelivered:
+				cause, ok = a.redeliveryCause(e, d)
+			case len(e.claims) > 0 || e.publishInvoke >= 0 || len(e.publishOK) > 0:
+				cause, ok = a.republishCause(e, d.Index)
+			default:
+				cause, ok = a.blackBoxCause(e, d.Index, relays)
+				if ok {
+					v.counts["explained_without_records"]++
+				}
+			}
 			if ok {
 				v.counts["explained"]++
 				v.by[cause]++
 				continue
 			}
 			v.counts["unexplained"]++
-			v.offend(e.id, "%s %d times (#%d by %s, then #%d by %s); no fault, crash, requeue or unconfirmed publish between #%d and #%d",
-				kind, len(dups), dups[i].Index, dups[i].Process, d.Index, d.Process, from, d.Index)
+			near := a.nearFaults(e, d.Index)
+			for _, n := range near {
+				unexplained[n]++
+			}
+			what := "a second publish"
+			if delivery && d.Redelivered {
+				what = "a redelivery"
+			}
+			v.offend(e.id, "%s %d times (#%d by %s, then #%d by %s): %s with no cause that touched this row (no unconfirmed publish of it, no crash, restart or fault of a relay while it held it, no expired lease, no requeue); fault windows in its journey: %s",
+				kind, len(dups), prev.Index, prev.Process, d.Index, d.Process, what, strings.Join(near, ", "))
 		}
 	}
 	for _, id := range a.ids {
@@ -94,45 +129,205 @@ func (a *analysis) duplicateDeliveries() Result {
 	if len(v.by) == 0 {
 		v.by = nil
 	}
-	return v.result(fmt.Sprintf("%d duplicate publishes, %d duplicate deliveries, %d explained",
+	res := v.result(fmt.Sprintf("%d duplicate publishes, %d duplicate deliveries, %d explained by a cause that touched their row",
 		v.counts["duplicate_published"], v.counts["duplicate_delivered"], v.counts["explained"]))
+	if len(unexplained) > 0 {
+		res.Unexplained = unexplained
+	}
+	return res
 }
 
-// explain finds the cause of a duplicate of e at index to, looking back to
-// index from; it returns the cause that began last.
-func (a *analysis) explain(e *event, from, to int64, delivery bool) (string, bool) {
-	best, bestAt := "", int64(-1)
-	consider := func(cause string, at int64) {
-		if at > bestAt {
-			best, bestAt = cause, at
+// consider keeps the cause that began last.
+type considered struct {
+	cause string
+	at    int64
+}
+
+func (c *considered) consider(cause string, at int64) {
+	if at > c.at {
+		c.cause, c.at = cause, at
+	}
+}
+
+func (c *considered) found() (string, bool) { return c.cause, c.at >= 0 }
+
+// hold is a span in which one relay held an event's row: from its claim
+// (or its publish, when no claim of it is recorded) to its mark of it.
+type hold struct {
+	process  string
+	from, to int64
+}
+
+// holds returns the spans in which relays held e's row, up to index to.
+func (a *analysis) holds(e *event, to int64) []hold {
+	var out []hold
+	end := func(p string, from int64) int64 {
+		for _, m := range e.marks {
+			if m.Process == p && m.Index > from {
+				return min(m.Index, to)
+			}
+		}
+		return to
+	}
+	claimed := map[string]bool{}
+	for _, c := range e.claims {
+		if c.Index < to {
+			out = append(out, hold{c.Process, c.Index, end(c.Process, c.Index)})
+			claimed[c.Process] = true
 		}
 	}
-	for _, w := range a.windows {
-		if w.start <= to && w.end >= from && w.class() != history.ClassClock {
-			consider(w.name, w.start)
-		}
-	}
-	for _, c := range a.crashes {
-		if c.Index < from || c.Index > to {
+	// A relay whose claim record was lost (it died before writing it out)
+	// held the row from its publish.
+	for _, p := range a.pairs {
+		inv := p.Invoke
+		if inv == nil || inv.F != history.Publish || inv.Index >= to || claimed[inv.Process] || !slices.Contains(inv.Events, e.id) {
 			continue
 		}
-		if c.F == history.Crash {
-			consider(CauseCrash+" "+c.Process, c.Index)
-		} else {
-			consider(CauseRestart+" "+c.Process, c.Index)
+		out = append(out, hold{inv.Process, inv.Index, end(inv.Process, inv.Index)})
+	}
+	return out
+}
+
+// republishCause explains a second publish of e, at index to.
+func (a *analysis) republishCause(e *event, to int64) (string, bool) {
+	c := considered{at: -1}
+	for _, p := range e.unconfirmed {
+		if at := p.Start().Index; at < to {
+			c.consider(CauseUnconfirmed, at)
 		}
 	}
-	if delivery {
-		for _, f := range e.applyFailed {
-			if f.Index >= from && f.Index <= to {
-				consider(CauseRequeue, f.Index)
+	for _, h := range a.holds(e, to) {
+		for _, cr := range a.crashes {
+			if cr.Process == h.process && cr.Index >= h.from && cr.Index <= h.to {
+				if cr.F == history.Crash {
+					c.consider(CauseCrash+" "+cr.Process, cr.Index)
+				} else {
+					c.consider(CauseRestart+" "+cr.Process, cr.Index)
+				}
+			}
+		}
+		for _, w := range a.windows {
+			if w.class() != history.ClassClock && a.hits(w, h.process) && w.start <= h.to && w.end >= h.from {
+				c.consider(w.name, max(w.start, h.from))
 			}
 		}
 	}
-	for _, p := range e.unconfirmed {
-		if at := p.Start().Index; at >= from && at <= to {
-			consider(CauseUnconfirmed, at)
+	if cause, ok := c.found(); ok {
+		return cause, true
+	}
+	// A lease that ran out is the consequence of what kept its holder
+	// from marking the row; it explains the duplicate only when nothing
+	// recorded says what that was.
+	for i, c2 := range e.claims {
+		if c2.Index >= to || c2.DBTime.IsZero() {
+			continue
+		}
+		for _, c1 := range e.claims[:i] {
+			if c1.Until.IsZero() || c2.DBTime.Before(c1.Until) || a.markedBetween(e, c1.Index, c2.Index) {
+				continue
+			}
+			c.consider(CauseLeaseExpired, c2.Index)
 		}
 	}
-	return best, bestAt >= 0
+	return c.found()
+}
+
+// markedBetween reports a Mark ok naming e between two indexes.
+func (a *analysis) markedBetween(e *event, from, to int64) bool {
+	for _, m := range e.marks {
+		if m.Index > from && m.Index < to {
+			return true
+		}
+	}
+	return false
+}
+
+// redeliveryCause explains a redelivery d of e: the broker had handed
+// the same copy to a consumer before (any earlier delivery of e may have
+// been that copy), and that consumer's apply failed, or it crashed,
+// restarted or was hit by a fault before it acked.
+func (a *analysis) redeliveryCause(e *event, d history.Op) (string, bool) {
+	c := considered{at: -1}
+	for _, f := range e.applyFailed {
+		if f.Index < d.Index {
+			c.consider(CauseRequeue, f.Index)
+		}
+	}
+	for _, q := range e.deliverOK {
+		if q.Index >= d.Index {
+			continue
+		}
+		for _, cr := range a.crashes {
+			if cr.Process == q.Process && cr.Index >= q.Index && cr.Index <= d.Index {
+				if cr.F == history.Crash {
+					c.consider(CauseCrash+" "+cr.Process, cr.Index)
+				} else {
+					c.consider(CauseRestart+" "+cr.Process, cr.Index)
+				}
+			}
+		}
+		for _, w := range a.windows {
+			if w.class() != history.ClassClock && a.hits(w, q.Process) && w.start <= d.Index && w.end >= q.Index {
+				c.consider(w.name, max(w.start, q.Index))
+			}
+		}
+	}
+	return c.found()
+}
+
+// blackBoxCause explains a second publish of an event no relay recorded
+// anything of: a fault that hit a relay while the event was in flight.
+func (a *analysis) blackBoxCause(e *event, to int64, relays []string) (string, bool) {
+	from := e.first
+	if e.commitInvoke >= 0 {
+		from = e.commitInvoke
+	}
+	c := considered{at: -1}
+	for _, w := range a.windows {
+		if w.class() == history.ClassClock || w.start > to || w.end < from {
+			continue
+		}
+		hitsRelay := len(w.fault.Targets) == 0
+		for _, r := range relays {
+			hitsRelay = hitsRelay || w.fault.Hits(r)
+		}
+		if hitsRelay {
+			c.consider(w.name, max(w.start, from))
+		}
+	}
+	return c.found()
+}
+
+// nearFaults names the fault windows (clock faults included) open at some
+// point of e's journey up to index to, or "none".
+func (a *analysis) nearFaults(e *event, to int64) []string {
+	from := e.first
+	if e.commitInvoke >= 0 {
+		from = e.commitInvoke
+	}
+	var out []string
+	for _, w := range a.windows {
+		if w.start <= to && w.end >= from && !slices.Contains(out, w.name) {
+			out = append(out, w.name)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
+}
+
+// relayProcesses returns the run's relay processes: Config.Relays and
+// every process that recorded a relay operation.
+func (a *analysis) relayProcesses() []string {
+	out := slices.Clone(a.cfg.Relays)
+	for _, op := range a.ops {
+		switch op.F {
+		case history.Claim, history.Mark, history.Retry, history.Park, history.Sweep:
+			if !slices.Contains(out, op.Process) {
+				out = append(out, op.Process)
+			}
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package checker
 import (
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -133,5 +134,87 @@ func TestDuplicateCountsSplitPublishesAndDeliveries(t *testing.T) {
 	}
 	if got := r.Counts["explained"]; got != 3 {
 		t.Errorf("explained = %d, want 3", got)
+	}
+}
+
+// TestDuplicatesNeedACauseOnTheirRow: a fault window that overlapped the
+// journey explains a duplicate only when it touched the row's relay while
+// that relay held it, or the delivery's consumer.
+func TestDuplicatesNeedACauseOnTheirRow(t *testing.T) {
+	cases := []struct {
+		checkCase
+		by, near map[string]int
+	}{
+		{checkCase: checkCase{
+			name: "a broker outage of another relay, while relay-a republishes with no cause",
+			h: build().commit("producer-1", "e1").fault("broker-down relay-b", history.ClassBroker, "relay-b").
+				relay("relay-a", "e1").claim("relay-a", "e1").publish("relay-a", "e1").heal("broker-down relay-b").h(),
+			offending: []string{"e1"},
+		}, near: map[string]int{"broker-down relay-b": 1}},
+		{checkCase: checkCase{
+			name: "a consumer fault explains no second publish",
+			h: build().commit("producer-1", "e1").fault("consumer cut", history.ClassBroker, "consumer-1").
+				relay("relay-a", "e1").deliver("consumer-1", "e1").apply("consumer-1", "e1").
+				claim("relay-b", "e1").publish("relay-b", "e1").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").heal("consumer cut").h(),
+			offending: []string{"e1"},
+		}, near: map[string]int{"consumer cut": 2}},
+		{checkCase: checkCase{
+			name: "a consumer fault explains the redelivery it caused",
+			h: build().commit("producer-1", "e1").relay("relay-a", "e1").deliver("consumer-1", "e1").apply("consumer-1", "e1").
+				fault("consumer cut", history.ClassBroker, "consumer-1").heal("consumer cut").
+				deliver("consumer-1", "e1", history.Meta{Redelivered: true}).applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"consumer cut": 1}},
+		{checkCase: checkCase{
+			name: "claimed again after the lease ran out on the database clock",
+			h: build().commit("producer-1", "e1").claimAt("relay-a", db, "e1").publish("relay-a", "e1").
+				claimAt("relay-b", db.Add(lease+time.Second), "e1").publish("relay-b", "e1").mark("relay-b", "e1").h(),
+			valid: true,
+		}, by: map[string]int{CauseLeaseExpired: 1}},
+		{checkCase: checkCase{
+			name: "claimed again while the lease was live explains nothing",
+			h: build().commit("producer-1", "e1").claimAt("relay-a", db, "e1").publish("relay-a", "e1").
+				claimAt("relay-b", db.Add(time.Second), "e1").publish("relay-b", "e1").mark("relay-b", "e1").h(),
+			offending: []string{"e1"},
+		}, near: map[string]int{"none": 1}},
+		{checkCase: checkCase{
+			name: "claimed again after its mark explains nothing",
+			h: build().commit("producer-1", "e1").claimAt("relay-a", db, "e1").publish("relay-a", "e1").markAt("relay-a", db, "e1").
+				claimAt("relay-b", db.Add(lease+time.Second), "e1").publish("relay-b", "e1").h(),
+			offending: []string{"e1"},
+		}},
+		{checkCase: checkCase{
+			name: "its relay was killed holding it (records lost up to the claim)",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").deliver("consumer-1", "e1").apply("consumer-1", "e1").
+				crash("relay-a").claim("relay-b", "e1").publish("relay-b", "e1").mark("relay-b", "e1").
+				deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"crash relay-a": 1}},
+		{checkCase: checkCase{
+			name: "a black-box relay: a fault on the consumers explains no second publish",
+			h: build().commit("producer-1", "e1").fault("consumer cut", history.ClassBroker, "consumer-1").
+				consume("consumer-1", "e1").heal("consumer cut").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			cfg:       Config{Relays: []string{"relay-a"}},
+			offending: []string{"e1"},
+		}, near: map[string]int{"consumer cut": 1}},
+		{checkCase: checkCase{
+			name: "a black-box relay: a fault on a relay in the event's flight explains it",
+			h: build().commit("producer-1", "e1").fault("kill relay-a", history.ClassProcess, "relay-a").
+				consume("consumer-1", "e1").heal("kill relay-a").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			cfg:   Config{Relays: []string{"relay-a"}},
+			valid: true,
+		}, by: map[string]int{"kill relay-a": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := DuplicateDeliveries(c.h, c.s, c.cfg)
+			expect(t, r, c.valid, c.offending...)
+			if c.by != nil && !maps.Equal(r.By, c.by) {
+				t.Errorf("By = %v, want %v", r.By, c.by)
+			}
+			if c.near != nil && !maps.Equal(r.Unexplained, c.near) {
+				t.Errorf("Unexplained = %v, want %v", r.Unexplained, c.near)
+			}
+		})
 	}
 }

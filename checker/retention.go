@@ -52,6 +52,11 @@ func (a *analysis) retention() Result {
 }
 
 func (a *analysis) judgeSweep(v *verdict, e *event, sw history.Op) {
+	if !sw.Cutoff.IsZero() && !sw.DBTime.IsZero() && sw.DBTime.Sub(sw.Cutoff) < a.cfg.Retention {
+		v.offend(e.id, "swept by %s at #%d with a cutoff %s before its statement; retention is %s",
+			sw.Process, sw.Index, sw.DBTime.Sub(sw.Cutoff), a.cfg.Retention)
+		return
+	}
 	for _, p := range e.parks {
 		if p.Index < sw.Index {
 			v.offend(e.id, "faulted row (parked at #%d) deleted by %s's sweep at #%d", p.Index, sw.Process, sw.Index)

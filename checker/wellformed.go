@@ -63,7 +63,8 @@ func (a *analysis) wellFormed() Result {
 // standalone reports whether records of f may stand without an invoke.
 func standalone(f history.Func) bool {
 	switch f {
-	case history.Deliver, history.FaultStart, history.FaultStop, history.Crash, history.Restart, history.Phase:
+	case history.Deliver, history.FaultStart, history.FaultStop, history.Crash, history.Restart, history.Phase,
+		history.Failpoint, history.Stop:
 		return true
 	}
 	return false

@@ -73,6 +73,14 @@ const (
 	// Phase marks the start of a run phase: Phase is PhaseSafety,
 	// PhaseLiveness or PhaseCheck.
 	Phase Func = "phase"
+	// Failpoint records that Process reached the failpoint named in
+	// Meta.Failpoint, before the failpoint acted (a relay writes it, and
+	// makes it durable, before a failpoint that may kill it).
+	Failpoint Func = "failpoint"
+	// Stop records that Process stopped cleanly: what it had in flight was
+	// settled or abandoned and it recorded nothing after. A process whose
+	// records end without a Stop died.
+	Stop Func = "stop"
 )
 
 // Op is one operation record.
@@ -109,8 +117,25 @@ type Meta struct {
 	// Parked says a Retry reached the attempt limit and faulted the row.
 	Parked bool `json:"parked,omitempty"`
 	// DBTime is the database clock at the statement a relay record is
-	// about: a Mark (processed_at), a Retry, a Sweep.
+	// about: a Claim (locked_at), a Mark (processed_at), a Retry, a Sweep.
 	DBTime time.Time `json:"db_time,omitzero"`
+	// Until is a time of the database clock after which a row is eligible
+	// again: on a Claim ok the lease end (locked_until) of the rows it
+	// claimed, on a Retry ok the row's next eligible time after its
+	// backoff.
+	Until time.Time `json:"until,omitzero"`
+	// Cutoff, on a Sweep ok, is the retention cutoff of the database clock:
+	// processed rows older than it were deleted.
+	Cutoff time.Time `json:"cutoff,omitzero"`
+	// Fenced counts the rows of a Mark ok (or the row of a Retry or Park
+	// fail) that the lease fence left untouched: the relay no longer held
+	// their lease, and the statement affected no row of them.
+	Fenced int `json:"fenced,omitempty"`
+	// Confirm is how the broker answered a relay's Publish: ConfirmAck,
+	// ConfirmNack, ConfirmReturn, ConfirmTimeout or ConfirmClosed.
+	Confirm string `json:"confirm,omitempty"`
+	// Failpoint names the failpoint of a Failpoint record.
+	Failpoint string `json:"failpoint,omitempty"`
 	// CausedBy, on a Commit invoke, names the events whose consumption
 	// caused the events of this commit.
 	CausedBy []string `json:"caused_by,omitempty"`
@@ -125,6 +150,22 @@ type Meta struct {
 	// after-confirm-before-mark"); no checker reads it.
 	Detail string `json:"detail,omitempty"`
 }
+
+// Confirm outcomes carried in Meta.Confirm of a Publish completion.
+const (
+	// ConfirmAck: the broker confirmed the message (ok).
+	ConfirmAck = "ack"
+	// ConfirmNack: the broker refused it with a negative confirm (fail).
+	ConfirmNack = "nack"
+	// ConfirmReturn: the broker returned it as unroutable (fail).
+	ConfirmReturn = "return"
+	// ConfirmTimeout: no confirm came within the publish timeout; the
+	// broker may hold the message (info).
+	ConfirmTimeout = "timeout"
+	// ConfirmClosed: the channel or connection closed before the confirm;
+	// the broker may hold the message (info).
+	ConfirmClosed = "closed"
+)
 
 // Phase names carried in Meta.Phase of a Phase record.
 const (
@@ -239,6 +280,21 @@ func (m Meta) String() string {
 	}
 	if !m.DBTime.IsZero() {
 		parts = append(parts, "db_time="+m.DBTime.UTC().Format(time.RFC3339Nano))
+	}
+	if !m.Until.IsZero() {
+		parts = append(parts, "until="+m.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if !m.Cutoff.IsZero() {
+		parts = append(parts, "cutoff="+m.Cutoff.UTC().Format(time.RFC3339Nano))
+	}
+	if m.Fenced > 0 {
+		parts = append(parts, fmt.Sprintf("fenced=%d", m.Fenced))
+	}
+	if m.Confirm != "" {
+		parts = append(parts, "confirm="+m.Confirm)
+	}
+	if m.Failpoint != "" {
+		parts = append(parts, "failpoint="+m.Failpoint)
 	}
 	if len(m.CausedBy) > 0 {
 		parts = append(parts, "caused-by="+strings.Join(m.CausedBy, ","))

@@ -23,7 +23,8 @@ import (
 type PGStore struct {
 	pool  *pgxpool.Pool
 	table outbox.Table
-	q     PGStatements
+
+	q PGStatements
 }
 
 // PGStatements is the text of every statement PGStore issues, with the
@@ -70,7 +71,10 @@ func (q *PGStatements) Ref(name string) *string {
 	return nil
 }
 
-var _ Store = (*PGStore)(nil)
+var (
+	_ Store      = (*PGStore)(nil)
+	_ TimedStore = (*PGStore)(nil)
+)
 
 // NewPGStore returns a store for table on pool. The table must have been
 // created by outbox.Migrate.
@@ -93,20 +97,20 @@ func NewPGStore(pool *pgxpool.Pool, table outbox.Table) *PGStore {
 	SET locked_by = $2, locked_at = now(), locked_until = now() + $3::bigint * interval '1 microsecond'
 	FROM candidate
 	WHERE o.id = candidate.id
-	RETURNING o.id, o.message_type, o.payload, o.correlation_id, o.occurred_at, o.attempts
+	RETURNING o.id, o.message_type, o.payload, o.correlation_id, o.occurred_at, o.attempts, o.locked_at, o.locked_until
 )
-SELECT id, message_type, payload, correlation_id, occurred_at, attempts
+SELECT id, message_type, payload, correlation_id, occurred_at, attempts, locked_at, locked_until
 FROM claimed ORDER BY occurred_at, id`,
 		Mark: `UPDATE ` + t + ` SET processed_at = now()
 WHERE id = ANY($1) AND ` + fence + `
-RETURNING id`,
+RETURNING id, processed_at`,
 		Retry: `UPDATE ` + t + ` SET
 	attempts = attempts + 1,
 	last_error = $3,
 	locked_until = now() + least(power(2, least(attempts, 62)::double precision) * $4::bigint, $5::bigint) * interval '1 microsecond',
 	faulted_at = CASE WHEN attempts + 1 >= $6 THEN now() END
 WHERE id = $1 AND ` + fence + `
-RETURNING attempts, faulted_at IS NOT NULL`,
+RETURNING attempts, faulted_at IS NOT NULL, now(), locked_until`,
 		Park: `UPDATE ` + t + ` SET faulted_at = now(), last_error = $3
 WHERE id = $1 AND ` + fence,
 		Sweep: `DELETE FROM ` + t + ` WHERE id IN (
@@ -115,7 +119,8 @@ WHERE id = $1 AND ` + fence,
 		AND faulted_at IS NULL
 	ORDER BY processed_at
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED)`,
+	FOR UPDATE SKIP LOCKED)
+RETURNING id, now()`,
 		Stats: `SELECT
 	count(*) FILTER (WHERE ` + pending + `),
 	count(*) FILTER (WHERE ` + pending + ` AND (locked_until IS NULL OR locked_until < now())),
@@ -161,7 +166,7 @@ func (s *PGStore) Claim(ctx context.Context, owner string, limit int, lease time
 				row      Row
 				id, corr pgtype.UUID
 			)
-			err := r.Scan(&id, &row.Type, &row.Payload, &corr, &row.OccurredAt, &row.Attempts)
+			err := r.Scan(&id, &row.Type, &row.Payload, &corr, &row.OccurredAt, &row.Attempts, &row.LockedAt, &row.LockedUntil)
 			row.ID = id.Bytes
 			if corr.Valid {
 				c := uuid.UUID(corr.Bytes)
@@ -189,10 +194,20 @@ func (s *PGStore) Claim(ctx context.Context, owner string, limit int, lease time
 // unexpired lease and returns the ids it marked. It commits without
 // waiting for the WAL flush (see queryAsync).
 func (s *PGStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, error) {
+	marked, _, err := s.MarkAt(ctx, owner, ids)
+	return marked, err
+}
+
+// MarkAt is Mark, also returning the processed_at it set (now() of its
+// transaction); zero when it marked nothing.
+func (s *PGStore) MarkAt(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, time.Time, error) {
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, time.Time{}, nil
 	}
-	var marked []uuid.UUID
+	var (
+		marked []uuid.UUID
+		at     time.Time
+	)
 	// pgtype.UUID encodes straight to the wire; uuid.UUID would go through
 	// its driver.Valuer, a string per id that the driver parses back.
 	arg := make([]pgtype.UUID, len(ids))
@@ -202,15 +217,15 @@ func (s *PGStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([]uu
 	err := s.queryAsync(ctx, s.q.Mark, []any{arg, owner}, func(rows pgx.Rows) (err error) {
 		marked, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 			var id pgtype.UUID
-			err := r.Scan(&id)
+			err := r.Scan(&id, &at)
 			return id.Bytes, err
 		})
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("marking %d rows in %s: %w", len(ids), s.table, err)
+		return nil, time.Time{}, fmt.Errorf("marking %d rows in %s: %w", len(ids), s.table, err)
 	}
-	return marked, nil
+	return marked, at, nil
 }
 
 // asyncCommitSQL turns synchronous_commit off until the end of the
@@ -260,7 +275,7 @@ func (s *PGStore) Retry(ctx context.Context, owner string, id uuid.UUID, policy 
 	var res RetryResult
 	err := s.pool.QueryRow(ctx, s.q.Retry, id, owner, cause,
 		policy.BackoffBase.Microseconds(), policy.BackoffMax.Microseconds(), policy.MaxAttempts,
-	).Scan(&res.Attempts, &res.Parked)
+	).Scan(&res.Attempts, &res.Parked, &res.At, &res.Until)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return RetryResult{}, nil
@@ -284,11 +299,30 @@ func (s *PGStore) Park(ctx context.Context, owner string, id uuid.UUID, cause st
 // Sweep deletes up to limit processed rows whose processed_at is older than
 // retention by the database clock. Pending and faulted rows never match.
 func (s *PGStore) Sweep(ctx context.Context, retention time.Duration, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.q.Sweep, retention.Microseconds(), limit)
+	ids, _, err := s.SweepIDs(ctx, retention, limit)
+	return len(ids), err
+}
+
+// SweepIDs is Sweep, returning the ids it deleted and now() of its
+// statement (zero when it deleted nothing).
+func (s *PGStore) SweepIDs(ctx context.Context, retention time.Duration, limit int) ([]uuid.UUID, time.Time, error) {
+	rows, err := s.pool.Query(ctx, s.q.Sweep, retention.Microseconds(), limit)
 	if err != nil {
-		return 0, fmt.Errorf("sweeping %s: %w", s.table, err)
+		return nil, time.Time{}, fmt.Errorf("sweeping %s: %w", s.table, err)
 	}
-	return int(tag.RowsAffected()), nil
+	var (
+		ids []uuid.UUID
+		id  pgtype.UUID
+		at  time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+		ids = append(ids, id.Bytes)
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sweeping %s: %w", s.table, err)
+	}
+	return ids, at, nil
 }
 
 // Stats reports the backlog: pending, eligible, faulted and processed

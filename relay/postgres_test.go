@@ -311,6 +311,10 @@ func TestPGStoreRetryBacksOffThenParks(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := relay.RetryResult{Applied: true, Attempts: attempt + 1, Parked: attempt+1 == policy.MaxAttempts}
+		if got := res; got.At.IsZero() || got.Until.Sub(got.At) != wantDelay {
+			t.Errorf("retry %d tells its time %s and next eligible time %s, want %s apart on the database clock", attempt+1, got.At, got.Until, wantDelay)
+		}
+		res.At, res.Until = time.Time{}, time.Time{}
 		if res != want {
 			t.Errorf("retry %d = %+v, want %+v", attempt+1, res, want)
 		}
@@ -395,8 +399,15 @@ func TestPGStoreSweepsOnlyProcessedPastRetention(t *testing.T) {
 	if n, err := store.Sweep(ctx, time.Hour, 2); err != nil || n != 2 {
 		t.Fatalf("sweep = %d, %v; want a batch of 2", n, err)
 	}
-	if n, err := store.Sweep(ctx, time.Hour, 100); err != nil || n != 3 {
-		t.Fatalf("sweep = %d, %v; want the other 3 old rows", n, err)
+	// SweepIDs names what it deleted and the database time it did.
+	got, at, err := store.SweepIDs(ctx, time.Hour, 100)
+	if err != nil || len(got) != 3 || at.IsZero() {
+		t.Fatalf("sweep = %v at %s, %v; want the other 3 old rows and the statement's time", got, at, err)
+	}
+	for _, id := range got {
+		if !slices.ContainsFunc(old, func(e outbox.Event) bool { return e.ID == id }) {
+			t.Errorf("sweep names %s, not an old processed row", id)
+		}
 	}
 	// The fresh row goes only once retention has passed by the database
 	// clock.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 // Options carries a relay's optional collaborators. The zero value is
@@ -38,6 +40,9 @@ type Options struct {
 	// real one (time.NewTimer). The simulation's timers run on its clock
 	// and hand the baton back to its scheduler where Run waits.
 	NewTimer func(d time.Duration) Timer
+	// Records, when set, receives what the relay does as history
+	// operations (see Records); nil records nothing and costs nothing.
+	Records Records
 }
 
 // Timer is Run's poll timer, the seam of its clock: Run arms it for the
@@ -73,6 +78,9 @@ type Relay struct {
 	fp     Failpoints
 	serial bool
 	timers func(time.Duration) Timer
+	rec    Records
+	// timed is the store's TimedStore, when it is one and rec is set.
+	timed  TimedStore
 	totals Totals
 
 	lastSweep  time.Time
@@ -118,7 +126,13 @@ func New(cfg Config, store Store, pub Publisher, opts Options) (*Relay, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	var timed TimedStore
+	if opts.Records != nil {
+		timed, _ = store.(TimedStore)
+	}
 	return &Relay{
+		rec:    opts.Records,
+		timed:  timed,
 		cfg:    cfg,
 		store:  store,
 		pub:    pub,
@@ -152,6 +166,10 @@ func (r *Relay) Totals() *Totals { return &r.totals }
 func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 	work, release := afterShutdown(ctx, r.cfg.PublishTimeout)
 	defer release()
+	defer func() {
+		r.record(history.OK, history.Stop, nil, history.Meta{}, nil)
+		r.flushRecords()
+	}()
 	timer := r.newTimer(0)
 	defer timer.Stop()
 	for {
@@ -185,6 +203,7 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 		if r.m != nil {
 			r.m.TickDuration.Observe(r.cfg.Now().Sub(start).Seconds())
 		}
+		r.flushRecords()
 		timer.Reset(r.cfg.PollInterval)
 	}
 }
@@ -274,6 +293,8 @@ type inflight struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	f      *flight
+	// ids names the row in its Publish records; nil without Records.
+	ids []string
 }
 
 // drain is one tick: it claims batch after batch and keeps the publish
@@ -427,7 +448,11 @@ func (d *drain) startClaim() *call[[]Row] {
 	return start(r.serial, func() ([]Row, error) {
 		cctx, cancel := context.WithTimeout(d.claims, r.cfg.StoreTimeout)
 		defer cancel()
-		return r.store.Claim(cctx, r.cfg.RelayID, r.cfg.BatchSize, r.cfg.Lease)
+		rows, err := r.store.Claim(cctx, r.cfg.RelayID, r.cfg.BatchSize, r.cfg.Lease)
+		if r.rec != nil && (err != nil || len(rows) > 0) {
+			r.recordClaim(rows, err)
+		}
+		return rows, err
 	})
 }
 
@@ -511,8 +536,15 @@ func (d *drain) publish(f *flight, rows []Row) error {
 			}
 		}
 		pctx, pcancel := context.WithTimeout(d.ctx, r.cfg.PublishTimeout)
+		var ids []string
+		if r.rec != nil {
+			ids = []string{row.ID.String()}
+			r.record(history.Invoke, history.Publish, ids, history.Meta{}, nil)
+		}
 		conf, perr := r.pub.Publish(pctx, MessageOf(row))
 		if perr != nil {
+			// Not sent.
+			r.record(history.Fail, history.Publish, ids, history.Meta{}, perr)
 			pcancel()
 			r.confirmFailed(perr)
 			if Classify(perr) == ClassBroker {
@@ -523,7 +555,7 @@ func (d *drain) publish(f *flight, rows []Row) error {
 			d.filed(row.ID)
 			continue
 		}
-		d.pending = append(d.pending, inflight{row: row, conf: conf, ctx: pctx, cancel: pcancel, f: f})
+		d.pending = append(d.pending, inflight{row: row, conf: conf, ctx: pctx, cancel: pcancel, f: f, ids: ids})
 		f.open++
 		if err := r.failpoint(d.ctx, FailAfterPublishBeforeConfirm); err != nil {
 			return err
@@ -542,6 +574,10 @@ func (d *drain) settle() error {
 	werr := p.conf.Wait(p.ctx)
 	p.cancel()
 	p.f.open--
+	if r.rec != nil {
+		t, c := confirmOutcome(werr)
+		r.record(t, history.Publish, p.ids, history.Meta{Confirm: c}, werr)
+	}
 	switch {
 	case werr == nil:
 		p.f.confirmed = append(p.f.confirmed, p.row.ID)
@@ -583,7 +619,7 @@ func (d *drain) complete(f *flight) error {
 	d.marks = append(d.marks, markCall{ids: ids, call: start(r.serial, func() ([]uuid.UUID, error) {
 		mctx, cancel := context.WithTimeout(d.ctx, r.cfg.StoreTimeout)
 		defer cancel()
-		return r.store.Mark(mctx, r.cfg.RelayID, ids)
+		return r.mark(mctx, ids)
 	})})
 	return d.reapMarks(false)
 }
@@ -650,6 +686,8 @@ func (d *drain) finish() error {
 func (d *drain) abort(err error) error {
 	for _, p := range d.pending {
 		p.cancel()
+		r := d.r
+		r.record(history.Info, history.Publish, p.ids, history.Meta{}, errNotAwaited)
 	}
 	d.pending = nil
 	for _, m := range d.marks {
@@ -727,8 +765,21 @@ func (r *Relay) marked(ids, marked []uuid.UUID, res *TickResult) {
 func (r *Relay) rowFailed(ctx context.Context, row Row, cause error, res *TickResult) {
 	sctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
 	defer cancel()
+	var ids []string
+	if r.rec != nil {
+		ids = []string{row.ID.String()}
+	}
 	if Classify(cause) == ClassPoison {
+		r.record(history.Invoke, history.Park, ids, history.Meta{}, nil)
 		ok, err := r.store.Park(sctx, r.cfg.RelayID, row.ID, cause.Error())
+		switch {
+		case err != nil:
+			r.record(history.Info, history.Park, ids, history.Meta{}, err)
+		case !ok:
+			r.record(history.Fail, history.Park, ids, history.Meta{Fenced: 1}, ErrLeaseLost)
+		default:
+			r.record(history.OK, history.Park, ids, history.Meta{}, nil)
+		}
 		switch {
 		case err != nil:
 			r.log.Error("parking row", "id", row.ID, "cause", cause, "err", err)
@@ -744,7 +795,16 @@ func (r *Relay) rowFailed(ctx context.Context, row Row, cause error, res *TickRe
 		}
 		return
 	}
+	r.record(history.Invoke, history.Retry, ids, history.Meta{}, nil)
 	out, err := r.store.Retry(sctx, r.cfg.RelayID, row.ID, r.cfg.Policy(), cause.Error())
+	switch {
+	case err != nil:
+		r.record(history.Info, history.Retry, ids, history.Meta{}, err)
+	case !out.Applied:
+		r.record(history.Fail, history.Retry, ids, history.Meta{Fenced: 1}, ErrLeaseLost)
+	default:
+		r.record(history.OK, history.Retry, ids, history.Meta{Attempts: out.Attempts, Parked: out.Parked, DBTime: out.At, Until: out.Until}, nil)
+	}
 	switch {
 	case err != nil:
 		r.log.Error("recording attempt", "id", row.ID, "cause", cause, "err", err)
@@ -793,7 +853,7 @@ func (r *Relay) sweep(ctx context.Context) (int, error) {
 			return total, fmt.Errorf("sweeping processed rows: %w", err)
 		}
 		sctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
-		n, err := r.store.Sweep(sctx, r.cfg.Retention, r.cfg.SweepBatch)
+		n, err := r.sweepOnce(sctx)
 		cancel()
 		total += n
 		if err != nil {
@@ -827,6 +887,11 @@ func (r *Relay) failpoint(ctx context.Context, name string) error {
 	if r.fp == nil {
 		return nil
 	}
+	if r.rec != nil {
+		// Durable before the failpoint acts: it may kill the process.
+		r.record(history.OK, history.Failpoint, nil, history.Meta{Failpoint: name}, nil)
+		r.rec.Flush()
+	}
 	if err := r.fp.Inject(ctx, name); err != nil {
 		return fmt.Errorf("failpoint %s: %w", name, err)
 	}
@@ -846,4 +911,87 @@ func missing(want, got []uuid.UUID) []uuid.UUID {
 		}
 	}
 	return out
+}
+
+// errNotAwaited completes the Publish record of a confirm the relay gave
+// up on (a failpoint ended the tick).
+var errNotAwaited = errors.New("confirm not awaited")
+
+// recordClaim records a claim that leased rows or failed: an invoke and
+// its completion, both when the statement returned.
+func (r *Relay) recordClaim(rows []Row, err error) {
+	r.record(history.Invoke, history.Claim, nil, history.Meta{}, nil)
+	if err != nil {
+		// A claim cut short may have committed: its outcome is unknown.
+		r.record(history.Info, history.Claim, nil, history.Meta{}, err)
+	} else {
+		r.record(history.OK, history.Claim, rowIDStrings(rows),
+			history.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}, nil)
+	}
+	r.rec.Flush()
+}
+
+// mark marks the confirmed rows of ids, recording the mark when the
+// relay records.
+func (r *Relay) mark(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	if r.rec == nil {
+		return r.store.Mark(ctx, r.cfg.RelayID, ids)
+	}
+	strs := idStrings(ids)
+	r.record(history.Invoke, history.Mark, strs, history.Meta{}, nil)
+	var (
+		marked []uuid.UUID
+		at     time.Time
+		err    error
+	)
+	if r.timed != nil {
+		marked, at, err = r.timed.MarkAt(ctx, r.cfg.RelayID, ids)
+	} else {
+		marked, err = r.store.Mark(ctx, r.cfg.RelayID, ids)
+	}
+	if err != nil {
+		// The statement may have committed before it failed.
+		r.record(history.Info, history.Mark, strs, history.Meta{}, err)
+		return marked, err
+	}
+	done := strs
+	if len(marked) != len(ids) {
+		done = idStrings(marked)
+	}
+	r.record(history.OK, history.Mark, done, history.Meta{DBTime: at, Fenced: len(ids) - len(marked)}, nil)
+	return marked, nil
+}
+
+// sweepOnce runs one sweep statement, recording it when it deleted rows
+// or failed.
+func (r *Relay) sweepOnce(ctx context.Context) (int, error) {
+	if r.rec == nil {
+		return r.store.Sweep(ctx, r.cfg.Retention, r.cfg.SweepBatch)
+	}
+	var (
+		ids []string
+		at  time.Time
+		n   int
+		err error
+	)
+	if r.timed != nil {
+		var got []uuid.UUID
+		got, at, err = r.timed.SweepIDs(ctx, r.cfg.Retention, r.cfg.SweepBatch)
+		ids, n = idStrings(got), len(got)
+	} else {
+		n, err = r.store.Sweep(ctx, r.cfg.Retention, r.cfg.SweepBatch)
+	}
+	switch {
+	case err != nil:
+		r.record(history.Invoke, history.Sweep, nil, history.Meta{}, nil)
+		r.record(history.Info, history.Sweep, nil, history.Meta{}, err)
+	case n > 0:
+		m := history.Meta{DBTime: at}
+		if !at.IsZero() {
+			m.Cutoff = at.Add(-r.cfg.Retention)
+		}
+		r.record(history.Invoke, history.Sweep, nil, history.Meta{}, nil)
+		r.record(history.OK, history.Sweep, ids, m, nil)
+	}
+	return n, err
 }

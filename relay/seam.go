@@ -19,6 +19,9 @@ type Row struct {
 	CorrelationID *uuid.UUID
 	OccurredAt    time.Time
 	Attempts      int
+	// LockedAt and LockedUntil are the lease the claim took, on the
+	// store's clock (the database's): zero when the store does not tell.
+	LockedAt, LockedUntil time.Time
 }
 
 // RetryPolicy says how a row-level failure is retried: the row's attempts
@@ -51,6 +54,10 @@ type RetryResult struct {
 	Attempts int
 	// Parked reports that the row reached the attempt limit and was faulted.
 	Parked bool
+	// At is the store's clock at the update, and Until the row's next
+	// eligible time after its backoff (locked_until); zero when the store
+	// does not tell.
+	At, Until time.Time
 }
 
 // Stats describes the backlog of one outbox table.
@@ -85,6 +92,18 @@ type Store interface {
 	Sweep(ctx context.Context, retention time.Duration, limit int) (int, error)
 	// Stats reports the backlog.
 	Stats(ctx context.Context) (Stats, error)
+}
+
+// TimedStore is implemented by a Store that can tell the database time
+// of its marks and which rows a sweep deleted. A relay with Records uses
+// it so that its records carry those times; PGStore implements it.
+type TimedStore interface {
+	// MarkAt is Store.Mark, also returning the database time the rows were
+	// marked at (their processed_at); zero when nothing was marked.
+	MarkAt(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, time.Time, error)
+	// SweepIDs is Store.Sweep, returning the ids it deleted and the
+	// database time of the statement; zero when nothing was deleted.
+	SweepIDs(ctx context.Context, retention time.Duration, limit int) ([]uuid.UUID, time.Time, error)
 }
 
 // Message is what the relay hands the broker for one row.

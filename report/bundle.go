@@ -84,6 +84,9 @@ type ScenarioRun struct {
 	Note string `json:"note,omitempty"`
 	// History is the run's history file, relative to the bundle.
 	History string `json:"history,omitempty"`
+	// RelayRecords sums up what the relays recorded of their own
+	// operations, when they record.
+	RelayRecords *history.RecordsSummary `json:"relay_records,omitempty"`
 }
 
 // ScenarioFile is the content of FileScenarios and FileDemo.

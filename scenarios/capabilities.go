@@ -29,16 +29,23 @@ const (
 	// chaos/inproc's syntax), so the scenarios that kill or slow it at a
 	// named point of its loop can run; without it they are not applicable.
 	CapFailpoints = "failpoints"
+	// CapRecords: the relay honours OUTBOX_RECORDS, appending its own
+	// operations to the file it names in the records format of the README
+	// (history JSON Lines); the runner merges them into the run's history,
+	// so the checkers judge its claims, publishes, confirms, marks,
+	// retries, parks and sweeps, and a duplicate is explained by what
+	// happened to its own row.
+	CapRecords = "records"
 )
 
 // Capabilities lists every capability, in the order Capabilities strings
 // name them.
-var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints, CapLease + "=DURATION"}
+var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints, CapRecords, CapLease + "=DURATION"}
 
 // WithCapabilities returns u declaring the capabilities of list, a comma
 // separated list of Capabilities or "none". It replaces what u declared.
 func (u RelayUnderTest) WithCapabilities(list string) (RelayUnderTest, error) {
-	u.Features.Parks, u.Features.Fenced, u.Features.Sweeps, u.Failpoints, u.Lease = false, false, false, false, 0
+	u.Features.Parks, u.Features.Fenced, u.Features.Sweeps, u.Failpoints, u.Records, u.Lease = false, false, false, false, false, 0
 	list = strings.TrimSpace(list)
 	if list == "none" {
 		return u, nil
@@ -61,6 +68,8 @@ func (u RelayUnderTest) WithCapabilities(list string) (RelayUnderTest, error) {
 			u.Features.Sweeps = true
 		case CapFailpoints:
 			u.Failpoints = true
+		case CapRecords:
+			u.Records = true
 		case "":
 			return u, fmt.Errorf("capabilities %q: an empty name (want a comma-separated list of %s, or none)", list, strings.Join(Capabilities, ", "))
 		default:
@@ -77,7 +86,7 @@ func (u RelayUnderTest) CapabilitiesString() string {
 	for _, c := range []struct {
 		name string
 		on   bool
-	}{{CapParks, u.Features.Parks}, {CapFenced, u.Features.Fenced}, {CapSweeps, u.Features.Sweeps}, {CapFailpoints, u.Failpoints}} {
+	}{{CapParks, u.Features.Parks}, {CapFenced, u.Features.Fenced}, {CapSweeps, u.Features.Sweeps}, {CapFailpoints, u.Failpoints}, {CapRecords, u.Records}} {
 		if c.on {
 			out = append(out, c.name)
 		}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestCapabilitiesRoundTrip(t *testing.T) {
-	for _, list := range []string{"none", "parks", "fenced,sweeps", "parks,fenced,sweeps,failpoints", "fenced,lease=20s"} {
+	for _, list := range []string{"none", "parks", "fenced,sweeps", "parks,fenced,sweeps,failpoints", "failpoints,records", "fenced,lease=20s"} {
 		u, err := RelayUnderTest{Image: "x"}.WithCapabilities(list)
 		if err != nil {
 			t.Fatalf("%s: %v", list, err)
@@ -23,7 +23,7 @@ func TestCapabilitiesRoundTrip(t *testing.T) {
 		t.Errorf("a bad lease: %v", err)
 	}
 	for _, bad := range []string{"parks,", "teleports", ""} {
-		if _, err := (RelayUnderTest{}).WithCapabilities(bad); err == nil || !strings.Contains(err.Error(), "parks, fenced, sweeps, failpoints") {
+		if _, err := (RelayUnderTest{}).WithCapabilities(bad); err == nil || !strings.Contains(err.Error(), "parks, fenced, sweeps, failpoints, records") {
 			t.Errorf("WithCapabilities(%q) = %v, want an error listing the capabilities", bad, err)
 		}
 	}

@@ -85,27 +85,6 @@ func TestWorkloadDrawIsSeeded(t *testing.T) {
 	}
 }
 
-func TestParseRelayLog(t *testing.T) {
-	logs := strings.Join([]string{
-		`{"time":"2026-01-02T03:04:05Z","level":"INFO","msg":"relay starting","relay_id":"relay-a"}`,
-		`{"time":"2026-01-02T03:04:06Z","level":"WARN","msg":"lease lost before mark: rows published but left to their new holder","relay_id":"relay-a","relay":"relay-a","lost":3,"ids":["x"]}`,
-		`{"time":"2026-01-02T03:04:06Z","level":"WARN","msg":"lease lost","relay_id":"relay-a","id":"y","op":"park"}`,
-		`{"time":"2026-01-02T03:04:07Z","level":"WARN","msg":"row parked","relay_id":"relay-a","id":"z"}`,
-		`{"time":"2026-01-02T03:04:07Z","level":"WARN","msg":"row parked after attempts","relay_id":"relay-a","id":"w"}`,
-		`{"time":"2026-01-02T03:04:08Z","level":"ERROR","msg":"tick failed","relay_id":"relay-a"}`,
-		`not json at all`,
-		`{"msg":"lease lost"}`,
-	}, "\n")
-	got := parseRelayLog(logs)
-	want := RelayLog{Known: true, LostLeases: 4, Parked: 2, TickFailures: 1}
-	if got != want {
-		t.Fatalf("parseRelayLog = %+v, want %+v", got, want)
-	}
-	if parseRelayLog("plain text\n") != (RelayLog{}) {
-		t.Fatal("unknown log lines were counted")
-	}
-}
-
 func TestRunNotApplicable(t *testing.T) {
 	sc, _ := Lookup(LeaseExpiry)
 	res, err := Run(context.Background(), nil, sc, Options{Seed: 3, Mode: workload.CommitThenPublish})

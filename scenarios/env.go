@@ -72,7 +72,7 @@ var OurFeatures = checker.Features{Stages: true, Parks: true, Fenced: true, Swee
 // Ours returns the relay under test by default: this repository's relay
 // image, every feature declared, failpoints honoured.
 func Ours() RelayUnderTest {
-	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Features: OurFeatures, Failpoints: true}
+	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Features: OurFeatures, Failpoints: true, Records: true}
 }
 
 // resolve fills in the defaults of a relay under test: no image and no
@@ -84,6 +84,7 @@ func (u RelayUnderTest) resolve() RelayUnderTest {
 	if u.Image == "" && len(u.Command) == 0 {
 		u.Image = u.ImageRef()
 		u.Failpoints = true
+		u.Records = true
 		if d, err := time.ParseDuration(u.setting("OUTBOX_LEASE")); err == nil && u.Lease == 0 {
 			u.Lease = d
 		}

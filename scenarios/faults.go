@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,9 +90,26 @@ func (f *failpointKill) Inject(ctx context.Context) error {
 		logs, _ := h.Logs(ctx, 8)
 		return fmt.Errorf("%s did not die at %s within %s: %w; its last lines:\n%s", f.slot.name, f.point, f.within, err, logs)
 	}
-	logs, _ := h.Logs(ctx, 0)
-	if code != 137 || strings.Contains(logs, `"relay stopped"`) {
+	if code != 137 {
 		return fmt.Errorf("%s exited with status %d, not killed at %s", f.slot.name, code, f.point)
+	}
+	if path := f.slot.currentRecords(); path != "" {
+		// The relay's own records say where it died: the last failpoint
+		// it recorded (durable before the failpoint acted) is this one,
+		// and no stop record ends the lifetime. Only the statements it had
+		// on their way at that moment may have recorded after it.
+		l, ok, err := lastLifetime(path)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s killed: reading its records: %w", f.slot.name, err)
+		case !ok:
+			return fmt.Errorf("%s killed with status 137 before it recorded anything: not at %s", f.slot.name, f.point)
+		case l.Stopped():
+			return fmt.Errorf("%s recorded a clean stop, not a kill at %s", f.slot.name, f.point)
+		}
+		if at := lastFailpoint(l); at != f.point {
+			return fmt.Errorf("%s killed, but the last failpoint it recorded is %q, not %s", f.slot.name, at, f.point)
+		}
 	}
 	f.hits.Add(1)
 	f.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: "failpoint " + f.point}})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +64,9 @@ type relaySlot struct {
 	h       relayHandle
 	extra   map[string]string // environment of the current lifetime
 	oldLogs []string
+	// records are the host paths of the records files of every lifetime
+	// so far, the current one last; empty when the relay records nothing.
+	records []string
 }
 
 var _ chaos.Container = (*relaySlot)(nil)
@@ -93,13 +98,26 @@ func (s *relaySlot) start(ctx context.Context, extra map[string]string) error {
 	env := maps.Clone(s.base)
 	maps.Copy(env, extra)
 	var (
-		h   relayHandle
-		err error
+		h     relayHandle
+		err   error
+		binds []string
+		path  string
 	)
+	if dir := s.r.recordsDir; dir != "" {
+		s.mu.Lock()
+		file := fmt.Sprintf("%s.%d.jsonl", s.name, len(s.records)+1)
+		s.mu.Unlock()
+		path = filepath.Join(dir, file)
+		env[RecordsEnv] = path
+		if s.r.relay.Image != "" {
+			env[RecordsEnv] = recordsMount + "/" + file
+			binds = []string{dir + ":" + recordsMount}
+		}
+	}
 	if s.r.relay.Image != "" {
 		var c *testenv.Container
 		c, err = s.r.env.StartRelay(ctx, testenv.RelaySpec{
-			Name: s.name, Image: s.r.relay.Image, Env: env, StopTimeout: relayStopTimeout,
+			Name: s.name, Image: s.r.relay.Image, Env: env, StopTimeout: relayStopTimeout, Binds: binds,
 		})
 		if c != nil {
 			h = containerHandle{c}
@@ -116,6 +134,9 @@ func (s *relaySlot) start(ctx context.Context, extra map[string]string) error {
 	}
 	s.mu.Lock()
 	s.h, s.extra = h, maps.Clone(extra)
+	if path != "" {
+		s.records = append(s.records, path)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("starting relay %s: %w", s.name, err)
@@ -196,6 +217,33 @@ func (s *relaySlot) ensureRunning(ctx context.Context) error {
 	// failpoints.
 	return s.recreate(ctx, map[string]string{chaos.FailpointsEnv: ""})
 }
+
+// recordsFiles returns the host paths of the records files of every
+// lifetime of the replica so far, oldest first.
+func (s *relaySlot) recordsFiles() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.records)
+}
+
+// currentRecords returns the records file of the current lifetime; ""
+// when the relay records nothing.
+func (s *relaySlot) currentRecords() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.records) == 0 {
+		return ""
+	}
+	return s.records[len(s.records)-1]
+}
+
+// RecordsEnv is the contract's optional variable naming the records file
+// a relay appends its operations to (see CapRecords).
+const RecordsEnv = "OUTBOX_RECORDS"
+
+// recordsMount is where a relay container sees the run's records
+// directory.
+const recordsMount = "/outboxlab-records"
 
 // relayStopTimeout is how long a relay gets to finish its batch after
 // SIGTERM.

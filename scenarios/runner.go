@@ -108,6 +108,10 @@ type run struct {
 	plan     workload.Plan
 	rec      *history.Recorder
 
+	// recordsDir holds the relays' records files, one per lifetime of
+	// each replica; "" when the relay records nothing.
+	recordsDir string
+
 	// fx holds the run's schema, tables, topology and pools.
 	fx       *fixture.Fixture
 	contexts []*boundedCtx
@@ -242,6 +246,10 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	}
 	res = r.verdict(ctx, st, drain, steps)
 	res.Duration = time.Since(began)
+	if rr := res.Records; rr.Known {
+		r.logf("relay records: %d lifetime(s), %d record(s) merged; %d torn last line(s) dropped, %d lifetime(s) ended without a stop, %d without a file",
+			rr.Lifetimes, rr.Ops, rr.Torn, rr.Died, rr.Missing)
+	}
 	if res.Valid {
 		r.logf("PASS %s in %s: %d committed, %d delivered, %d duplicate deliveries%s, drain %s",
 			sc.Name, res.Duration.Round(time.Millisecond), res.Counts.Committed, res.Counts.Delivered,

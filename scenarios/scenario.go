@@ -13,12 +13,15 @@
 //
 // Producers and consumers run in the harness's process and record every
 // commit, delivery and apply in the history; the nemesis records every
-// fault window. The relays run outside it and record nothing, so the
-// checkers judge them by those records and by the final state read from
-// PostgreSQL and RabbitMQ; Result.Unchecked lists what that leaves out,
-// and the scenarios that need more read it from the database (the rows a
-// paused relay held in lease-expiry) or from the relay's logs (lost
-// leases).
+// fault window. The relays run outside it: a relay that declares records
+// (CapRecords; ours does) writes its own operations to a records file per
+// lifetime, which the runner merges into the history after the run
+// (records.go), so the checkers judge its claims, publishes, marks,
+// retries, parks and sweeps as they judge the simulation's. A relay that
+// records nothing is judged by the harness's records and the final state
+// read from PostgreSQL and RabbitMQ; Result.Unchecked lists what that
+// leaves out, and lease-expiry reads the rows a paused relay held from
+// the database. No verdict reads a relay's logs.
 //
 // The runner is split by responsibility: runner.go resolves the options
 // and runs the phases, setup.go makes the run on a fixture.Fixture (links
@@ -55,6 +58,10 @@ type RelayUnderTest struct {
 	// chaos.ParseFailpoints). Scenarios that kill or slow a relay at a
 	// named point of its tick need it; without it they are not applicable.
 	Failpoints bool
+	// Records declares that the relay honours OUTBOX_RECORDS (see
+	// CapRecords): each replica gets a records file per lifetime, merged
+	// into the run's history after the run.
+	Records bool
 	// Lease is the lease the relay declares, which the rows it leases must
 	// show on the database clock (locked_until - locked_at of a row never
 	// retried); 0: not checked. Our relay and its mutants declare the
@@ -109,15 +116,14 @@ type Result struct {
 	Replay string `json:"replay"`
 	// ReplayTest is the go test command that runs the same schedule again.
 	ReplayTest string `json:"replay_test,omitempty"`
-	// Unchecked names what the checkers could not judge in this run and
-	// why, one line each: relays in containers or processes record no
-	// claims, publishes or marks in the history, so the checkers that need
-	// those records only see the final rows, the deliveries and the
-	// relay's logs.
+	// Unchecked names what the checkers judged the relays by and what
+	// they could not judge in this run, one line each: a relay without
+	// records leaves the checkers that need its claims, publishes or marks
+	// only the final rows and the deliveries.
 	Unchecked []string `json:"unchecked,omitempty"`
-	// RelayLog sums up what the relays' own logs say, when they log in the
-	// format of ./cmd/relay.
-	RelayLog RelayLog `json:"relay_log"`
+	// Records sums up what the relays recorded of their own operations,
+	// when they record (CapRecords).
+	Records RelayRecords `json:"relay_records"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`
 	// Safety is the planned length of the safety phase; a fault that a
@@ -144,19 +150,4 @@ func (r Result) Verdict() string {
 		return VerdictInconclusive
 	}
 	return VerdictFail
-}
-
-// RelayLog counts what the relay replicas logged over the run, every
-// process lifetime of every replica included.
-type RelayLog struct {
-	// Known reports that some replica logged in the JSON format of
-	// ./cmd/relay; the counts are zero otherwise.
-	Known bool `json:"known"`
-	// LostLeases counts confirmed rows a mark found no longer leased to
-	// its relay ("lease lost" lines).
-	LostLeases int `json:"lost_leases"`
-	// Parked counts rows the relays parked.
-	Parked int `json:"parked"`
-	// TickFailures counts failed ticks.
-	TickFailures int `json:"tick_failures"`
 }

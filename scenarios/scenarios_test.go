@@ -258,7 +258,7 @@ func TestBlackBoxCommand(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building ./cmd/relay: %v\n%s", err, out)
 	}
-	rut := RelayUnderTest{Name: "command relay", Command: []string{bin}, Features: OurFeatures, Failpoints: true}
+	rut := RelayUnderTest{Name: "command relay", Command: []string{bin}, Features: OurFeatures, Failpoints: true, Records: true}
 	// broker-down cuts the processes' link; crash-between-publish-and-mark
 	// kills one at a failpoint and starts it again.
 	for _, name := range []string{BrokerDown, CrashBeforeMark} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -219,6 +220,11 @@ func (r *run) teardown() {
 	}
 	if r.fx != nil {
 		if err := r.fx.Close(ctx); err != nil {
+			r.logf("teardown: %v", err)
+		}
+	}
+	if r.recordsDir != "" {
+		if err := os.RemoveAll(r.recordsDir); err != nil {
 			r.logf("teardown: %v", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,11 @@ func (r *run) setup(ctx context.Context) error {
 	if r.nemesis, err = chaos.NewNemesis(r.rec); err != nil {
 		return err
 	}
+	if r.relay.Records && r.mode == workload.Outbox {
+		if err := r.makeRecordsDir(); err != nil {
+			return err
+		}
+	}
 	if err := r.startRelays(sctx); err != nil {
 		return err
 	}
@@ -115,6 +121,20 @@ func (r *run) scopeLinks() {
 		}
 		cl.WithTargets(targets...)
 	}
+}
+
+// makeRecordsDir makes the directory of the relays' records files,
+// writable by the user a relay container runs as.
+func (r *run) makeRecordsDir() error {
+	dir, err := os.MkdirTemp("", "outboxlab-records-")
+	if err != nil {
+		return fmt.Errorf("records directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return fmt.Errorf("records directory: %w", err)
+	}
+	r.recordsDir = dir
+	return nil
 }
 
 // startRelays starts every replica of every context at once.

@@ -1,9 +1,7 @@
 package scenarios
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,6 +37,24 @@ func (r *run) checkerConfig() checker.Config {
 	if n, err := strconv.Atoi(r.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 {
 		cfg.MaxAttempts = n
 	}
+	if r.recordsDir != "" {
+		// The relays record their retries with the database time of each:
+		// the spacing is judged against the backoff they run with, from
+		// the attempts before the failure (see checker.Config.Backoff).
+		policy := relay.RetryPolicy{MaxAttempts: cfg.MaxAttempts, BackoffBase: BackoffBase, BackoffMax: BackoffMax}
+		if d, err := time.ParseDuration(r.relay.setting("OUTBOX_BACKOFF_BASE")); err == nil && d > 0 {
+			policy.BackoffBase = d
+		}
+		if d, err := time.ParseDuration(r.relay.setting("OUTBOX_BACKOFF_MAX")); err == nil && d > 0 {
+			policy.BackoffMax = d
+		}
+		cfg.Backoff = func(n int) time.Duration { return policy.Backoff(n - 1) }
+	}
+	for _, bc := range r.contexts {
+		for _, s := range bc.relays {
+			cfg.Relays = append(cfg.Relays, s.name)
+		}
+	}
 	if r.mode == workload.Outbox {
 		cfg.Features = r.relay.Features
 		cfg.Features.Stages = true
@@ -47,15 +63,18 @@ func (r *run) checkerConfig() checker.Config {
 	return cfg
 }
 
-// unchecked says what the checkers cannot judge without relay records.
+// unchecked says what the checkers judge the relays by, and what they
+// cannot judge without relay records.
 func (r *run) unchecked(rep checker.Report) []string {
 	var out []string
-	if r.mode == workload.Outbox {
+	if r.mode == workload.Outbox && r.recordsDir != "" {
+		out = append(out, "relays: judged from their own records (claims, publishes, confirms, marks, retries, parks, sweeps) merged into the history, and from the final rows")
+	} else if r.mode == workload.Outbox {
 		out = append(out,
 			"fencing: the relays run outside the harness's process and record no claims or marks; lease-expiry judges fencing on the rows a paused replica held",
 			"parking: attempts consumed during broker outages and the spacing of retries need relay retry records; the final rows are judged (poison parked within the attempt limit, healthy rows never parked)",
 			"retention: no sweep records; the final rows are judged (no committed row gone within retention)",
-			"duplicate-deliveries: publishes are not recorded; duplicates are judged at delivery, each event's journey starting at its commit",
+			"duplicate-deliveries: publishes are not recorded; a duplicate delivery is explained only by the consumer's redelivery flag or a requeue; a second publish of a row cannot be told apart and stays unexplained",
 		)
 	}
 	for _, res := range rep.Results {
@@ -70,14 +89,13 @@ func (r *run) unchecked(rep checker.Report) []string {
 // result.
 func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration, steps []chaos.Step) Result {
 	res := r.baseResult()
-	h := r.rec.Ops()
-	res.History = h
+	h, recs := r.history()
+	res.History, res.Records = h, recs
 	cfg := r.checkerConfig()
 	rep := checker.Check(h, st, cfg)
 	res.Report, res.Counts = rep, rep.Counts
 	res.DrainTime = drain
 	res.Unchecked = r.unchecked(rep)
-	res.RelayLog = r.relayLog(ctx)
 	res.Problems = append(res.Problems, r.problems...)
 	for _, f := range rep.Failed() {
 		line := fmt.Sprintf("%s: %s", f.Checker, f.Detail)
@@ -166,60 +184,6 @@ func (r *run) workloadHits(h []history.Op) map[string]int {
 	for _, op := range h {
 		if op.F == history.Crash && strings.HasPrefix(op.Process, "producer-") {
 			out[WorkloadProducerCrash]++
-		}
-	}
-	return out
-}
-
-// relayLog sums up the replicas' logs.
-func (r *run) relayLog(ctx context.Context) RelayLog {
-	var out RelayLog
-	for _, bc := range r.contexts {
-		for _, s := range bc.relays {
-			l := parseRelayLog(s.logs(ctx))
-			out.Known = out.Known || l.Known
-			out.LostLeases += l.LostLeases
-			out.Parked += l.Parked
-			out.TickFailures += l.TickFailures
-		}
-	}
-	return out
-}
-
-// parseRelayLog reads the JSON log lines of ./cmd/relay: "lease lost"
-// lines (with the number of rows lost when the relay says), parked rows
-// and failed ticks. Other lines are ignored.
-func parseRelayLog(logs string) RelayLog {
-	var out RelayLog
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var rec struct {
-			Msg     string          `json:"msg"`
-			RelayID string          `json:"relay_id"`
-			Lost    json.RawMessage `json:"lost"`
-		}
-		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg == "" || rec.RelayID == "" {
-			continue
-		}
-		out.Known = true
-		switch {
-		case strings.HasPrefix(rec.Msg, "lease lost before mark"):
-			n, err := strconv.Atoi(string(rec.Lost))
-			if err != nil || n < 1 {
-				n = 1
-			}
-			out.LostLeases += n
-		case rec.Msg == "lease lost":
-			out.LostLeases++
-		case strings.HasPrefix(rec.Msg, "row parked"):
-			out.Parked++
-		case rec.Msg == "tick failed":
-			out.TickFailures++
 		}
 	}
 	return out

@@ -155,7 +155,13 @@ func (s *storePort) Claim(ctx context.Context, owner string, limit int, lease ti
 		p.w.progress()
 	}
 	ids := idsOfRows(s.buf)
-	if err := p.end(h, v, lost, err, history.OK, nil, ids, history.Meta{}, nil); err != nil {
+	var leased history.Meta
+	if len(s.buf) > 0 {
+		// The lease the claim took, on the database clock, as the
+		// relay's records carry it on containers.
+		leased = history.Meta{DBTime: s.buf[0].LockedAt, Until: s.buf[0].LockedUntil}
+	}
+	if err := p.end(h, v, lost, err, history.OK, nil, ids, leased, nil); err != nil {
 		return nil, fmt.Errorf("claiming: %w", err)
 	}
 	return relayRows(s.buf), nil
@@ -201,7 +207,7 @@ func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, polic
 	if res.Applied {
 		p.w.progress()
 	}
-	t, value, ferr := history.OK, history.Meta{Attempts: res.Attempts, Parked: res.Parked, DBTime: p.w.clock.Now()}, error(nil)
+	t, value, ferr := history.OK, history.Meta{Attempts: res.Attempts, Parked: res.Parked, DBTime: p.w.clock.Now(), Until: res.Until}, error(nil)
 	if !res.Applied {
 		t, value, ferr = history.Fail, history.Meta{}, relay.ErrLeaseLost
 	}

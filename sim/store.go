@@ -84,7 +84,7 @@ type row struct {
 
 func (r *row) relayRow() relay.Row {
 	return relay.Row{ID: r.ID, Type: r.Type, Payload: r.Payload, CorrelationID: r.CorrelationID,
-		OccurredAt: r.OccurredAt, Attempts: r.Attempts}
+		OccurredAt: r.OccurredAt, Attempts: r.Attempts, LockedAt: r.LockedAt, LockedUntil: r.LockedUntil}
 }
 
 // less orders rows like the claim's ORDER BY occurred_at, id (PostgreSQL
@@ -279,7 +279,7 @@ func (s *Store) Retry(_ context.Context, owner string, id uuid.UUID, policy rela
 		r.FaultedAt = now
 		s.unpend(r)
 	}
-	return relay.RetryResult{Applied: true, Attempts: r.Attempts, Parked: !r.FaultedAt.IsZero()}, nil
+	return relay.RetryResult{Applied: true, Attempts: r.Attempts, Parked: !r.FaultedAt.IsZero(), At: now, Until: r.LockedUntil}, nil
 }
 
 // Park faults a row owner holds at once.

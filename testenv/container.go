@@ -44,6 +44,9 @@ type ContainerSpec struct {
 	// Ready, when set, is the probe WaitReady polls until it returns nil;
 	// without it WaitReady waits until the container runs.
 	Ready func(ctx context.Context) error
+	// Binds bind-mounts host directories into the container, each as
+	// "host-path:container-path" (the engine must run on this host).
+	Binds []string
 }
 
 // Container is a handle on one container of the environment. Its
@@ -351,6 +354,9 @@ type RelaySpec struct {
 	// StopTimeout is how long Stop and Restart wait after SIGTERM before
 	// SIGKILL when they are given no timeout; default 10 s.
 	StopTimeout time.Duration
+	// Binds bind-mounts host directories into the replica, as
+	// ContainerSpec.Binds: where it writes its records (OUTBOX_RECORDS).
+	Binds []string
 }
 
 // StartRelay starts a relay replica on the network with
@@ -391,7 +397,7 @@ func (e *Env) StartRelay(ctx context.Context, spec RelaySpec) (*Container, error
 		"OUTBOX_RELAY_ID":     spec.Name,
 	}
 	maps.Copy(env, spec.Env)
-	return e.StartContainer(ctx, ContainerSpec{Name: spec.Name, Image: spec.Image, Env: env, Cmd: spec.Cmd, Role: "relay", StopTimeout: spec.StopTimeout})
+	return e.StartContainer(ctx, ContainerSpec{Name: spec.Name, Image: spec.Image, Env: env, Cmd: spec.Cmd, Role: "relay", StopTimeout: spec.StopTimeout, Binds: spec.Binds})
 }
 
 // run creates and starts a container on the network through
@@ -441,6 +447,7 @@ func (e *Env) run(ctx context.Context, spec ContainerSpec, ports []int) (*Contai
 			testcontainers.WithLogger(tclog.NewNoopLogger()),
 			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 				hc.PortBindings = bindings
+				hc.Binds = append(hc.Binds, spec.Binds...)
 			}),
 		}
 		if len(exposed) > 0 {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/mutant"
@@ -212,6 +215,10 @@ func toBundle(dir string, i int, res scenarios.Result, note string) (report.Scen
 	for _, f := range res.Faults {
 		r.Faults = append(r.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})
 	}
+	if res.Records.Known {
+		rr := res.Records
+		r.RelayRecords = &rr
+	}
 	if len(res.History) > 0 {
 		name := fmt.Sprintf("%02d-%s-%s-%d.jsonl", i+1, safeName(res.Scenario), safeName(res.Variant), res.Seed)
 		rel, err := report.WriteHistory(dir, name, res.History)
@@ -233,9 +240,11 @@ func safeName(s string) string {
 }
 
 // countsTable prints results side by side: the first column left-aligned,
-// the counts right-aligned under their headings.
+// the counts right-aligned under their headings, and last what explained
+// the duplicate deliveries and publishes (the causes that touched their
+// rows) and, for the unexplained ones, the fault windows they were near.
 func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Result) string, head string) {
-	cols := []string{"verdict", "committed", "delivered", "lost", "phantom", "dup deliveries", "dup effects"}
+	cols := []string{"verdict", "committed", "delivered", "lost", "phantom", "dup deliveries", "unexplained", "dup effects"}
 	width := len(head)
 	for _, r := range rows {
 		width = max(width, len(first(r)))
@@ -244,16 +253,16 @@ func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Resu
 	for _, c := range cols {
 		fmt.Fprintf(w, "  %s", c)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintln(w, "  duplicate causes")
 	for _, r := range rows {
 		c := r.Counts
 		v := r.Verdict()
 		fmt.Fprintf(w, "%-*s", width, first(r))
 		for i, x := range []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
-			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.DuplicateEffects)} {
+			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.UnexplainedDuplicates), fmt.Sprint(c.DuplicateEffects)} {
 			fmt.Fprintf(w, "  %*s", len(cols[i]), x)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %s\n", duplicateCauses(c))
 	}
 }
 
@@ -265,4 +274,20 @@ func writeHTML(dir, name string, page report.Page) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// duplicateCauses renders what explained a run's duplicates, and what
+// the unexplained ones were near; "-" when there were none.
+func duplicateCauses(c checker.Counts) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c.DuplicatesBy)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, c.DuplicatesBy[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.UnexplainedBy)) {
+		parts = append(parts, fmt.Sprintf("UNEXPLAINED near %s=%d", k, c.UnexplainedBy[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }

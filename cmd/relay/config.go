@@ -36,6 +36,9 @@ type settings struct {
 	MetricsAddr     string
 	LogLevel        slog.Level
 	Types           *typeDecoder
+	// RecordsPath is the records file (OUTBOX_RECORDS) the relay appends
+	// its operations to; empty: no records.
+	RecordsPath string
 }
 
 // configError is a configuration problem, reported on stderr with the
@@ -52,6 +55,11 @@ func (e *configError) Unwrap() error { return e.Err }
 // which only the binary built with the mutants tag may import; a test of
 // that build checks the two agree).
 const mutantEnv = "OUTBOX_MUTANT"
+
+// recordsEnv names the records file, an optional variable of the
+// black-box contract: the relay appends its operations there as history
+// JSON Lines (see relay.FileRecords).
+const recordsEnv = "OUTBOX_RECORDS"
 
 // exchangeRe is what RabbitMQ accepts as an exchange name.
 var exchangeRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`)
@@ -224,6 +232,8 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 			bad("OUTBOX_METRICS_ADDR", err)
 		}
 	}
+
+	s.RecordsPath = get(recordsEnv)
 
 	if v := get("OUTBOX_LOG_LEVEL"); v != "" {
 		if err := s.LogLevel.UnmarshalText([]byte(v)); err != nil {

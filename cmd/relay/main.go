@@ -28,14 +28,19 @@
 // creates the table first; OUTBOX_DECLARE_EXCHANGE (default false) declares
 // the exchange; OUTBOX_METRICS_ADDR (host:port, e.g. :9090) serves
 // Prometheus metrics on /metrics;
-// OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
+// OUTBOX_RECORDS names a file the relay appends its own operations to
+// (claims with their lease on the database clock, publishes and their
+// confirms, marks, retries, parks, sweeps, failpoints reached and its
+// clean stop), as JSON Lines of package history, one lifetime after
+// another, each starting with the history header; a file it cannot open
+// is a configuration error. OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
 // known message types (see typeDecoder), every type being accepted when it
 // is unset. OUTBOX_MUTANT runs a relay-side mutant of package mutant, a
 // relay broken on purpose for the harness's kill matrix, but only in a
 // binary built with `-tags mutants` (the image outboxlab/relay-mutants:dev);
 // the relay binary itself, and its image outboxlab/relay:dev, link no
-// mutant, simulation, checker or history code and reject the variable as a
-// configuration error. Logs are JSON lines on stderr, passwords redacted.
+// mutant, simulation or checker code (only package history, the format of
+// its records) and reject the variable as a configuration error. Logs are JSON lines on stderr, passwords redacted.
 package main
 
 import (
@@ -56,6 +61,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -145,7 +151,33 @@ func newLogger(w io.Writer, s settings) *slog.Logger {
 }
 
 // serve wires the relay and runs it until ctx ends.
-func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) error {
+func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (err error) {
+	// The records file opens first, so that every lifetime has one, even
+	// one stopped while the database is still out of reach; relay.Run
+	// records the stop, and a lifetime that ends before it runs records
+	// its stop here.
+	var (
+		rec *relay.FileRecords
+		ran bool
+	)
+	if s.RecordsPath != "" {
+		if rec, err = relay.OpenFileRecords(s.RecordsPath, s.Relay.RelayID); err != nil {
+			return &configError{Var: recordsEnv, Err: err}
+		}
+		defer func() {
+			if !ran {
+				op := history.Op{Type: history.OK, F: history.Stop}
+				if err != nil {
+					op.Error = err.Error()
+				}
+				rec.Record(op)
+			}
+			if cerr := rec.Close(); cerr != nil {
+				log.Error("writing records", "path", s.RecordsPath, "err", cerr)
+			}
+		}()
+		log.Info("recording operations", "path", s.RecordsPath)
+	}
 	pcfg, err := pgxpool.ParseConfig(s.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database config: %w", relay.RedactError(err, s.DatabaseURL))
@@ -194,6 +226,9 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 	defer pub.Close()
 
 	opts := relay.Options{Logger: log}
+	if rec != nil {
+		opts.Records = rec
+	}
 	if s.Failpoints != nil {
 		opts.Failpoints = s.Failpoints
 	}
@@ -244,6 +279,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) e
 			}
 		}
 	}()
+	ran = true
 	err = r.Run(ctx, wake)
 	<-done
 	logTotals(log, "relay stopped", r.Totals())

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxlab/outboxlab/history"
 )
 
 var (
@@ -223,9 +225,14 @@ func TestBadConfigurationExitsTwo(t *testing.T) {
 // TestUnreachableDatabaseIsRetried starts the relay against a database
 // nothing listens for: it must keep retrying, not exit, and stop cleanly on
 // SIGTERM.
+// TestUnreachableDatabaseIsRetried also records: the lifetime, stopped
+// before the database ever answered, has a records file that ends with
+// its clean stop.
 func TestUnreachableDatabaseIsRetried(t *testing.T) {
 	env := goodEnv()
 	env["OUTBOX_MIGRATE"] = "true"
+	records := filepath.Join(t.TempDir(), "records.jsonl")
+	env[recordsEnv] = records
 	p := start(t, env)
 	first := p.waitLog(t, 30*time.Second, "migrating outbox table failed, retrying")
 	if strings.Contains(p.output(), "s3cret") {
@@ -253,6 +260,32 @@ func TestUnreachableDatabaseIsRetried(t *testing.T) {
 	}
 	if code := p.wait(t, 30*time.Second); code != exitOK {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+	f, err := os.Open(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lives, err := history.ReadRecords(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lives) != 1 || !lives[0].Stopped() {
+		t.Fatalf("records %+v, want one lifetime that ends with a stop", lives)
+	}
+}
+
+// TestUnusableRecordsFileExitsTwo: a records file the relay cannot open
+// is a configuration error, found before the database is reached.
+func TestUnusableRecordsFileExitsTwo(t *testing.T) {
+	env := goodEnv()
+	env[recordsEnv] = filepath.Join(t.TempDir(), "no", "such", "dir", "records.jsonl")
+	p := start(t, env)
+	if code := p.wait(t, 30*time.Second); code != exitConfig {
+		t.Fatalf("exit code %d, want %d\n%s", code, exitConfig, p.output())
+	}
+	if !strings.Contains(p.output(), recordsEnv) {
+		t.Errorf("stderr does not name %s:\n%s", recordsEnv, p.output())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -272,11 +274,17 @@ func TestProcessPublishesParksServesMetricsAndStops(t *testing.T) {
 
 // TestProcessKilledBetweenConfirmAndMark kills the relay with a failpoint
 // after the broker confirmed and before the mark: the rows stay pending
-// and a restarted relay publishes them again, never losing one.
+// and a restarted relay publishes them again, never losing one. Both
+// lifetimes write records to one OUTBOX_RECORDS file: the killed one's
+// end at the failpoint, with what it flushed before (its claim with the
+// lease on the database clock, its confirmed publishes), the restarted
+// one's with its marks and a clean stop.
 func TestProcessKilledBetweenConfirmAndMark(t *testing.T) {
 	e := newProcessEnv(t, "crash")
 	env := e.env("relay-crash")
 	env["OUTBOX_FAILPOINTS"] = "after-confirm-before-mark=kill"
+	records := filepath.Join(t.TempDir(), "records.jsonl")
+	env[recordsEnv] = records
 	p := start(t, env)
 	e.waitTable(t)
 	ids := e.stage(t, 10, "order.placed", `{}`)
@@ -292,7 +300,9 @@ func TestProcessKilledBetweenConfirmAndMark(t *testing.T) {
 	}
 	// The restarted relay waits out the dead one's lease (5 s), then
 	// publishes again and marks.
-	p2 := start(t, e.env("relay-restarted"))
+	env2 := e.env("relay-restarted")
+	env2[recordsEnv] = records
+	p2 := start(t, env2)
 	waitUntil(t, 30*time.Second, "the restarted relay to mark every row", func() bool {
 		return e.count(t, `processed_at IS NOT NULL AND locked_by = 'relay-restarted'`) == len(ids)
 	})
@@ -307,6 +317,71 @@ func TestProcessKilledBetweenConfirmAndMark(t *testing.T) {
 	}
 	if code := p2.wait(t, 30*time.Second); code != exitOK {
 		t.Fatalf("exit code %d, want 0", code)
+	}
+	checkCrashRecords(t, records, ids)
+}
+
+// checkCrashRecords reads the records of TestProcessKilledBetweenConfirmAndMark.
+func checkCrashRecords(t *testing.T, path string, ids []string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lives, err := history.ReadRecords(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lives) != 2 {
+		t.Fatalf("%d lifetimes in the records, want 2", len(lives))
+	}
+	killed, restarted := lives[0], lives[1]
+	if killed.Stopped() {
+		t.Error("the killed lifetime recorded a clean stop")
+	}
+	var last history.Op
+	claimed, confirmed := map[string]bool{}, 0
+	for _, op := range killed.Ops {
+		if op.Process != "relay-crash" {
+			t.Errorf("record of process %q, want relay-crash", op.Process)
+		}
+		switch {
+		case op.F == history.Failpoint:
+			last = op
+		case op.F == history.Claim && op.Type == history.OK:
+			if op.DBTime.IsZero() || op.Until.Sub(op.DBTime) != 5*time.Second {
+				t.Errorf("claim %v: want locked_at and a 5s lease on the database clock", op)
+			}
+			for _, id := range op.Events {
+				claimed[id] = true
+			}
+		case op.F == history.Publish && op.Type == history.OK && op.Confirm == history.ConfirmAck:
+			confirmed++
+		case op.F == history.Mark:
+			t.Errorf("the killed lifetime recorded a mark: %v", op)
+		}
+	}
+	if last.Failpoint != relay.FailAfterConfirmBeforeMark {
+		t.Errorf("last failpoint recorded %q, want %s", last.Failpoint, relay.FailAfterConfirmBeforeMark)
+	}
+	if len(claimed) != len(ids) || confirmed != len(ids) {
+		t.Errorf("killed lifetime: %d rows claimed, %d publishes confirmed; want %d of each", len(claimed), confirmed, len(ids))
+	}
+	if !restarted.Stopped() {
+		t.Error("the restarted lifetime's records do not end with a stop")
+	}
+	marked := 0
+	for _, op := range restarted.Ops {
+		if op.F == history.Mark && op.Type == history.OK {
+			if op.DBTime.IsZero() {
+				t.Errorf("mark %v without its processed_at", op)
+			}
+			marked += len(op.Events)
+		}
+	}
+	if marked != len(ids) {
+		t.Errorf("restarted lifetime marked %d rows, want %d", marked, len(ids))
 	}
 }
 

@@ -175,7 +175,7 @@ func TestGeneratedSample(t *testing.T) {
 	}
 	known := map[string]string{
 		"relay/postgres.go:claim:cmp-flip@138":       StatusKilled,
-		"relay/postgres.go:claim:drop-order-by@563":  StatusSurvived,
+		"relay/postgres.go:claim:drop-order-by@617":  StatusSurvived,
 		"relay/postgres.go:claim:drop-returning@400": StatusInvalid,
 	}
 	var sqlMs, goMs, ms []Mutant

@@ -1,0 +1,297 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// memRecords keeps the records of a relay in memory.
+type memRecords struct {
+	mu      sync.Mutex
+	ops     []history.Op
+	flushes int
+}
+
+func (m *memRecords) Record(op history.Op) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ops = append(m.ops, op)
+}
+
+func (m *memRecords) Flush() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.flushes++
+}
+
+func (m *memRecords) all() []history.Op {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]history.Op(nil), m.ops...)
+}
+
+// TestRecordsEncodeAsJSON: the encoding of a record is the bytes
+// encoding/json writes for the same history.Op, for every field a relay
+// records and for one it does not.
+func TestRecordsEncodeAsJSON(t *testing.T) {
+	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	for _, op := range []history.Op{
+		{Index: 3, Time: at, Process: "relay-a", Type: history.Invoke, F: history.Claim},
+		{Index: 4, Time: at, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"a", "b"},
+			Meta: history.Meta{DBTime: at, Until: at.Add(time.Minute)}},
+		{Time: at, Process: "relay-a", Type: history.Info, F: history.Publish, Events: []string{"a"},
+			Meta: history.Meta{Confirm: history.ConfirmTimeout}, Error: `confirming "a": context deadline exceeded`},
+		{Time: at, Process: "r", Type: history.OK, F: history.Retry, Events: []string{"a"},
+			Meta: history.Meta{Attempts: 5, Parked: true, DBTime: at, Until: at.Add(time.Hour)}},
+		{Time: at, Process: "r", Type: history.OK, F: history.Mark, Meta: history.Meta{Fenced: 2}},
+		{Time: at, Process: "r", Type: history.OK, F: history.Sweep, Events: []string{"x"}, Meta: history.Meta{DBTime: at, Cutoff: at.Add(-time.Hour)}},
+		{Time: at.In(time.FixedZone("x", 3600)), Process: "r", Type: history.OK, F: history.Failpoint, Meta: history.Meta{Failpoint: "after-claim", Detail: "<&>"}},
+		{Time: at, Process: "r", Type: history.OK, F: history.Deliver, Meta: history.Meta{Redelivered: true}},
+	} {
+		want, err := json.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, '\n')
+		if got := history.AppendJSON(nil, &op); !bytes.Equal(got, want) {
+			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// nackFirst nacks the first publish and confirms the others.
+type nackFirst struct {
+	mu sync.Mutex
+	n  int
+}
+
+type nacked struct{}
+
+func (nacked) Wait(context.Context) error { return ErrNacked }
+
+func (p *nackFirst) Publish(context.Context, Message) (Confirmation, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if p.n == 1 {
+		return nacked{}, nil
+	}
+	return acked{}, nil
+}
+
+// TestRelayRecordsWhatItDoes runs a tick with records on: the claim with
+// its lease on the store's clock, each publish and its confirm (a nack
+// included), the retry of the nacked row with its next eligible time, the
+// mark of the confirmed rows, and flushes after the claim and at the stop.
+func TestRelayRecordsWhatItDoes(t *testing.T) {
+	db := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	rows := rowsOf(3)
+	for i := range rows {
+		rows[i].LockedAt, rows[i].LockedUntil = db, db.Add(time.Minute)
+	}
+	store := &fakeStore{claim: func(_ context.Context, n int) ([]Row, error) {
+		if n == 1 {
+			return rows, nil
+		}
+		return nil, nil
+	}}
+	rec := &memRecords{}
+	r, err := New(Config{RelayID: "relay-a", BatchSize: 10}, store, &nackFirst{}, Options{Records: rec, SerialStore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ops := rec.all()
+	var got []string
+	for _, op := range ops {
+		got = append(got, string(op.F)+" "+string(op.Type))
+	}
+	want := []string{
+		"claim invoke", "claim ok",
+		"publish invoke", "publish invoke", "publish invoke",
+		"publish fail", "retry invoke", "retry ok",
+		"publish ok", "publish ok",
+		"mark invoke", "mark ok",
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("records:\n got %s\nwant %s", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+	claim := ops[1]
+	if len(claim.Events) != 3 || !claim.DBTime.Equal(db) || !claim.Until.Equal(db.Add(time.Minute)) {
+		t.Errorf("claim ok = %v, want 3 rows leased from %s to %s", claim, db, db.Add(time.Minute))
+	}
+	if ops[5].Confirm != history.ConfirmNack || ops[5].Events[0] != rows[0].ID.String() {
+		t.Errorf("first confirm = %v, want a nack of %s", ops[5], rows[0].ID)
+	}
+	if ops[7].Attempts != 1 || ops[7].Events[0] != rows[0].ID.String() {
+		t.Errorf("retry = %v, want attempt 1 of %s", ops[7], rows[0].ID)
+	}
+	if m := ops[11]; len(m.Events) != 2 || m.Fenced != 0 {
+		t.Errorf("mark ok = %v, want the 2 confirmed rows, none fenced", m)
+	}
+	if rec.flushes == 0 {
+		t.Error("the claim was not flushed")
+	}
+
+	// Run records the clean stop.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Run(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if last := rec.all()[len(rec.all())-1]; last.F != history.Stop {
+		t.Errorf("last record after Run = %v, want a stop", last)
+	}
+}
+
+// fencingStore marks none of the rows it is asked to: their lease was
+// lost.
+type fencingStore struct{ fakeStore }
+
+func (s *fencingStore) Mark(context.Context, string, []uuid.UUID) ([]uuid.UUID, error) {
+	return nil, nil
+}
+
+// TestRelayRecordsFencedMarks: a mark that the lease fence kept from
+// every row is recorded as a mark ok naming no row, with the rows fenced.
+func TestRelayRecordsFencedMarks(t *testing.T) {
+	rows := rowsOf(2)
+	store := &fencingStore{fakeStore{claim: func(_ context.Context, n int) ([]Row, error) {
+		if n == 1 {
+			return rows, nil
+		}
+		return nil, nil
+	}}}
+	rec := &memRecords{}
+	r, err := New(Config{RelayID: "relay-a", BatchSize: 10}, store, &hookPublisher{}, Options{Records: rec, SerialStore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ops := rec.all()
+	last := ops[len(ops)-1]
+	if last.F != history.Mark || last.Type != history.OK || len(last.Events) != 0 || last.Fenced != 2 {
+		t.Fatalf("last record = %v, want a mark ok of no row with 2 fenced", last)
+	}
+}
+
+// TestFileRecordsLifetimes writes two lifetimes to one records file, the
+// first cut short in the middle of a line as kill -9 leaves it, and
+// reads them back: the torn line is reported, never read as a record,
+// and the second lifetime starts on a line of its own.
+func TestFileRecordsLifetimes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay-a.jsonl")
+	fr, err := OpenFileRecords(path, "relay-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.Record(history.Op{Type: history.Invoke, F: history.Claim})
+	fr.Record(history.Op{Type: history.OK, F: history.Claim, Events: []string{"e1"}})
+	fr.Flush()
+	// Buffered and never flushed: lost with the process.
+	fr.Record(history.Op{Type: history.Invoke, F: history.Publish, Events: []string{"e1"}})
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"index":2,"time":"2024-01-01T00:00:00Z","process":"relay-a","type":"inv`); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	fr2, err := OpenFileRecords(path, "relay-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr2.Record(history.Op{Type: history.OK, F: history.Stop})
+	if err := fr2.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	in, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	lives, err := history.ReadRecords(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lives) != 2 {
+		t.Fatalf("%d lifetimes, want 2", len(lives))
+	}
+	if n := len(lives[0].Ops); n != 2 || lives[0].Torn == "" || lives[0].Stopped() {
+		t.Errorf("first lifetime: %d ops, torn %q, stopped %v; want 2 ops and a torn line, not stopped", n, lives[0].Torn, lives[0].Stopped())
+	}
+	if lives[0].Ops[1].Process != "relay-a" || lives[0].Ops[1].Index != 1 || lives[0].Ops[1].Time.IsZero() {
+		t.Errorf("record not stamped: %+v", lives[0].Ops[1])
+	}
+	if len(lives[1].Ops) != 1 || !lives[1].Stopped() || lives[1].Torn != "" {
+		t.Errorf("second lifetime = %+v, want one stop record", lives[1])
+	}
+}
+
+// BenchmarkTickRecords drains a batch of 100 rows per tick through fakes
+// (no database or broker, so the relay's own work is all there is to
+// compare), without records and with records written to a file.
+func BenchmarkTickRecords(b *testing.B) {
+	for _, withRecords := range []bool{false, true} {
+		name := "records=off"
+		if withRecords {
+			name = "records=file"
+		}
+		b.Run(name, func(b *testing.B) {
+			rows := rowsOf(100)
+			now := time.Now()
+			for i := range rows {
+				rows[i].LockedAt, rows[i].LockedUntil = now, now.Add(time.Minute)
+			}
+			var calls int
+			store := &fakeStore{claim: func(context.Context, int) ([]Row, error) {
+				calls++
+				if calls%2 == 1 {
+					return rows, nil
+				}
+				return nil, nil
+			}}
+			opts := Options{SerialStore: true}
+			if withRecords {
+				fr, err := OpenFileRecords(filepath.Join(b.TempDir(), "r.jsonl"), "relay-a")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer fr.Close()
+				opts.Records = fr
+			}
+			r, err := New(Config{RelayID: "relay-a", BatchSize: 100}, store, &hookPublisher{}, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := r.Tick(ctx); err != nil {
+					b.Fatal(err)
+				}
+				r.flushRecords()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+		})
+	}
+}

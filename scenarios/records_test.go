@@ -1,0 +1,89 @@
+package scenarios
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// TestRunMergesRelayRecords merges two lifetimes of a replica into the
+// harness's history: the first killed in the middle of a line (the torn
+// line dropped and counted, a crash added after its last record), the
+// second stopped cleanly; and a lifetime that left no file is counted as
+// missing.
+func TestRunMergesRelayRecords(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Now().Round(0)
+	line := func(op history.Op) string {
+		var b strings.Builder
+		if err := history.WriteJSONL(&b, []history.Op{op}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimPrefix(b.String(), history.Header+"\n")
+	}
+	first := history.Header + "\n" +
+		line(history.Op{Time: t0.Add(1 * time.Millisecond), Process: "relay-a", Type: history.Invoke, F: history.Claim}) +
+		line(history.Op{Time: t0.Add(2 * time.Millisecond), Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}}) +
+		`{"index":2,"time":"` // killed here
+	second := history.Header + "\n" +
+		line(history.Op{Time: t0.Add(5 * time.Millisecond), Process: "relay-a", Type: history.OK, F: history.Stop})
+	paths := []string{filepath.Join(dir, "relay-a.1.jsonl"), filepath.Join(dir, "relay-a.2.jsonl"), filepath.Join(dir, "relay-a.3.jsonl")}
+	for i, body := range []string{first, second} {
+		if err := os.WriteFile(paths[i], []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &run{rec: &history.Recorder{}, recordsDir: dir}
+	r.rec.Record(history.Op{Time: t0, Process: "producer-1", Type: history.OK, F: history.Commit, Events: []string{"e1"}})
+	r.rec.Record(history.Op{Time: t0.Add(3 * time.Millisecond), Process: "consumer-1", Type: history.OK, F: history.Deliver, Events: []string{"e1"}})
+	r.contexts = []*boundedCtx{{relays: []*relaySlot{{name: "relay-a", records: paths}}}}
+	h, sum := r.history()
+	want := RelayRecords{Known: true, Lifetimes: 2, Ops: 3, Torn: 1, Died: 1, Missing: 1}
+	if sum != want {
+		t.Errorf("summary %+v, want %+v", sum, want)
+	}
+	var got []string
+	for i, op := range h {
+		if op.Index != int64(i) {
+			t.Fatalf("op %d has index %d", i, op.Index)
+		}
+		got = append(got, op.Process+" "+string(op.F)+" "+string(op.Type))
+	}
+	wantOps := "producer-1 commit ok, relay-a claim invoke, relay-a claim ok, relay-a crash info, consumer-1 deliver ok, relay-a stop ok"
+	if s := strings.Join(got, ", "); s != wantOps {
+		t.Errorf("merged history:\n got %s\nwant %s", s, wantOps)
+	}
+	if len(r.problems) != 0 {
+		t.Errorf("problems %v", r.problems)
+	}
+
+	// A crash the harness recorded closes the lifetime: none is added.
+	r2 := &run{rec: &history.Recorder{}, recordsDir: dir}
+	r2.rec.Record(history.Op{Time: t0.Add(4 * time.Millisecond), Process: "relay-a", Type: history.Info, F: history.Crash})
+	r2.contexts = []*boundedCtx{{relays: []*relaySlot{{name: "relay-a", records: paths[:2]}}}}
+	h2, _ := r2.history()
+	crashes := 0
+	for _, op := range h2 {
+		if op.F == history.Crash {
+			crashes++
+		}
+	}
+	if crashes != 1 {
+		t.Errorf("%d crashes in the merged history, want the harness's one", crashes)
+	}
+
+	// Garbage in the middle of a lifetime is a problem, not a record.
+	bad := filepath.Join(dir, "relay-b.1.jsonl")
+	if err := os.WriteFile(bad, []byte(history.Header+"\nnot a record\n"+line(history.Op{Time: t0, Type: history.OK, F: history.Stop})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r3 := &run{rec: &history.Recorder{}, recordsDir: dir}
+	r3.contexts = []*boundedCtx{{relays: []*relaySlot{{name: "relay-b", records: []string{bad}}}}}
+	if _, sum := r3.history(); sum.Unreadable != 1 || len(r3.problems) != 1 {
+		t.Errorf("garbage in a records file: summary %+v, problems %v; want it unreadable and a problem", sum, r3.problems)
+	}
+}
