@@ -109,14 +109,3 @@ func TestReadJSONLRefusesOtherVersions(t *testing.T) {
 		t.Errorf("error for version 1 does not say which version it read: %v", err)
 	}
 }
-
-func TestFaultHits(t *testing.T) {
-	all := Fault{Name: "f", Class: ClassBroker}
-	one := Fault{Name: "f", Class: ClassBroker, Targets: []string{"relay-a"}}
-	if !all.Hits("relay-b") || !one.Hits("relay-a") || one.Hits("relay-b") || one.Hits("relay-ab") {
-		t.Error("Fault.Hits: untargeted faults hit everyone, targeted ones only their targets")
-	}
-	if FaultClass("broker").Valid() != true || FaultClass("network").Valid() {
-		t.Error("FaultClass.Valid")
-	}
-}

@@ -12,13 +12,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/oplog"
 )
 
 // Records receives what a relay does, as it does it, as operations of
-// package history: Claim (invoke, then ok with the rows claimed, their
-// lease on the database clock in DBTime and Until, or info when it
-// failed), Publish (an
+// package oplog, the record format: Claim (invoke, then ok with the rows
+// claimed, their lease on the database clock in DBTime and Until, or info
+// when it failed), Publish (an
 // invoke per row sent, then ok once confirmed, fail when nacked, returned
 // or not sent, info when the confirm timed out or the channel closed;
 // Meta.Confirm says which), Mark (invoke with the confirmed rows, then ok
@@ -34,16 +34,16 @@ import (
 // stop: what was recorded before it must survive the process being
 // killed right after.
 type Records interface {
-	Record(op history.Op)
+	Record(op oplog.Op)
 	Flush()
 }
 
 // record hands op to the relay's Records, if any.
-func (r *Relay) record(t history.Type, f history.Func, ids []string, m history.Meta, err error) {
+func (r *Relay) record(t oplog.Type, f oplog.Func, ids []string, m oplog.Meta, err error) {
 	if r.rec == nil {
 		return
 	}
-	op := history.Op{Type: t, F: f, Events: ids, Meta: m}
+	op := oplog.Op{Type: t, F: f, Events: ids, Meta: m}
 	if err != nil {
 		op.Error = err.Error()
 	}
@@ -78,26 +78,26 @@ func rowIDStrings(rows []Row) []string {
 
 // confirmOutcome classifies a confirm's error for a Publish record: the
 // record's type and Meta.Confirm.
-func confirmOutcome(err error) (history.Type, string) {
+func confirmOutcome(err error) (oplog.Type, string) {
 	switch {
 	case err == nil:
-		return history.OK, history.ConfirmAck
+		return oplog.OK, oplog.ConfirmAck
 	case errors.Is(err, ErrNacked):
-		return history.Fail, history.ConfirmNack
+		return oplog.Fail, oplog.ConfirmNack
 	case errors.Is(err, ErrReturned):
-		return history.Fail, history.ConfirmReturn
+		return oplog.Fail, oplog.ConfirmReturn
 	case errors.Is(err, context.DeadlineExceeded):
-		return history.Info, history.ConfirmTimeout
+		return oplog.Info, oplog.ConfirmTimeout
 	case Classify(err) == ClassBroker:
-		return history.Info, history.ConfirmClosed
+		return oplog.Info, oplog.ConfirmClosed
 	}
-	return history.Fail, ""
+	return oplog.Fail, ""
 }
 
 // FileRecords writes a relay's records to a records file as JSON Lines
-// of package history: it opens the file for appending, starts the
-// lifetime with the history header line (after a newline when the file
-// ends in a line cut short), and writes one op per line, stamped with
+// of package oplog: it opens the file for appending, starts the
+// lifetime with the header line oplog.Header (after a newline when the
+// file ends in a line cut short), and writes one op per line, stamped with
 // the host's wall clock (time.Now, never an offset process clock, so
 // that a harness on the same host can merge the records with its own),
 // the relay's id as Process and an Index counting this lifetime's
@@ -134,7 +134,7 @@ func OpenFileRecords(path, process string) (*FileRecords, error) {
 	if torn {
 		_ = fr.w.WriteByte('\n')
 	}
-	_, _ = fr.w.WriteString(history.Header + "\n")
+	_, _ = fr.w.WriteString(oplog.Header + "\n")
 	if err := fr.w.Flush(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("writing records file %s: %w", path, err)
@@ -156,7 +156,7 @@ func endsTorn(f *os.File) (bool, error) {
 }
 
 // Record implements Records.
-func (fr *FileRecords) Record(op history.Op) {
+func (fr *FileRecords) Record(op oplog.Op) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.err != nil {
@@ -168,7 +168,7 @@ func (fr *FileRecords) Record(op history.Op) {
 	op.Index = fr.index
 	fr.index++
 	op.Process = fr.process
-	fr.buf = history.AppendJSON(fr.buf[:0], &op)
+	fr.buf = oplog.AppendJSON(fr.buf[:0], &op)
 	if _, err := fr.w.Write(fr.buf); err != nil {
 		fr.err = err
 	}

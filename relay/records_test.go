@@ -14,16 +14,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/oplog"
 )
 
 // memRecords keeps the records of a relay in memory.
 type memRecords struct {
 	mu      sync.Mutex
-	ops     []history.Op
+	ops     []oplog.Op
 	flushes int
 }
 
-func (m *memRecords) Record(op history.Op) {
+func (m *memRecords) Record(op oplog.Op) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ops = append(m.ops, op)
@@ -35,36 +36,36 @@ func (m *memRecords) Flush() {
 	m.flushes++
 }
 
-func (m *memRecords) all() []history.Op {
+func (m *memRecords) all() []oplog.Op {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]history.Op(nil), m.ops...)
+	return append([]oplog.Op(nil), m.ops...)
 }
 
 // TestRecordsEncodeAsJSON: the encoding of a record is the bytes
-// encoding/json writes for the same history.Op, for every field a relay
+// encoding/json writes for the same oplog.Op, for every field a relay
 // records and for one it does not.
 func TestRecordsEncodeAsJSON(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
-	for _, op := range []history.Op{
-		{Index: 3, Time: at, Process: "relay-a", Type: history.Invoke, F: history.Claim},
-		{Index: 4, Time: at, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"a", "b"},
-			Meta: history.Meta{DBTime: at, Until: at.Add(time.Minute)}},
-		{Time: at, Process: "relay-a", Type: history.Info, F: history.Publish, Events: []string{"a"},
-			Meta: history.Meta{Confirm: history.ConfirmTimeout}, Error: `confirming "a": context deadline exceeded`},
-		{Time: at, Process: "r", Type: history.OK, F: history.Retry, Events: []string{"a"},
-			Meta: history.Meta{Attempts: 5, Parked: true, DBTime: at, Until: at.Add(time.Hour)}},
-		{Time: at, Process: "r", Type: history.OK, F: history.Mark, Meta: history.Meta{Fenced: 2}},
-		{Time: at, Process: "r", Type: history.OK, F: history.Sweep, Events: []string{"x"}, Meta: history.Meta{DBTime: at, Cutoff: at.Add(-time.Hour)}},
-		{Time: at.In(time.FixedZone("x", 3600)), Process: "r", Type: history.OK, F: history.Failpoint, Meta: history.Meta{Failpoint: "after-claim", Detail: "<&>"}},
-		{Time: at, Process: "r", Type: history.OK, F: history.Deliver, Meta: history.Meta{Redelivered: true}},
+	for _, op := range []oplog.Op{
+		{Index: 3, Time: at, Process: "relay-a", Type: oplog.Invoke, F: oplog.Claim},
+		{Index: 4, Time: at, Process: "relay-a", Type: oplog.OK, F: oplog.Claim, Events: []string{"a", "b"},
+			Meta: oplog.Meta{DBTime: at, Until: at.Add(time.Minute)}},
+		{Time: at, Process: "relay-a", Type: oplog.Info, F: oplog.Publish, Events: []string{"a"},
+			Meta: oplog.Meta{Confirm: oplog.ConfirmTimeout}, Error: `confirming "a": context deadline exceeded`},
+		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Retry, Events: []string{"a"},
+			Meta: oplog.Meta{Attempts: 5, Parked: true, DBTime: at, Until: at.Add(time.Hour)}},
+		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Mark, Meta: oplog.Meta{Fenced: 2}},
+		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Sweep, Events: []string{"x"}, Meta: oplog.Meta{DBTime: at, Cutoff: at.Add(-time.Hour)}},
+		{Time: at.In(time.FixedZone("x", 3600)), Process: "r", Type: oplog.OK, F: oplog.Failpoint, Meta: oplog.Meta{Failpoint: "after-claim", Detail: "<&>"}},
+		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Deliver, Meta: oplog.Meta{Redelivered: true}},
 	} {
 		want, err := json.Marshal(op)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, '\n')
-		if got := history.AppendJSON(nil, &op); !bytes.Equal(got, want) {
+		if got := oplog.AppendJSON(nil, &op); !bytes.Equal(got, want) {
 			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
 		}
 	}
@@ -133,7 +134,7 @@ func TestRelayRecordsWhatItDoes(t *testing.T) {
 	if len(claim.Events) != 3 || !claim.DBTime.Equal(db) || !claim.Until.Equal(db.Add(time.Minute)) {
 		t.Errorf("claim ok = %v, want 3 rows leased from %s to %s", claim, db, db.Add(time.Minute))
 	}
-	if ops[5].Confirm != history.ConfirmNack || ops[5].Events[0] != rows[0].ID.String() {
+	if ops[5].Confirm != oplog.ConfirmNack || ops[5].Events[0] != rows[0].ID.String() {
 		t.Errorf("first confirm = %v, want a nack of %s", ops[5], rows[0].ID)
 	}
 	if ops[7].Attempts != 1 || ops[7].Events[0] != rows[0].ID.String() {
@@ -152,7 +153,7 @@ func TestRelayRecordsWhatItDoes(t *testing.T) {
 	if err := r.Run(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if last := rec.all()[len(rec.all())-1]; last.F != history.Stop {
+	if last := rec.all()[len(rec.all())-1]; last.F != oplog.Stop {
 		t.Errorf("last record after Run = %v, want a stop", last)
 	}
 }
@@ -185,7 +186,7 @@ func TestRelayRecordsFencedMarks(t *testing.T) {
 	}
 	ops := rec.all()
 	last := ops[len(ops)-1]
-	if last.F != history.Mark || last.Type != history.OK || len(last.Events) != 0 || last.Fenced != 2 {
+	if last.F != oplog.Mark || last.Type != oplog.OK || len(last.Events) != 0 || last.Fenced != 2 {
 		t.Fatalf("last record = %v, want a mark ok of no row with 2 fenced", last)
 	}
 }
@@ -200,11 +201,11 @@ func TestFileRecordsLifetimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr.Record(history.Op{Type: history.Invoke, F: history.Claim})
-	fr.Record(history.Op{Type: history.OK, F: history.Claim, Events: []string{"e1"}})
+	fr.Record(oplog.Op{Type: oplog.Invoke, F: oplog.Claim})
+	fr.Record(oplog.Op{Type: oplog.OK, F: oplog.Claim, Events: []string{"e1"}})
 	fr.Flush()
 	// Buffered and never flushed: lost with the process.
-	fr.Record(history.Op{Type: history.Invoke, F: history.Publish, Events: []string{"e1"}})
+	fr.Record(oplog.Op{Type: oplog.Invoke, F: oplog.Publish, Events: []string{"e1"}})
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +219,7 @@ func TestFileRecordsLifetimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr2.Record(history.Op{Type: history.OK, F: history.Stop})
+	fr2.Record(oplog.Op{Type: oplog.OK, F: oplog.Stop})
 	if err := fr2.Close(); err != nil {
 		t.Fatal(err)
 	}

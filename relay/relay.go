@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/oplog"
 )
 
 // Options carries a relay's optional collaborators. The zero value is
@@ -40,7 +40,7 @@ type Options struct {
 	// real one (time.NewTimer). The simulation's timers run on its clock
 	// and hand the baton back to its scheduler where Run waits.
 	NewTimer func(d time.Duration) Timer
-	// Records, when set, receives what the relay does as history
+	// Records, when set, receives what the relay does as oplog
 	// operations (see Records); nil records nothing and costs nothing.
 	Records Records
 }
@@ -167,7 +167,7 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 	work, release := afterShutdown(ctx, r.cfg.PublishTimeout)
 	defer release()
 	defer func() {
-		r.record(history.OK, history.Stop, nil, history.Meta{}, nil)
+		r.record(oplog.OK, oplog.Stop, nil, oplog.Meta{}, nil)
 		r.flushRecords()
 	}()
 	timer := r.newTimer(0)
@@ -539,12 +539,12 @@ func (d *drain) publish(f *flight, rows []Row) error {
 		var ids []string
 		if r.rec != nil {
 			ids = []string{row.ID.String()}
-			r.record(history.Invoke, history.Publish, ids, history.Meta{}, nil)
+			r.record(oplog.Invoke, oplog.Publish, ids, oplog.Meta{}, nil)
 		}
 		conf, perr := r.pub.Publish(pctx, MessageOf(row))
 		if perr != nil {
 			// Not sent.
-			r.record(history.Fail, history.Publish, ids, history.Meta{}, perr)
+			r.record(oplog.Fail, oplog.Publish, ids, oplog.Meta{}, perr)
 			pcancel()
 			r.confirmFailed(perr)
 			if Classify(perr) == ClassBroker {
@@ -576,7 +576,7 @@ func (d *drain) settle() error {
 	p.f.open--
 	if r.rec != nil {
 		t, c := confirmOutcome(werr)
-		r.record(t, history.Publish, p.ids, history.Meta{Confirm: c}, werr)
+		r.record(t, oplog.Publish, p.ids, oplog.Meta{Confirm: c}, werr)
 	}
 	switch {
 	case werr == nil:
@@ -687,7 +687,7 @@ func (d *drain) abort(err error) error {
 	for _, p := range d.pending {
 		p.cancel()
 		r := d.r
-		r.record(history.Info, history.Publish, p.ids, history.Meta{}, errNotAwaited)
+		r.record(oplog.Info, oplog.Publish, p.ids, oplog.Meta{}, errNotAwaited)
 	}
 	d.pending = nil
 	for _, m := range d.marks {
@@ -770,15 +770,15 @@ func (r *Relay) rowFailed(ctx context.Context, row Row, cause error, res *TickRe
 		ids = []string{row.ID.String()}
 	}
 	if Classify(cause) == ClassPoison {
-		r.record(history.Invoke, history.Park, ids, history.Meta{}, nil)
+		r.record(oplog.Invoke, oplog.Park, ids, oplog.Meta{}, nil)
 		ok, err := r.store.Park(sctx, r.cfg.RelayID, row.ID, cause.Error())
 		switch {
 		case err != nil:
-			r.record(history.Info, history.Park, ids, history.Meta{}, err)
+			r.record(oplog.Info, oplog.Park, ids, oplog.Meta{}, err)
 		case !ok:
-			r.record(history.Fail, history.Park, ids, history.Meta{Fenced: 1}, ErrLeaseLost)
+			r.record(oplog.Fail, oplog.Park, ids, oplog.Meta{Fenced: 1}, ErrLeaseLost)
 		default:
-			r.record(history.OK, history.Park, ids, history.Meta{}, nil)
+			r.record(oplog.OK, oplog.Park, ids, oplog.Meta{}, nil)
 		}
 		switch {
 		case err != nil:
@@ -795,15 +795,15 @@ func (r *Relay) rowFailed(ctx context.Context, row Row, cause error, res *TickRe
 		}
 		return
 	}
-	r.record(history.Invoke, history.Retry, ids, history.Meta{}, nil)
+	r.record(oplog.Invoke, oplog.Retry, ids, oplog.Meta{}, nil)
 	out, err := r.store.Retry(sctx, r.cfg.RelayID, row.ID, r.cfg.Policy(), cause.Error())
 	switch {
 	case err != nil:
-		r.record(history.Info, history.Retry, ids, history.Meta{}, err)
+		r.record(oplog.Info, oplog.Retry, ids, oplog.Meta{}, err)
 	case !out.Applied:
-		r.record(history.Fail, history.Retry, ids, history.Meta{Fenced: 1}, ErrLeaseLost)
+		r.record(oplog.Fail, oplog.Retry, ids, oplog.Meta{Fenced: 1}, ErrLeaseLost)
 	default:
-		r.record(history.OK, history.Retry, ids, history.Meta{Attempts: out.Attempts, Parked: out.Parked, DBTime: out.At, Until: out.Until}, nil)
+		r.record(oplog.OK, oplog.Retry, ids, oplog.Meta{Attempts: out.Attempts, Parked: out.Parked, DBTime: out.At, Until: out.Until}, nil)
 	}
 	switch {
 	case err != nil:
@@ -889,7 +889,7 @@ func (r *Relay) failpoint(ctx context.Context, name string) error {
 	}
 	if r.rec != nil {
 		// Durable before the failpoint acts: it may kill the process.
-		r.record(history.OK, history.Failpoint, nil, history.Meta{Failpoint: name}, nil)
+		r.record(oplog.OK, oplog.Failpoint, nil, oplog.Meta{Failpoint: name}, nil)
 		r.rec.Flush()
 	}
 	if err := r.fp.Inject(ctx, name); err != nil {
@@ -920,13 +920,13 @@ var errNotAwaited = errors.New("confirm not awaited")
 // recordClaim records a claim that leased rows or failed: an invoke and
 // its completion, both when the statement returned.
 func (r *Relay) recordClaim(rows []Row, err error) {
-	r.record(history.Invoke, history.Claim, nil, history.Meta{}, nil)
+	r.record(oplog.Invoke, oplog.Claim, nil, oplog.Meta{}, nil)
 	if err != nil {
 		// A claim cut short may have committed: its outcome is unknown.
-		r.record(history.Info, history.Claim, nil, history.Meta{}, err)
+		r.record(oplog.Info, oplog.Claim, nil, oplog.Meta{}, err)
 	} else {
-		r.record(history.OK, history.Claim, rowIDStrings(rows),
-			history.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}, nil)
+		r.record(oplog.OK, oplog.Claim, rowIDStrings(rows),
+			oplog.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}, nil)
 	}
 	r.rec.Flush()
 }
@@ -938,7 +938,7 @@ func (r *Relay) mark(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) 
 		return r.store.Mark(ctx, r.cfg.RelayID, ids)
 	}
 	strs := idStrings(ids)
-	r.record(history.Invoke, history.Mark, strs, history.Meta{}, nil)
+	r.record(oplog.Invoke, oplog.Mark, strs, oplog.Meta{}, nil)
 	var (
 		marked []uuid.UUID
 		at     time.Time
@@ -951,14 +951,14 @@ func (r *Relay) mark(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) 
 	}
 	if err != nil {
 		// The statement may have committed before it failed.
-		r.record(history.Info, history.Mark, strs, history.Meta{}, err)
+		r.record(oplog.Info, oplog.Mark, strs, oplog.Meta{}, err)
 		return marked, err
 	}
 	done := strs
 	if len(marked) != len(ids) {
 		done = idStrings(marked)
 	}
-	r.record(history.OK, history.Mark, done, history.Meta{DBTime: at, Fenced: len(ids) - len(marked)}, nil)
+	r.record(oplog.OK, oplog.Mark, done, oplog.Meta{DBTime: at, Fenced: len(ids) - len(marked)}, nil)
 	return marked, nil
 }
 
@@ -983,15 +983,15 @@ func (r *Relay) sweepOnce(ctx context.Context) (int, error) {
 	}
 	switch {
 	case err != nil:
-		r.record(history.Invoke, history.Sweep, nil, history.Meta{}, nil)
-		r.record(history.Info, history.Sweep, nil, history.Meta{}, err)
+		r.record(oplog.Invoke, oplog.Sweep, nil, oplog.Meta{}, nil)
+		r.record(oplog.Info, oplog.Sweep, nil, oplog.Meta{}, err)
 	case n > 0:
-		m := history.Meta{DBTime: at}
+		m := oplog.Meta{DBTime: at}
 		if !at.IsZero() {
 			m.Cutoff = at.Add(-r.cfg.Retention)
 		}
-		r.record(history.Invoke, history.Sweep, nil, history.Meta{}, nil)
-		r.record(history.OK, history.Sweep, ids, m, nil)
+		r.record(oplog.Invoke, oplog.Sweep, nil, oplog.Meta{}, nil)
+		r.record(oplog.OK, oplog.Sweep, ids, m, nil)
 	}
 	return n, err
 }

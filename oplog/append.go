@@ -1,4 +1,4 @@
-package history
+package oplog
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 )
 
 // AppendJSON appends op to buf as one line of a history file, exactly as
-// WriteJSONL writes it (encoding/json's bytes and a newline), without
+// history.WriteJSONL writes it (encoding/json's bytes and a newline), without
 // reflection: the simulation hashes every history and a relay writes its
 // records on its hot path, and encoding/json was the largest cost of both.
 // Tests in history, sim and relay hold the two to the same bytes.
