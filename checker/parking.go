@@ -34,7 +34,11 @@ import (
 //     the database clock when both records carry DBTime; else on the
 //     recording process's clock when one process recorded both and no clock
 //     fault affecting it was open between them; else it is not checked (counted as
-//     "backoff_unchecked").
+//     "backoff_unchecked"); and a Retry ok that did not park and carries
+//     both its database time and the row's next eligible time (Until) sets
+//     that time exactly Backoff(attempts) later, to the millisecond: a
+//     backoff longer than the declared one delays every retry, one shorter
+//     retries too soon.
 func Parking(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).parking() }
 
 func (a *analysis) parking() Result {
@@ -172,7 +176,22 @@ func (a *analysis) clockFaultBetween(from, to int64, process string) bool {
 	return false
 }
 
+// backoffSlack is how far a recorded next eligible time may stray from
+// the declared backoff: the database's clock has microseconds, records
+// keep them.
+const backoffSlack = time.Millisecond
+
 func (a *analysis) checkBackoff(v *verdict, e *event) {
+	for _, r := range e.retries {
+		if r.Parked || r.Attempts <= 0 || r.Until.IsZero() || r.DBTime.IsZero() {
+			continue
+		}
+		v.counts["next_eligible_checked"]++
+		got, want := r.Until.Sub(r.DBTime), a.cfg.Backoff(r.Attempts)
+		if d := got - want; d > backoffSlack || d < -backoffSlack {
+			v.offend(e.id, "retry #%d by %s after attempt %d made the row eligible %s later; backoff is %s", r.Index, r.Process, r.Attempts, got, want)
+		}
+	}
 	for i := 1; i < len(e.retries); i++ {
 		r1, r2 := e.retries[i-1], e.retries[i]
 		if r1.Parked {

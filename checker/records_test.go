@@ -119,6 +119,22 @@ func TestBackoffFromRecords(t *testing.T) {
 	})
 }
 
+// TestNextEligibleFromRecords: a retry sets the row's next eligible time
+// exactly the declared backoff after its own database time; a longer or a
+// shorter one is a broken backoff even when no second retry came.
+func TestNextEligibleFromRecords(t *testing.T) {
+	cfg := fenced()
+	cfg.Backoff = func(n int) time.Duration { return time.Second << (n - 1) }
+	h := func(backoff time.Duration) []history.Op {
+		return build().commit("p", "e1").claimAt("relay-a", db, "e1").retryAt("relay-a", "e1", 1, db.Add(time.Millisecond), backoff).h()
+	}
+	runCases(t, Parking, []checkCase{
+		{name: "the declared backoff", h: h(time.Second), cfg: cfg, valid: true},
+		{name: "a thousand times the backoff (a unit changed)", h: h(1000 * time.Second), cfg: cfg, valid: false, offending: []string{"e1"}},
+		{name: "half the backoff", h: h(500 * time.Millisecond), cfg: cfg, valid: false, offending: []string{"e1"}},
+	})
+}
+
 // TestBrokerOutageFromRecords: a retry recorded while a broker fault hit
 // the retrying relay consumed an attempt for an outage.
 func TestBrokerOutageFromRecords(t *testing.T) {

@@ -25,6 +25,12 @@ func TestSQLTierSeesStatementRegressions(t *testing.T) {
 	if !ok {
 		t.Fatal("no no-backoff mutant")
 	}
+	// Relays paused in the middle of a batch lose leases: the swarm of
+	// the unfenced-mark mutant.
+	stall, ok := mutant.Lookup("unfenced-mark")
+	if !ok {
+		t.Fatal("no unfenced-mark mutant")
+	}
 	for _, c := range []struct {
 		name, stmt, old, new string
 		tune                 func(*sim.Swarm)
@@ -32,6 +38,12 @@ func TestSQLTierSeesStatementRegressions(t *testing.T) {
 		{"claim-takes-live-leases", "claim", "locked_until < now()", "locked_until > now()", nil},
 		{"backoff-in-the-past", "retry", "now() + least(", "now() - least(", poison.Exposure.Tune},
 		{"sweep-keeps-old-deletes-new", "sweep", "processed_at < now() -", "processed_at > now() -", nil},
+		// A thousand times the declared backoff: the retries' next
+		// eligible times give it away even before a second retry.
+		{"backoff-in-milliseconds", "retry", "interval '1 microsecond'", "interval '1 millisecond'", poison.Exposure.Tune},
+		// The mark no longer checks that the lease is still running: a
+		// relay that stalled past its lease marks rows it no longer holds.
+		{"mark-after-the-lease", "mark", "AND locked_until > now()", "", stall.Exposure.Tune},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			backend, err := sim.NewSQL(ctx, srv.AdminURL())

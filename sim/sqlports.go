@@ -60,10 +60,14 @@ func (s *storePort) sqlClaim(ctx context.Context, h uint64, v verdict, lost bool
 	if serr != nil {
 		return nil, p.sqlFailed(h, nil, serr, "claiming")
 	}
+	var leased history.Meta
 	if len(rows) > 0 {
 		p.w.progress()
+		// The lease the claim took, as PGStore returns it and the
+		// relay's records carry it on containers.
+		leased = history.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}
 	}
-	if err := p.end(h, v, lost, err, history.OK, nil, rowIDStrings(rows), history.Meta{}, nil); err != nil {
+	if err := p.end(h, v, lost, err, history.OK, nil, rowIDStrings(rows), leased, nil); err != nil {
 		return nil, fmt.Errorf("claiming: %w", err)
 	}
 	return rows, nil
@@ -98,7 +102,7 @@ func (s *storePort) sqlRetry(ctx context.Context, h uint64, v verdict, lost bool
 	if res.Applied {
 		p.w.progress()
 	}
-	t, value, ferr := history.OK, history.Meta{Attempts: res.Attempts, Parked: res.Parked, DBTime: p.w.clock.Now()}, error(nil)
+	t, value, ferr := history.OK, history.Meta{Attempts: res.Attempts, Parked: res.Parked, DBTime: p.w.clock.Now(), Until: res.Until}, error(nil)
 	if !res.Applied {
 		t, value, ferr = history.Fail, history.Meta{}, relay.ErrLeaseLost
 	}
