@@ -204,6 +204,14 @@ func (s *storePort) Retry(ctx context.Context, owner string, id uuid.UUID, polic
 		return s.sqlRetry(ctx, h, v, lost, err, invoked, owner, id, policy, cause)
 	}
 	res, _ := p.w.store.Retry(ctx, owner, id, policy, cause)
+	return s.endRetry(h, v, lost, err, invoked, res)
+}
+
+// endRetry records the outcome of a retry, on either backend: the
+// attempts, whether it parked, the database time and the row's next
+// eligible time, or a lost lease.
+func (s *storePort) endRetry(h uint64, v verdict, lost bool, err error, invoked []string, res relay.RetryResult) (relay.RetryResult, error) {
+	p := s.p
 	if res.Applied {
 		p.w.progress()
 	}

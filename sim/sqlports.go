@@ -99,17 +99,7 @@ func (s *storePort) sqlRetry(ctx context.Context, h uint64, v verdict, lost bool
 	if serr != nil {
 		return relay.RetryResult{}, p.sqlFailed(h, invoked, serr, "recording attempt")
 	}
-	if res.Applied {
-		p.w.progress()
-	}
-	t, value, ferr := history.OK, history.Meta{Attempts: res.Attempts, Parked: res.Parked, DBTime: p.w.clock.Now(), Until: res.Until}, error(nil)
-	if !res.Applied {
-		t, value, ferr = history.Fail, history.Meta{}, relay.ErrLeaseLost
-	}
-	if err := p.end(h, v, lost, err, t, invoked, invoked, value, ferr); err != nil {
-		return relay.RetryResult{}, fmt.Errorf("recording attempt: %w", err)
-	}
-	return res, nil
+	return s.endRetry(h, v, lost, err, invoked, res)
 }
 
 func (s *storePort) sqlPark(ctx context.Context, h uint64, v verdict, lost bool, err error, invoked []string, owner string, id uuid.UUID, cause string) (bool, error) {
