@@ -104,6 +104,8 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 	}
 	fx, err := fixture.New(ctx, fixture.URLs{Database: in.dbURL, AMQP: in.amqpURL}, fixture.Options{
 		Schema: schema, Contexts: []string{"bench"}, NoInbox: true, Exchange: exchange, Queue: queue,
+		// The benchmark's one type is not the workload's.
+		BindingKey: "#",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench fixture: %w", err)
