@@ -536,7 +536,17 @@ type Topology struct {
 	Exchange   string
 	Queue      string
 	BindingKey string
+	// QueueType is the consumer queue's x-queue-type: QueueClassic (the
+	// default, on one node) or QueueQuorum (replicated over a cluster's
+	// nodes by Raft). The dead-letter queue stays classic.
+	QueueType string
 }
+
+// Queue types of Topology.QueueType.
+const (
+	QueueClassic = "classic"
+	QueueQuorum  = "quorum"
+)
 
 // DeadLetterExchange returns the exchange Queue dead-letters into.
 func (t Topology) DeadLetterExchange() string { return t.Queue + ".dlx" }
@@ -588,7 +598,11 @@ func (t Topology) Declare(ctx context.Context, url string) error {
 // QueueArgs returns the arguments Queue is declared with, which a passive
 // declaration must repeat.
 func (t Topology) QueueArgs() amqp.Table {
-	return amqp.Table{"x-queue-type": "classic", "x-dead-letter-exchange": t.DeadLetterExchange()}
+	qt := t.QueueType
+	if qt == "" {
+		qt = QueueClassic
+	}
+	return amqp.Table{"x-queue-type": qt, "x-dead-letter-exchange": t.DeadLetterExchange()}
 }
 
 // Remove deletes the topology's queues and exchanges from the broker at
