@@ -152,8 +152,10 @@ func TestAMQPPublisherNack(t *testing.T) {
 	if !errors.Is(err, relay.ErrNacked) || errors.Is(err, relay.ErrBrokerUnavailable) {
 		t.Fatalf("publish to a full queue: %v, want ErrNacked", err)
 	}
-	if relay.Classify(err) != relay.ClassRow {
-		t.Errorf("a nack is classified %v, want row", relay.Classify(err))
+	// A full queue is the broker's state, not the row's: the batch stops
+	// and no attempt is spent.
+	if relay.Classify(err) != relay.ClassBroker {
+		t.Errorf("a nack is classified %v, want broker", relay.Classify(err))
 	}
 }
 

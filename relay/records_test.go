@@ -71,29 +71,30 @@ func TestRecordsEncodeAsJSON(t *testing.T) {
 	}
 }
 
-// nackFirst nacks the first publish and confirms the others.
-type nackFirst struct {
+// returnFirst has the first publish returned unroutable and confirms the
+// others.
+type returnFirst struct {
 	mu sync.Mutex
 	n  int
 }
 
-type nacked struct{}
+type returned struct{}
 
-func (nacked) Wait(context.Context) error { return ErrNacked }
+func (returned) Wait(context.Context) error { return ErrReturned }
 
-func (p *nackFirst) Publish(context.Context, Message) (Confirmation, error) {
+func (p *returnFirst) Publish(context.Context, Message) (Confirmation, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n++
 	if p.n == 1 {
-		return nacked{}, nil
+		return returned{}, nil
 	}
 	return acked{}, nil
 }
 
 // TestRelayRecordsWhatItDoes runs a tick with records on: the claim with
-// its lease on the store's clock, each publish and its confirm (a nack
-// included), the retry of the nacked row with its next eligible time, the
+// its lease on the store's clock, each publish and its confirm (a return
+// included), the retry of the returned row with its next eligible time, the
 // mark of the confirmed rows, and flushes after the claim and at the stop.
 func TestRelayRecordsWhatItDoes(t *testing.T) {
 	db := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -108,7 +109,7 @@ func TestRelayRecordsWhatItDoes(t *testing.T) {
 		return nil, nil
 	}}
 	rec := &memRecords{}
-	r, err := New(Config{RelayID: "relay-a", BatchSize: 10}, store, &nackFirst{}, Options{Records: rec, SerialStore: true})
+	r, err := New(Config{RelayID: "relay-a", BatchSize: 10}, store, &returnFirst{}, Options{Records: rec, SerialStore: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +135,8 @@ func TestRelayRecordsWhatItDoes(t *testing.T) {
 	if len(claim.Events) != 3 || !claim.DBTime.Equal(db) || !claim.Until.Equal(db.Add(time.Minute)) {
 		t.Errorf("claim ok = %v, want 3 rows leased from %s to %s", claim, db, db.Add(time.Minute))
 	}
-	if ops[5].Confirm != oplog.ConfirmNack || ops[5].Events[0] != rows[0].ID.String() {
-		t.Errorf("first confirm = %v, want a nack of %s", ops[5], rows[0].ID)
+	if ops[5].Confirm != oplog.ConfirmReturn || ops[5].Events[0] != rows[0].ID.String() {
+		t.Errorf("first confirm = %v, want a return of %s", ops[5], rows[0].ID)
 	}
 	if ops[7].Attempts != 1 || ops[7].Events[0] != rows[0].ID.String() {
 		t.Errorf("retry = %v, want attempt 1 of %s", ops[7], rows[0].ID)

@@ -171,7 +171,10 @@ var (
 	// no attempt is consumed.
 	ErrBrokerUnavailable = errors.New("broker unavailable")
 	// ErrNacked means the broker refused the message with a negative
-	// confirm.
+	// confirm: it could not take it (RabbitMQ nacks on an internal error,
+	// and a quorum queue whose leader is being elected during a node's
+	// failover nacks what it cannot store). That is the broker's state,
+	// not the row's: broker-level, like ErrBrokerUnavailable.
 	ErrNacked = errors.New("publish nacked by broker")
 	// ErrReturned means the broker returned a mandatory message as
 	// unroutable.
@@ -207,13 +210,15 @@ func (c Class) String() string {
 
 // Classify says whether err is a broker-level failure (stop the batch,
 // consume nothing), a row-level one (one attempt, back off) or poison (park
-// at once). Timeouts count as broker-level: a broker that does not answer in
-// time is not this row's fault.
+// at once). Timeouts and nacks count as broker-level: a broker that does
+// not answer in time, or cannot take a message, is not this row's fault;
+// a return (no queue binds the row's type) is the row's.
 func Classify(err error) Class {
 	switch {
 	case errors.Is(err, outbox.ErrUnknownType):
 		return ClassPoison
 	case errors.Is(err, ErrBrokerUnavailable),
+		errors.Is(err, ErrNacked),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		return ClassBroker

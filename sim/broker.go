@@ -59,8 +59,9 @@ type Broker struct {
 	unacked []*Message
 	dead    []*Message
 	nextTag uint64
-	// Reject lists message types the broker always nacks (a poison the
-	// broker refuses, e.g. over its size limit).
+	// Reject lists message types no queue binds, whatever the binding
+	// key: a mandatory publish of one is returned, as RabbitMQ returns
+	// workload.TypeRejected, which the harness's queues do not bind.
 	Reject map[string]bool
 }
 
@@ -139,15 +140,12 @@ func (b *Broker) requeue(ms []*Message) {
 }
 
 // Publish routes m by its type as the routing key and reports the
-// confirm it earns: nacked when the broker refuses its type, returned
+// confirm it earns: returned
 // when no queue takes it and it is mandatory (a message no queue takes
 // that is not mandatory is confirmed and dropped), otherwise confirmed
 // and enqueued. The broker must be up; the simulation checks that before.
 func (b *Broker) Publish(m relay.Message, opts relay.PublishOptions) PublishOutcome {
-	if b.Reject[m.Type] {
-		return Nacked
-	}
-	if !b.bound || !topicMatch(b.key, m.Type) {
+	if !b.bound || b.Reject[m.Type] || !topicMatch(b.key, m.Type) {
 		if opts.Mandatory {
 			return Returned
 		}

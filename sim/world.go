@@ -21,7 +21,7 @@ import (
 
 // Registry returns the decoder the simulated relays use: the workload's
 // registry, which knows workload.TypeOrderPlaced and TypeOrderPaid, and
-// workload.TypeRejected, a type the simulated broker always nacks; not
+// workload.TypeRejected, a type the simulated broker always returns; not
 // workload.TypeUnknown.
 func Registry() *outbox.Registry {
 	reg := workload.Registry()
