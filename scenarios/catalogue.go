@@ -48,6 +48,9 @@ type Scenario struct {
 	// WorkloadFaults names the workload's own faults (poison events, held
 	// transactions, producer crashes) that must fire.
 	WorkloadFaults []string
+	// BrokerNodes, when 2 or more, runs the scenario on a RabbitMQ
+	// cluster of that many nodes (EnvOptionsFor) with quorum queues.
+	BrokerNodes int
 	// RelayEnv is what the scenario sets of every replica's OUTBOX_*
 	// settings, over TimingEnv; the relay under test's own Env still wins.
 	RelayEnv map[string]string
@@ -122,9 +125,10 @@ func dualWrite() Scenario {
 	return sc
 }
 
-// Lookup returns the scenario named name: one of Catalogue, or DualWrite.
+// Lookup returns the scenario named name: one of Catalogue, of
+// ClusterCatalogue, or DualWrite.
 func Lookup(name string) (Scenario, bool) {
-	for _, s := range append(Catalogue(), dualWrite()) {
+	for _, s := range append(append(Catalogue(), ClusterCatalogue()...), dualWrite()) {
 		if s.Name == name {
 			return s, true
 		}

@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"fmt"
+
 	"github.com/outboxlab/outboxlab/workload"
 
 	"maps"
@@ -22,6 +24,29 @@ const LinkAppBroker = "app-broker"
 // links plus app->broker.
 func EnvOptions() testenv.Options {
 	return testenv.Options{Links: []testenv.Link{{Name: LinkAppBroker, Service: testenv.ServiceBroker}}}
+}
+
+// EnvOptionsFor returns the environment sc runs in: EnvOptions, with a
+// broker cluster for a scenario with BrokerNodes.
+func EnvOptionsFor(sc Scenario) testenv.Options {
+	o := EnvOptions()
+	if sc.BrokerNodes > 1 {
+		o.BrokerNodes = sc.BrokerNodes
+	}
+	return o
+}
+
+// envFits reports why env cannot run sc, or nil: a cluster scenario
+// needs a cluster of its size, the others the single broker.
+func envFits(env *testenv.Env, sc Scenario) error {
+	cl := env.Cluster()
+	switch {
+	case sc.BrokerNodes > 1 && (cl == nil || cl.Len() != sc.BrokerNodes):
+		return fmt.Errorf("scenario %s runs on a %d-node broker cluster (EnvOptionsFor), and this environment has none of that size", sc.Name, sc.BrokerNodes)
+	case sc.BrokerNodes < 2 && cl != nil:
+		return fmt.Errorf("scenario %s runs on the single broker, and this environment has a cluster", sc.Name)
+	}
+	return nil
 }
 
 // LongEnv is the environment variable that turns the long mode on

@@ -199,6 +199,9 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 		res.Problems = append(res.Problems, err.Error())
 		return res, err
 	}
+	if err := envFits(env, sc); err != nil {
+		return res, err
+	}
 	defer r.teardown()
 	if err := r.setup(ctx); err != nil {
 		return res, fmt.Errorf("scenario %s: setting up: %w", sc.Name, err)

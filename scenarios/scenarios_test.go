@@ -274,3 +274,32 @@ func TestBlackBoxCommand(t *testing.T) {
 		})
 	}
 }
+
+
+// TestClusterCatalogue runs the broker cluster scenarios on a cluster
+// environment of their own: each passes with its fault fired. A catalogue
+// scenario is refused on that environment, and a cluster scenario on the
+// single broker's.
+func TestClusterCatalogue(t *testing.T) {
+	for _, sc := range ClusterCatalogue() {
+		t.Run(sc.Name, func(t *testing.T) {
+			env := testenv.StartT(t, EnvOptionsFor(sc))
+			if _, err := Run(context.Background(), env, Catalogue()[0], runOptions(t, 1)); err == nil {
+				t.Errorf("%s ran on a cluster environment", Catalogue()[0].Name)
+			}
+			for _, seed := range seeds(t) {
+				res, err := Run(context.Background(), env, sc, runOptions(t, seed))
+				if err != nil {
+					t.Fatalf("SEED=%d: %v\nreplay: %s", seed, err, res.Replay)
+				}
+				requireValid(t, res)
+				if len(res.Faults) == 0 {
+					t.Errorf("%s reports no fault at all", sc.Name)
+				}
+			}
+		})
+	}
+	if _, err := Run(context.Background(), sharedEnv(t), ClusterCatalogue()[0], runOptions(t, 1)); err == nil {
+		t.Errorf("%s ran on the single broker", ClusterCatalogue()[0].Name)
+	}
+}

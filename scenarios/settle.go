@@ -17,10 +17,26 @@ import (
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
+// services returns the service containers a fault may have left down:
+// PostgreSQL, and RabbitMQ or every node of the cluster.
+func (r *run) services() []*testenv.Container {
+	out := []*testenv.Container{r.env.Postgres()}
+	if c := r.env.RabbitMQ(); c != nil {
+		out = append(out, c)
+	}
+	if cl := r.env.Cluster(); cl != nil {
+		for i := range cl.Len() {
+			out = append(out, cl.Node(i))
+		}
+	}
+	return out
+}
+
 // ensureRunning restarts or thaws whatever a fault left down: the relay
-// replicas, PostgreSQL and RabbitMQ.
+// replicas, PostgreSQL and RabbitMQ (every node of a cluster, which must
+// then report them all running).
 func (r *run) ensureRunning(ctx context.Context) error {
-	for _, c := range []*testenv.Container{r.env.Postgres(), r.env.RabbitMQ()} {
+	for _, c := range r.services() {
 		st, err := c.State(ctx)
 		if err != nil {
 			return err
@@ -36,6 +52,11 @@ func (r *run) ensureRunning(ctx context.Context) error {
 			}
 		}
 		if err := c.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	if cl := r.env.Cluster(); cl != nil {
+		if err := cl.WaitRunning(ctx, cl.Len()); err != nil {
 			return err
 		}
 	}
@@ -234,7 +255,7 @@ func (r *run) teardown() {
 // enabled with no toxics.
 func (r *run) resetEnv(ctx context.Context) error {
 	var errs []error
-	for _, c := range []*testenv.Container{r.env.Postgres(), r.env.RabbitMQ()} {
+	for _, c := range r.services() {
 		st, err := c.State(ctx)
 		if err != nil {
 			errs = append(errs, err)

@@ -44,6 +44,7 @@ func (r *run) setup(ctx context.Context) error {
 	var err error
 	r.fx, err = fixture.New(sctx, r.env, fixture.Options{
 		Prefix: r.schemaPrefix(), Contexts: r.contextNames(), AppConns: int32(2*r.workload.Producers + 4),
+		QueueType: r.queueType(),
 	})
 	if err != nil {
 		return err

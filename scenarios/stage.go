@@ -40,6 +40,11 @@ type stage interface {
 	// Postgres and RabbitMQ are the services' containers.
 	Postgres() *testenv.Container
 	RabbitMQ() *testenv.Container
+	// Queue returns context c's consumer queue.
+	Queue(c int) string
+	// Cluster is the broker cluster of a scenario with BrokerNodes, else
+	// nil.
+	Cluster() *testenv.Cluster
 	// DB is a direct pool to the run's database, for faults that read the
 	// rows (which rows a paused relay holds).
 	DB() *pgxpool.Pool
@@ -66,6 +71,8 @@ func (s runStage) Slot(c, i int) *relaySlot     { return s.r.slot(c, i) }
 func (s runStage) Replicas(c int) int           { return len(s.r.contexts[c].relays) }
 func (s runStage) Postgres() *testenv.Container { return s.r.env.Postgres() }
 func (s runStage) RabbitMQ() *testenv.Container { return s.r.env.RabbitMQ() }
+func (s runStage) Cluster() *testenv.Cluster    { return s.r.env.Cluster() }
+func (s runStage) Queue(c int) string           { return s.r.contexts[c].queue }
 func (s runStage) DB() *pgxpool.Pool            { return s.r.fx.Admin }
 func (s runStage) Recorder() *history.Recorder  { return s.r.rec }
 func (s runStage) Faults() []chaos.Fault        { return s.r.nemesis.Faults() }

@@ -386,6 +386,9 @@ func (e *Env) StartRelay(ctx context.Context, spec RelaySpec) (*Container, error
 		name string
 		want Service
 	}{{spec.DBLink, ServiceDB}, {spec.BrokerLink, ServiceBroker}} {
+		if _, group := e.groups[l.name]; group && l.want == ServiceBroker {
+			continue // a broker link of a cluster: one proxy per node
+		}
 		got, ok := e.linkIndex[l.name]
 		if !ok || got.Service != l.want {
 			return nil, fmt.Errorf("relay %s: %q is not a declared %s link", spec.Name, l.name, l.want)

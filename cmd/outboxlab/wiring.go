@@ -84,25 +84,45 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 			return nil, err
 		}
 	}
-	opts := scenarios.EnvOptions()
-	opts.Logf = func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }
-	status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
-	env, err := testenv.Start(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("starting the environment: %w", err)
-	}
+	// One environment per kind the specs need (the single broker, or a
+	// cluster of some size), started when a spec first needs it.
+	envs := map[int]*testenv.Env{}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
-		if cerr := env.Close(cctx); cerr != nil && err == nil {
-			err = fmt.Errorf("removing the environment: %w", cerr)
+		for _, env := range envs {
+			if cerr := env.Close(cctx); cerr != nil && err == nil {
+				err = fmt.Errorf("removing the environment: %w", cerr)
+			}
 		}
 	}()
+	envFor := func(sc scenarios.Scenario) (*testenv.Env, error) {
+		opts := scenarios.EnvOptionsFor(sc)
+		if env, ok := envs[opts.BrokerNodes]; ok {
+			return env, nil
+		}
+		opts.Logf = func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }
+		if opts.BrokerNodes > 1 {
+			status(fmt.Sprintf("environment: starting PostgreSQL, a %d-node RabbitMQ cluster and toxiproxy", opts.BrokerNodes))
+		} else {
+			status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
+		}
+		env, err := testenv.Start(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("starting the environment: %w", err)
+		}
+		envs[opts.BrokerNodes] = env
+		return env, nil
+	}
 	out := make([]runOutcome, 0, len(specs))
 	for i, s := range specs {
 		relay := s.Relay
 		if relay.Name == "ours" && relay.Image == "" && len(relay.Command) == 0 {
 			relay = scenarios.Ours()
+		}
+		env, err := envFor(scs[i])
+		if err != nil {
+			return out, err
 		}
 		res, err := scenarios.Run(ctx, env, scs[i], scenarios.Options{
 			Seed: s.Seed, Relay: relay, Mode: s.Variant, Events: s.Events, Duration: s.Duration,
