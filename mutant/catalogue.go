@@ -207,11 +207,14 @@ var catalogue = []Mutant{
 			return unfencedMark{raw}
 		}},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultPause}, Rate: 0.05},
-		// No infrastructure form yet: in lease-expiry the other replica
-		// has marked every row the stalled one held before it resumes,
-		// so its unfenced marks find nothing pending and look like
-		// fenced ones (lease-expiry seeds 7 to 10 tried). It needs the
-		// takeover replica to hold those rows unmarked at that moment.
+		// In lease-expiry as it is, the other replica has marked every
+		// row the stalled one held before it resumes, so its unfenced
+		// marks find nothing pending and look fenced (seeds 7 to 10
+		// tried). Here every replica lingers 3 s between the confirms
+		// and the mark (the stalled one keeps its own failpoint), so the
+		// takeover still holds those rows unmarked when the stalled one
+		// marks them: its records show marks outside its lease.
+		Infra: []InfraRun{{Scenario: "lease-expiry", Env: map[string]string{"OUTBOX_FAILPOINTS": "after-confirm-before-mark=sleep(3s)"}}},
 	},
 	{
 		Name:        "offset-claim",

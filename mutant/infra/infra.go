@@ -233,6 +233,11 @@ runs:
 			if v.killer != "" {
 				row.Killed, row.Checker, row.Scenario, row.Seed = true, v.killer, describe(r), seed
 				row.Replay = v.res.Replay
+				if len(r.Env) > 0 {
+					// The run verb cannot give the replicas the run's
+					// settings; the tier's own command does.
+					row.Replay = fmt.Sprintf("go run ./cmd/outboxlab mutants --tier infra --mutant %s --seed %d", m.Name, seed)
+				}
 				if cr, ok := v.res.Report.Result(v.killer); ok {
 					row.Detail = cr.Detail
 				}
@@ -341,10 +346,14 @@ func problems(res scenarios.Result) (unfired, other []string) {
 }
 
 func describe(r mutant.InfraRun) string {
+	s := r.Scenario
 	if r.Variant != "" && r.Variant != string(workload.Outbox) {
-		return r.Scenario + " (producers " + r.Variant + ")"
+		s += " (producers " + r.Variant + ")"
 	}
-	return r.Scenario
+	if len(r.Env) > 0 {
+		s += " with " + envKey(r.Env)
+	}
+	return s
 }
 
 // Relay returns the relay under test that runs the relay-side mutant name
