@@ -61,13 +61,14 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		sectionMeta(&s, b.Scenarios.Meta, meta)
 		writeParts(&s, b.Scenarios.Part, b.Scenarios.Parts)
 		writeUnfinished(&s, b.Scenarios)
-		s.WriteString("| scenario | relay | producer | seed | verdict | faults fired | committed | delivered | duplicate deliveries | lost | phantom | duplicate effects | drain time |\n")
-		s.WriteString("|---|---|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		s.WriteString("| scenario | relay | producer | seed | verdict | faults fired | committed | delivered | duplicate deliveries | unexplained | duplicate causes | lost | phantom | duplicate effects | drain time |\n")
+		s.WriteString("|---|---|---|--:|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
 		for _, r := range b.Scenarios.Runs {
 			c := r.Counts
-			fmt.Fprintf(&s, "| %s | %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %s |\n",
+			fmt.Fprintf(&s, "| %s | %s | %s | %d | %s | %s | %d | %d | %d | %d | %s | %d | %d | %d | %s |\n",
 				cell(r.Scenario), cell(r.Relay), cell(r.Variant), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)), cell(faultList(r.Faults)),
-				c.Committed, c.Delivered, c.DuplicateDeliveries, c.Lost, c.Phantom, c.DuplicateEffects, fmtLatency(r.DrainTime))
+				c.Committed, c.Delivered, c.DuplicateDeliveries, sumOf(c.UnexplainedBy), cell(orValue(causeList(c.DuplicatesBy), "-")),
+				c.Lost, c.Phantom, c.DuplicateEffects, fmtLatency(r.DrainTime))
 			replays = append(replays, r.Replay)
 		}
 		for _, r := range b.Scenarios.Runs {
@@ -409,6 +410,23 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 		}
 		s.WriteString("\n")
 	}
+}
+
+// causeList renders duplicates by cause, "cause=n, ..." in name order.
+func causeList(by map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, by[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sumOf(by map[string]int) int {
+	n := 0
+	for _, v := range by {
+		n += v
+	}
+	return n
 }
 
 func replayCell(replay string) string {

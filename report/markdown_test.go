@@ -87,7 +87,8 @@ func TestMarkdownOfAnEmptyBundleInventsNothing(t *testing.T) {
 func TestScenarioSectionListsFaultsAndProblems(t *testing.T) {
 	f := ScenarioFile{Meta: Meta{Date: "d"}, Runs: []ScenarioRun{{
 		Scenario: "broker-down", Relay: "ours", Variant: "outbox", Seed: 42,
-		Counts:    checker.Counts{Committed: 100, Delivered: 99, Lost: 1, DuplicateDeliveries: 3},
+		Counts: checker.Counts{Committed: 100, Delivered: 99, Lost: 1, DuplicateDeliveries: 3,
+			DuplicatesBy: map[string]int{"unconfirmed-publish": 1, "crash relay-a": 1}, UnexplainedBy: map[string]int{"broker-down": 1}},
 		Faults:    []FaultHits{{Name: "rabbitmq kill", Hits: 2}, {Name: "broker-down", Hits: 1}},
 		DrainTime: 1500 * time.Millisecond, Replay: "go run ./cmd/outboxlab run --scenario broker-down --seed 42",
 		Problems: []string{"lost: 1 committed event never delivered"},
@@ -98,7 +99,7 @@ func TestScenarioSectionListsFaultsAndProblems(t *testing.T) {
 	}
 	md := out.String()
 	for _, want := range []string{
-		"| broker-down | ours | outbox | 42 | **FAIL** | broker-down ×1, rabbitmq kill ×2 | 100 | 99 | 3 | 1 | 0 | 0 | 1.5s |",
+		"| broker-down | ours | outbox | 42 | **FAIL** | broker-down ×1, rabbitmq kill ×2 | 100 | 99 | 3 | 1 | crash relay-a=1, unconfirmed-publish=1 | 1 | 0 | 0 | 1.5s |",
 		"- lost: 1 committed event never delivered",
 		"go run ./cmd/outboxlab run --scenario broker-down --seed 42\n",
 	} {
