@@ -28,6 +28,11 @@ const (
 // no mark of it in between.
 const CauseLeaseExpired = "lease-expired"
 
+// CauseMarkFailed names a duplicate whose row the relay that held it
+// tried to mark and could not (the mark failed, or its outcome is
+// unknown): the row stayed pending and was published again.
+const CauseMarkFailed = "mark-failed"
+
 // DuplicateDeliveries counts the events published (Publish ok) or
 // delivered (Deliver record, per queue) more than once and explains each
 // extra one by a cause that touched that event's row or delivery. A fault
@@ -211,6 +216,15 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 				c.consider(w.name, max(w.start, h.from))
 			}
 		}
+	}
+	// The holder's own mark of the row that did not succeed: its
+	// connection to the database broke under it, say, after a restart.
+	for _, p := range a.pairs {
+		inv := p.Invoke
+		if inv == nil || inv.F != history.Mark || inv.Index >= to || p.Outcome() == history.OK || !slices.Contains(inv.Events, e.id) {
+			continue
+		}
+		c.consider(CauseMarkFailed+" "+inv.Process, inv.Index)
 	}
 	if cause, ok := c.found(); ok {
 		return cause, true

@@ -20,6 +20,13 @@ func TestDuplicateDeliveries(t *testing.T) {
 			offending: []string{"e2"},
 		}},
 		{checkCase: checkCase{
+			name: "republished after the relay's own mark of it failed",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").publish("relay-a", "e1").
+				invoke("relay-a", history.Mark, "e1").info("relay-a", history.Mark, "e1").
+				claim("relay-a", "e1").publish("relay-a", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"mark-failed relay-a": 1}},
+		{checkCase: checkCase{
 			name: "republished after the relay crashed between publish and mark",
 			h: build().commit("producer-1", "e1").claim("relay-a", "e1").publish("relay-a", "e1").
 				crash("relay-a").restart("relay-a").relay("relay-a", "e1").h(),
