@@ -275,7 +275,6 @@ func TestBlackBoxCommand(t *testing.T) {
 	}
 }
 
-
 // TestClusterCatalogue runs the broker cluster scenarios on a cluster
 // environment of their own: each passes with its fault fired. A catalogue
 // scenario is refused on that environment, and a cluster scenario on the

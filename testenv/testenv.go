@@ -341,7 +341,7 @@ type Env struct {
 	linkIndex map[string]*link
 	// groups maps a broker link of a cluster environment to its per-node
 	// links, in node order.
-	groups map[string][]*link
+	groups  map[string][]*link
 	cluster *Cluster
 
 	pgHostPort, amqpHostPort, toxiHostPort int
