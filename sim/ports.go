@@ -237,6 +237,13 @@ func (s *storePort) Park(ctx context.Context, owner string, id uuid.UUID, cause 
 		return s.sqlPark(ctx, h, v, lost, err, invoked, owner, id, cause)
 	}
 	ok, _ := p.w.store.Park(ctx, owner, id, cause)
+	return s.endPark(h, v, lost, err, invoked, ok)
+}
+
+// endPark records the outcome of a park, on either backend: done, or a
+// lost lease.
+func (s *storePort) endPark(h uint64, v verdict, lost bool, err error, invoked []string, ok bool) (bool, error) {
+	p := s.p
 	if ok {
 		p.w.progress()
 	}

@@ -109,17 +109,7 @@ func (s *storePort) sqlPark(ctx context.Context, h uint64, v verdict, lost bool,
 	if serr != nil {
 		return false, p.sqlFailed(h, invoked, serr, "parking")
 	}
-	if ok {
-		p.w.progress()
-	}
-	t, value, ferr := history.OK, s.dbTime(), error(nil)
-	if !ok {
-		t, value, ferr = history.Fail, history.Meta{}, relay.ErrLeaseLost
-	}
-	if err := p.end(h, v, lost, err, t, invoked, invoked, value, ferr); err != nil {
-		return false, fmt.Errorf("parking: %w", err)
-	}
-	return ok, nil
+	return s.endPark(h, v, lost, err, invoked, ok)
 }
 
 // sqlDelete runs del (the relay's Sweep, or Delete) and records the rows
