@@ -327,12 +327,23 @@ func leaseExpiry() Scenario {
 func clockSkew() Scenario {
 	return Scenario{
 		Name:       ClockSkew,
-		Summary:    "relay replicas and producers run with clock offsets of minutes in both directions; leases follow the database clock, so no duplicate is allowed",
+		Summary:    "relay replicas and producers run with clock offsets in both directions of 2 to 10 minutes, or 2 to 10 times the relay's lease where that is longer than a minute; leases follow the database clock, so no duplicate is allowed",
 		Workload:   defaultWorkload(),
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
+		prepare: func(s stage, slot *relaySlot) {
+			// The skewed replicas linger after each claim, so that each
+			// holds live leases while the other claims: the forward one
+			// meets leases it would take for run out, were it to compare
+			// them with its own clock, and the backward one's leases
+			// would have run out at once.
+			if (slot == s.Slot(0, 0) || slot == s.Slot(0, 1)) && s.Relay().Failpoints {
+				slot.base[chaos.FailpointsEnv] = "after-claim=sleep(700ms)"
+			}
+		},
 		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			minutes := func() time.Duration { return time.Duration(2+rng.IntN(9)) * time.Minute }
+			unit := skewUnit(s)
+			minutes := func() time.Duration { return time.Duration(2+rng.IntN(9)) * unit }
 			fa := &relayClock{slot: s.Slot(0, 0), offset: minutes()}
 			fb := &relayClock{slot: s.Slot(0, 1), offset: -minutes()}
 			n1, c1 := s.Producer(0)
@@ -351,6 +362,7 @@ func clockSkew() Scenario {
 			d := c + between(rng, 500*time.Millisecond, 2*time.Second)
 			return []chaos.Step{step(fa, a, end-a), step(p1, c, end-c), step(fb, b, end-b), step(p2, d, end-d)}, nil
 		},
+		check: skewBite,
 	}
 }
 

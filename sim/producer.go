@@ -73,6 +73,7 @@ func (w *world) runJob(p *proc, j job) {
 		Publisher: producerPub{p: p},
 		Rec:       producerRec{p: p},
 		Now:       p.Now,
+		Stamp:     p.w.clock.Now,
 		Pause:     func(_ context.Context, d time.Duration) error { p.hold(d); return nil },
 	}
 	hold := time.Duration(j.Hold) * (w.sw.StepTime/2 + time.Millisecond)

@@ -146,8 +146,14 @@ type Producer struct {
 	// PublishTimeout bounds an inline publish and its confirm.
 	PublishTimeout time.Duration
 	Rec            Recorder
-	// Now is the producer's own (possibly skewed) clock for its records.
+	// Now is the producer's own (possibly skewed) clock: the app clock
+	// that stamps occurred_at (StampOccurredAt).
 	Now func() time.Time
+	// Stamp is the clock of its records' times, the one clock every
+	// process of the history shares (the simulation's, the host's wall
+	// clock); nil leaves the time to Rec. A skewed Now must never stamp
+	// records: histories of several processes merge by time.
+	Stamp func() time.Time
 	// Pause waits d on the producer's clock for a held transaction; nil
 	// waits on a real timer.
 	Pause func(ctx context.Context, d time.Duration) error
@@ -197,8 +203,8 @@ func (p *Producer) record(op history.Op) {
 		return
 	}
 	op.Process = p.Name
-	if p.Now != nil {
-		op.Time = p.Now()
+	if p.Stamp != nil {
+		op.Time = p.Stamp()
 	}
 	p.Rec.Record(op)
 }

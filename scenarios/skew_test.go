@@ -1,0 +1,89 @@
+package scenarios
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+func TestSkewUnitCoversTheDeclaredLease(t *testing.T) {
+	for _, c := range []struct {
+		declared, run, want time.Duration
+	}{
+		{0, 4 * time.Second, time.Minute},
+		{10 * time.Second, 4 * time.Second, time.Minute},
+		{30 * time.Minute, 4 * time.Second, 30 * time.Minute},
+		{0, 2 * time.Hour, 2 * time.Hour},
+	} {
+		r := &run{relay: RelayUnderTest{Lease: c.declared, Env: map[string]string{"OUTBOX_LEASE": c.run.String()}}}
+		if got := skewUnit(runStage{r}); got != c.want {
+			t.Errorf("declared %s, run with %s: unit %s, want %s", c.declared, c.run, got, c.want)
+		}
+	}
+}
+
+func TestJudgeSkew(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	skews := []skewed{
+		{process: "relay-a", fault: "relay-a clock +5m", offset: 5 * time.Minute},
+		{process: "relay-b", fault: "relay-b clock -3m", offset: -3 * time.Minute},
+	}
+	fault := func(name string, f history.Func, at int) history.Op {
+		return history.Op{Time: t0.Add(time.Duration(at) * time.Second), Process: "nemesis", Type: history.OK, F: f,
+			Meta: history.Meta{Fault: &history.Fault{Name: name, Class: history.ClassClock}}}
+	}
+	claim := func(process string, at int, lease time.Duration) history.Op {
+		db := t0.Add(time.Duration(at) * time.Second)
+		return history.Op{Time: db, Process: process, Type: history.OK, F: history.Claim, Events: []string{"e"},
+			Meta: history.Meta{DBTime: db, Until: db.Add(lease)}}
+	}
+	both := []history.Op{
+		claim("relay-a", 0, 4*time.Second), // before its skew: not counted
+		fault("relay-a clock +5m", history.FaultStart, 1),
+		fault("relay-b clock -3m", history.FaultStart, 2),
+		claim("relay-a", 3, 4*time.Second),
+		claim("relay-b", 4, 4*time.Second),
+		fault("relay-a clock +5m", history.FaultStop, 8),
+		fault("relay-b clock -3m", history.FaultStop, 8),
+	}
+	onlyA := append(append([]history.Op{}, both[:4]...), both[5:]...)
+	// The relays' records come after the harness's own in a history.
+	shuffled := append(append([]history.Op{}, both[3:5]...), append(append([]history.Op{}, both[:3]...), both[5:]...)...)
+	for _, c := range []struct {
+		name         string
+		lease        time.Duration
+		known        bool
+		h            []history.Op
+		inconclusive string
+		unchecked    bool
+	}{
+		{name: "bites", lease: 4 * time.Second, known: true, h: both},
+		{name: "bites, records merged after the harness's ops", lease: 4 * time.Second, known: true, h: shuffled},
+		{name: "lease unknown", lease: 0, known: true, h: both, inconclusive: "no lease the relays took is known"},
+		{name: "lease as long as the smallest offset", lease: 3 * time.Minute, known: true, h: both, inconclusive: "not shorter than the smallest offset 3m0s"},
+		{name: "a replica never claimed while skewed", lease: 4 * time.Second, known: true, h: onlyA, inconclusive: "relay-b claimed no row while its clock was -3m"},
+		{name: "no records: judged by the rows' lease", lease: 4 * time.Second, known: false, h: nil, unchecked: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inc, unchecked := judgeSkew(skews, c.lease, "test", c.known, c.h)
+			if c.inconclusive == "" && len(inc) > 0 {
+				t.Fatalf("inconclusive %q, want none", inc)
+			}
+			if c.inconclusive != "" && (len(inc) != 1 || !strings.Contains(inc[0], c.inconclusive)) {
+				t.Fatalf("inconclusive %q, want one containing %q", inc, c.inconclusive)
+			}
+			if c.unchecked != (len(unchecked) > 0) {
+				t.Fatalf("unchecked %q, want some: %v", unchecked, c.unchecked)
+			}
+		})
+	}
+	if got := claimLease(both, skews); got != 4*time.Second {
+		t.Errorf("claimLease = %s, want 4s", got)
+	}
+	long := append(append([]history.Op{}, both...), claim("relay-b", 5, 10*time.Minute), claim("relay-c", 5, time.Hour))
+	if got := claimLease(long, skews); got != 10*time.Minute {
+		t.Errorf("claimLease = %s, want 10m (relay-c is not skewed)", got)
+	}
+}
