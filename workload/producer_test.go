@@ -26,7 +26,10 @@ func (t *memTx) Write(_ context.Context, e outbox.Event, stage bool) error {
 	}
 	return nil
 }
-func (t *memTx) Commit(context.Context) error   { t.s.staged = append(t.s.staged, t.staged...); return nil }
+func (t *memTx) Commit(context.Context) error {
+	t.s.staged = append(t.s.staged, t.staged...)
+	return nil
+}
 func (t *memTx) Rollback(context.Context) error { return nil }
 func (t *memTx) Kill()                          {}
 
