@@ -49,6 +49,11 @@ type AMQPSource struct {
 	// Wrap, when set, wraps each delivery before the consumer sees it; a
 	// test uses it to lose an ack after the commit.
 	Wrap func(Delivery) Delivery
+	// Topology, when set, is declared (idempotently) on every connection
+	// before consuming: a consumer that fails over to another node, or
+	// whose queue went with a lost node, declares what it needs again.
+	// Its Queue must be Queue.
+	Topology *relay.Topology
 }
 
 // Run consumes queue at url into c with prefetch until ctx ends; it is
@@ -64,6 +69,9 @@ func Run(ctx context.Context, url, queue string, c *Consumer, prefetch int) erro
 func (s *AMQPSource) Run(ctx context.Context, c *Consumer) error {
 	if s.URL == "" || s.Queue == "" || c == nil {
 		return errors.New("amqp source: URL, Queue and a consumer are required")
+	}
+	if s.Topology != nil && s.Topology.Queue != s.Queue {
+		return fmt.Errorf("amqp source: the topology declares queue %q, and the source consumes %q", s.Topology.Queue, s.Queue)
 	}
 	urls, err := relay.SplitAMQPURLs(s.URL)
 	if err != nil {
@@ -244,6 +252,11 @@ func (s *AMQPSource) connect(ctx context.Context, url string) (*amqpConn, <-chan
 		c.closed = ch.NotifyClose(make(chan *amqp.Error, 1))
 		if err := ch.Qos(s.Prefetch, 0, false); err != nil {
 			return fmt.Errorf("setting prefetch: %w", err)
+		}
+		if s.Topology != nil {
+			if err := s.Topology.DeclareOn(ch); err != nil {
+				return err
+			}
 		}
 		deliveries, err = ch.Consume(s.Queue, s.Tag, false, false, false, false, nil)
 		if err != nil {

@@ -538,7 +538,8 @@ type Topology struct {
 	BindingKey string
 	// QueueType is the consumer queue's x-queue-type: QueueClassic (the
 	// default, on one node) or QueueQuorum (replicated over a cluster's
-	// nodes by Raft). The dead-letter queue stays classic.
+	// nodes by Raft). The dead-letter queue has the same type, so that the
+	// dead letters of a replicated queue are replicated too.
 	QueueType string
 }
 
@@ -568,41 +569,52 @@ func (t Topology) Declare(ctx context.Context, url string) error {
 	if t.Exchange == "" {
 		return errors.New("declaring topology: exchange is required")
 	}
-	return WithChannel(ctx, url, func(ch *amqp.Channel) error {
-		if err := ch.ExchangeDeclare(t.Exchange, "topic", true, false, false, false, nil); err != nil {
-			return fmt.Errorf("declaring exchange %q: %w", t.Exchange, err)
-		}
-		if t.Queue == "" {
-			return nil
-		}
-		dlx, dead := t.DeadLetterExchange(), t.DeadLetterQueue()
-		if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
-			return fmt.Errorf("declaring exchange %q: %w", dlx, err)
-		}
-		if _, err := ch.QueueDeclare(dead, true, false, false, false, amqp.Table{"x-queue-type": "classic"}); err != nil {
-			return fmt.Errorf("declaring queue %q: %w", dead, err)
-		}
-		if err := ch.QueueBind(dead, "", dlx, false, nil); err != nil {
-			return fmt.Errorf("binding %q to %q: %w", dead, dlx, err)
-		}
-		if _, err := ch.QueueDeclare(t.Queue, true, false, false, false, t.QueueArgs()); err != nil {
-			return fmt.Errorf("declaring queue %q: %w", t.Queue, err)
-		}
-		if err := ch.QueueBind(t.Queue, t.BindingKey, t.Exchange, false, nil); err != nil {
-			return fmt.Errorf("binding %q to %q with %q: %w", t.Queue, t.Exchange, t.BindingKey, err)
-		}
+	return WithChannel(ctx, url, t.DeclareOn)
+}
+
+// DeclareOn declares the topology on an open channel, as Declare does; a
+// consumer that fails over declares it again on its new connection.
+func (t Topology) DeclareOn(ch *amqp.Channel) error {
+	if t.Exchange == "" {
+		return errors.New("declaring topology: exchange is required")
+	}
+	if err := ch.ExchangeDeclare(t.Exchange, "topic", true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declaring exchange %q: %w", t.Exchange, err)
+	}
+	if t.Queue == "" {
 		return nil
-	})
+	}
+	dlx, dead := t.DeadLetterExchange(), t.DeadLetterQueue()
+	if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declaring exchange %q: %w", dlx, err)
+	}
+	if _, err := ch.QueueDeclare(dead, true, false, false, false, amqp.Table{"x-queue-type": t.queueType()}); err != nil {
+		return fmt.Errorf("declaring queue %q: %w", dead, err)
+	}
+	if err := ch.QueueBind(dead, "", dlx, false, nil); err != nil {
+		return fmt.Errorf("binding %q to %q: %w", dead, dlx, err)
+	}
+	if _, err := ch.QueueDeclare(t.Queue, true, false, false, false, t.QueueArgs()); err != nil {
+		return fmt.Errorf("declaring queue %q: %w", t.Queue, err)
+	}
+	if err := ch.QueueBind(t.Queue, t.BindingKey, t.Exchange, false, nil); err != nil {
+		return fmt.Errorf("binding %q to %q with %q: %w", t.Queue, t.Exchange, t.BindingKey, err)
+	}
+	return nil
+}
+
+// queueType is QueueType, QueueClassic when empty.
+func (t Topology) queueType() string {
+	if t.QueueType == "" {
+		return QueueClassic
+	}
+	return t.QueueType
 }
 
 // QueueArgs returns the arguments Queue is declared with, which a passive
 // declaration must repeat.
 func (t Topology) QueueArgs() amqp.Table {
-	qt := t.QueueType
-	if qt == "" {
-		qt = QueueClassic
-	}
-	return amqp.Table{"x-queue-type": qt, "x-dead-letter-exchange": t.DeadLetterExchange()}
+	return amqp.Table{"x-queue-type": t.queueType(), "x-dead-letter-exchange": t.DeadLetterExchange()}
 }
 
 // Remove deletes the topology's queues and exchanges from the broker at
@@ -685,14 +697,22 @@ func redactErr(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
+	text := err.Error()
 	secret := urlPassword(rawURL)
-	if secret == "" || !strings.Contains(err.Error(), secret) {
-		if strings.Contains(err.Error(), rawURL) {
-			return errors.New(strings.ReplaceAll(err.Error(), rawURL, RedactURL(rawURL)))
+	// The secret goes where a URL or a connection string carries it: a
+	// password that is also a word of the text ("outbox") must not blank
+	// out queue and table names.
+	redacted := strings.ReplaceAll(text, rawURL, RedactURL(rawURL))
+	if secret != "" {
+		for _, esc := range []string{secret, url.UserPassword("", secret).String()[1:]} {
+			redacted = strings.ReplaceAll(redacted, ":"+esc+"@", ":xxxxx@")
 		}
+		redacted = passwordKV.ReplaceAllString(redacted, "${1}xxxxx")
+	}
+	if redacted == text {
 		return err
 	}
-	return errors.New(strings.ReplaceAll(err.Error(), secret, "xxxxx"))
+	return errors.New(redacted)
 }
 
 // urlPassword returns the password in rawURL, if any.

@@ -38,6 +38,23 @@ func TestRedactError(t *testing.T) {
 	if RedactError(nil, url) != nil {
 		t.Error("RedactError(nil) should be nil")
 	}
+
+	// A password that is also a word of the text blanks out only the
+	// password: the names of queues and tables stay readable.
+	broker := "amqp://outbox:outbox@rabbitmq-1:5672/,amqp://outbox:outbox@rabbitmq-2:5672/"
+	err = RedactError(errors.New(`dialing amqp://outbox:outbox@rabbitmq-2:5672/: no queue 'outboxlab.sc_x.orders.q' in vhost '/'`), broker)
+	want := `dialing amqp://outbox:xxxxx@rabbitmq-2:5672/: no queue 'outboxlab.sc_x.orders.q' in vhost '/'`
+	if err.Error() != want {
+		t.Errorf("RedactError = %q, want %q", err, want)
+	}
+	named := errors.New(`Exception (404) Reason: "NOT_FOUND - no queue 'outboxlab.sc_x.orders.q.dead'"`)
+	if got := RedactError(named, broker); got != named {
+		t.Errorf("an error that names no secret should pass unchanged, got %v", got)
+	}
+	kv := "host=db user=app password=s3cret dbname=app"
+	if got := RedactError(errors.New("connecting with "+kv+": refused"), kv); strings.Contains(got.Error(), "s3cret") {
+		t.Errorf("error leaks the password: %v", got)
+	}
 }
 
 func TestNewAMQPPublisherChecksConfig(t *testing.T) {

@@ -63,10 +63,13 @@ func Verdicts(rep checker.Report) []CheckerVerdict {
 
 // ScenarioRun is one scenario run in a bundle.
 type ScenarioRun struct {
-	Scenario string   `json:"scenario"`
-	Relay    string   `json:"relay"`
-	Variant  string   `json:"variant"`
-	Seed     uint64   `json:"seed"`
+	Scenario string `json:"scenario"`
+	Relay    string `json:"relay"`
+	Variant  string `json:"variant"`
+	Seed     uint64 `json:"seed"`
+	// Queue is the consumer queues' type of a run on a broker cluster
+	// (quorum, or classic for the contrast); empty on one node.
+	Queue    string   `json:"queue,omitempty"`
 	Valid    bool     `json:"valid"`
 	Problems []string `json:"problems,omitempty"`
 	// Inconclusive lists the faults that could not bite, for a run that
@@ -79,7 +82,11 @@ type ScenarioRun struct {
 	// DrainTime and Duration are in nanoseconds.
 	DrainTime time.Duration `json:"drain_time_ns"`
 	Duration  time.Duration `json:"duration_ns"`
-	Replay    string        `json:"replay"`
+	// ConfirmStall is, on a broker cluster, the longest time after a node
+	// fault began in which the broker confirmed no publish (from the
+	// relays' records; 0 when they record nothing).
+	ConfirmStall time.Duration `json:"confirm_stall_ns,omitempty"`
+	Replay       string        `json:"replay"`
 	// Note is one sentence on what happened and why (the demo's).
 	Note string `json:"note,omitempty"`
 	// History is the run's history file, relative to the bundle.
@@ -268,8 +275,11 @@ type Bundle struct {
 	// Relays are the scenario runs of other relays than Scenarios's, one
 	// file per relay, merged from bundles by Merge; empty for one bundle.
 	Relays []*ScenarioFile
-	Demo   *ScenarioFile
-	Sim    *SimFile
+	// Cluster are the broker cluster campaigns, one file per relay and
+	// queue type, merged from bundles by Merge; empty for one bundle.
+	Cluster []*ScenarioFile
+	Demo    *ScenarioFile
+	Sim     *SimFile
 	// SimSQL is the SQL-faithful tier's batch, merged from bundles by
 	// Merge apart from Sim; a bundle as read holds one sim.json, in Sim.
 	SimSQL    *SimFile

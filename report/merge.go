@@ -78,7 +78,11 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 		if err != nil {
 			return Bundle{}, err
 		}
-		out.Relays = append(out.Relays, f)
+		if queueOf(f) != "" {
+			out.Cluster = append(out.Cluster, f)
+		} else {
+			out.Relays = append(out.Relays, f)
+		}
 	}
 	fakes, sqls := bySimTier(bundles)
 	if out.Sim, err = mergeSim(fakes); err != nil {
@@ -255,15 +259,31 @@ func relayOf(f *ScenarioFile) string {
 	return f.Runs[0].Relay
 }
 
+// queueOf returns the queue type of a file's runs: set for a broker
+// cluster campaign, empty otherwise.
+func queueOf(f *ScenarioFile) string {
+	if f == nil || len(f.Runs) == 0 {
+		return ""
+	}
+	return f.Runs[0].Queue
+}
+
 // byRelay groups the bundles' scenario files by the relay they ran
-// against, each group a campaign of its own to merge: ours first (or the
-// first bundle's relay when ours is not among them), then the others by
-// name. A file that ran nothing joins the first group. Each group's
-// bundles carry their scenario file alone.
+// against and, for broker cluster campaigns, the queue type, each group a
+// campaign of its own to merge: ours on one node first (or the first
+// bundle's relay when ours is not among them), then the others by name.
+// A file that ran nothing joins the first group. Each group's bundles
+// carry their scenario file alone.
 func byRelay(bundles []Bundle) [][]Bundle {
+	key := func(f *ScenarioFile) string {
+		if q := queueOf(f); q != "" {
+			return relayOf(f) + " on a cluster, " + q + " queues"
+		}
+		return relayOf(f)
+	}
 	first := ""
 	for _, b := range bundles {
-		if r := relayOf(b.Scenarios); r != "" && (first == "" || r == "ours") {
+		if r := key(b.Scenarios); r != "" && (first == "" || r == "ours") {
 			first = r
 		}
 	}
@@ -272,7 +292,7 @@ func byRelay(bundles []Bundle) [][]Bundle {
 		if b.Scenarios == nil {
 			continue
 		}
-		r := relayOf(b.Scenarios)
+		r := key(b.Scenarios)
 		if r == "" {
 			r = first
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // ReplayCommand is the outboxlab command that runs scenario on seed
@@ -17,15 +18,18 @@ import (
 // same values, a cmd: relay's arguments included.
 func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events int, duration time.Duration) string {
 	cmd := fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", QuoteArg(scenario), seed)
+	ours := relay.Name == "ours" && len(relay.Command) == 0 && (relay.Image == "" || relay.Image == testenv.ImageRelay)
 	switch {
+	case ours:
+		// Our relay runs by default.
 	case len(relay.Command) > 0:
 		cmd += " --relay " + QuoteArg("cmd:"+JoinCommand(relay.Command))
 	case relay.Image != "":
 		cmd += " --relay " + QuoteArg("image:"+relay.Image)
-	case relay.Name != "" && relay.Name != "ours":
+	case relay.Name != "":
 		cmd += " --relay " + QuoteArg(relay.Name)
 	}
-	if (len(relay.Command) > 0 || relay.Image != "") && relay.CapabilitiesString() != "none" {
+	if !ours && (len(relay.Command) > 0 || relay.Image != "") && relay.CapabilitiesString() != "none" {
 		cmd += " --capabilities " + QuoteArg(relay.CapabilitiesString())
 	}
 	if events > 0 {
@@ -37,11 +41,20 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 	return cmd
 }
 
+// QueueArg is the run verb's argument that gives a broker cluster's queue
+// type, "" for the default.
+func QueueArg(queueType string) string {
+	if queueType == "" {
+		return ""
+	}
+	return " --queue " + QuoteArg(queueType)
+}
+
 // replay returns the commands that run the same schedule again.
 func (r *run) replay() (cmd, test string) {
 	u := r.opts.Relay
 	u.Name = r.relay.Name
-	cmd = ReplayCommand(r.sc.Name, r.opts.Seed, u, r.opts.Events, r.opts.Duration)
+	cmd = ReplayCommand(r.sc.Name, r.opts.Seed, u, r.opts.Events, r.opts.Duration) + QueueArg(r.opts.QueueType)
 	long := ""
 	if r.long {
 		long = LongEnv + "=1 "

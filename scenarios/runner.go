@@ -43,6 +43,11 @@ type Options struct {
 	// Long runs bigger workloads over longer safety phases (also turned on
 	// by OUTBOXLAB_LONG=1).
 	Long bool
+	// QueueType is the consumer queues' type on a broker cluster:
+	// relay.QueueQuorum (the default) or relay.QueueClassic, the
+	// non-replicated contrast, which lives on the node that declared it.
+	// A scenario on one node always uses classic queues.
+	QueueType string
 	// Consumer, when set, is a consumer under test other than ours: its
 	// decorator wraps every consumer's inbox.
 	Consumer *ConsumerUnderTest
@@ -91,6 +96,7 @@ type boundedCtx struct {
 	exchange string
 	queue    string
 	inbox    string
+	topology relay.Topology
 	relays   []*relaySlot
 	next     *boundedCtx
 }
@@ -195,6 +201,9 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	r := newRun(env, sc, opts)
 	r.logf("SEED=%d scenario=%s relay=%s variant=%s events=%d safety=%s", opts.Seed, sc.Name, r.relay.Name, r.mode, r.plan.Total, r.safety)
 	res := r.baseResult()
+	if err := validQueueType(sc, opts.QueueType); err != nil {
+		return res, err
+	}
 	if err := r.applicable(); err != nil {
 		res.Problems = append(res.Problems, err.Error())
 		return res, err
@@ -319,6 +328,9 @@ func (r *run) baseResult() Result {
 	res := Result{
 		Scenario: r.sc.Name, Relay: r.relay.Name, Variant: string(r.mode), Seed: r.opts.Seed,
 		Events: r.plan.Total, Safety: r.safety,
+	}
+	if r.sc.BrokerNodes > 1 {
+		res.Queue = r.queueType()
 	}
 	res.Replay, res.ReplayTest = r.replay()
 	return res

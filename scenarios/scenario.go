@@ -97,6 +97,14 @@ type Result struct {
 	Relay    string `json:"relay"`
 	Variant  string `json:"variant"`
 	Seed     uint64 `json:"seed"`
+	// Queue is the consumer queues' type on a broker cluster (quorum, or
+	// classic for the contrast); empty on one node.
+	Queue string `json:"queue,omitempty"`
+	// ConfirmStall is, on a broker cluster, the longest time from the
+	// start of a node fault without any publish confirmed by the broker
+	// (ack), measured from the relays' records up to the last confirm of
+	// the run; 0 when the relay records nothing.
+	ConfirmStall time.Duration `json:"confirm_stall_ns,omitempty"`
 	// Valid is true when every checker passed and every intended fault
 	// fired.
 	Valid bool `json:"valid"`

@@ -51,7 +51,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	for _, c := range r.fx.Contexts {
 		r.contexts = append(r.contexts, &boundedCtx{
-			name: c.Name, table: c.Table, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name,
+			name: c.Name, table: c.Table, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name, topology: c.Topology,
 		})
 	}
 	for i := 0; i+1 < len(r.contexts); i++ {
@@ -230,6 +230,7 @@ func (r *run) startConsumers() error {
 			src := &consumer.AMQPSource{
 				URL: r.env.AMQPURL(testenv.LinkConsumerBroker), Queue: bc.queue, Prefetch: 8,
 				HandleTimeout: 5 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+				Topology: &bc.topology,
 			}
 			r.consumersDone.Go(func() { _ = src.Run(cctx, c) })
 		}

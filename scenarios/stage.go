@@ -40,8 +40,10 @@ type stage interface {
 	// Postgres and RabbitMQ are the services' containers.
 	Postgres() *testenv.Container
 	RabbitMQ() *testenv.Container
-	// Queue returns context c's consumer queue.
+	// Queue returns context c's consumer queue; QueueType its type
+	// (relay.QueueQuorum, relay.QueueClassic).
 	Queue(c int) string
+	QueueType() string
 	// Cluster is the broker cluster of a scenario with BrokerNodes, else
 	// nil.
 	Cluster() *testenv.Cluster
@@ -73,6 +75,7 @@ func (s runStage) Postgres() *testenv.Container { return s.r.env.Postgres() }
 func (s runStage) RabbitMQ() *testenv.Container { return s.r.env.RabbitMQ() }
 func (s runStage) Cluster() *testenv.Cluster    { return s.r.env.Cluster() }
 func (s runStage) Queue(c int) string           { return s.r.contexts[c].queue }
+func (s runStage) QueueType() string            { return s.r.queueType() }
 func (s runStage) DB() *pgxpool.Pool            { return s.r.fx.Admin }
 func (s runStage) Recorder() *history.Recorder  { return s.r.rec }
 func (s runStage) Faults() []chaos.Fault        { return s.r.nemesis.Faults() }

@@ -22,6 +22,8 @@ import (
 // node by the harness. Each node publishes its AMQP port on the host.
 type Cluster struct {
 	env   *Env
+	image string
+	mu    sync.Mutex
 	nodes []*Container
 	ports []int // host port of each node's AMQP listener
 }
@@ -57,45 +59,19 @@ func (e *Env) StartCluster(ctx context.Context, image string, n int) (_ *Cluster
 			}
 		}
 	}()
+	cl.image = image
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() {
-			name := ClusterNodePrefix + strconv.Itoa(i+1)
-			c, host, err := e.run(ctx, ContainerSpec{
-				Name: name, Image: image, Role: "rabbitmq", StopTimeout: 15 * time.Second,
-				Env: map[string]string{
-					"RABBITMQ_NODENAME": "rabbit@" + name,
-					// A node cut off is noticed within seconds, not the
-					// default minute; the side of a partition with fewer
-					// nodes pauses until it sees the others again.
-					"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel net_ticktime " + strconv.Itoa(NetTicktime) +
-						" -rabbit cluster_partition_handling pause_minority",
-				},
-			}, []int{rabbitMQPort})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			cl.nodes[i], cl.ports[i] = c, host[rabbitMQPort]
-			c.ready = func(ctx context.Context) error { return pingRabbitMQ(ctx, cl.AMQPURL(i)) }
-			errs[i] = c.WaitReady(ctx)
-		})
+		wg.Go(func() { errs[i] = cl.runNode(ctx, i) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("starting the cluster's nodes: %w", err)
 	}
-	first := cl.NodeName(0)
 	for i := 1; i < n; i++ {
-		for _, cmd := range [][]string{
-			{"rabbitmqctl", "stop_app"},
-			{"rabbitmqctl", "join_cluster", first},
-			{"rabbitmqctl", "start_app"},
-		} {
-			if err := cl.exec(ctx, i, cmd...); err != nil {
-				return nil, fmt.Errorf("joining %s to %s: %w", cl.NodeName(i), first, err)
-			}
+		if err := cl.join(ctx, i, 0); err != nil {
+			return nil, err
 		}
 	}
 	if err := cl.WaitRunning(ctx, n); err != nil {
@@ -104,9 +80,82 @@ func (e *Env) StartCluster(ctx context.Context, image string, n int) (_ *Cluster
 	return cl, nil
 }
 
+// runNode starts node i afresh, empty, and waits until it takes AMQP
+// connections; it joins no cluster.
+func (cl *Cluster) runNode(ctx context.Context, i int) error {
+	name := ClusterNodePrefix + strconv.Itoa(i+1)
+	c, host, err := cl.env.run(ctx, ContainerSpec{
+		Name: name, Image: cl.image, Role: "rabbitmq", StopTimeout: 15 * time.Second,
+		Env: map[string]string{
+			"RABBITMQ_NODENAME": "rabbit@" + name,
+			// A node cut off is noticed within seconds, not the
+			// default minute; the side of a partition with fewer
+			// nodes pauses until it sees the others again.
+			"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel net_ticktime " + strconv.Itoa(NetTicktime) +
+				" -rabbit cluster_partition_handling pause_minority",
+		},
+	}, []int{rabbitMQPort})
+	if err != nil {
+		return err
+	}
+	cl.mu.Lock()
+	cl.nodes[i], cl.ports[i] = c, host[rabbitMQPort]
+	cl.mu.Unlock()
+	c.ready = func(ctx context.Context) error { return pingRabbitMQ(ctx, cl.AMQPURL(i)) }
+	return c.WaitReady(ctx)
+}
+
+// join makes node i a member of the cluster of node to (stop_app,
+// join_cluster, start_app).
+func (cl *Cluster) join(ctx context.Context, i, to int) error {
+	for _, cmd := range [][]string{
+		{"rabbitmqctl", "stop_app"},
+		{"rabbitmqctl", "join_cluster", cl.NodeName(to)},
+		{"rabbitmqctl", "start_app"},
+	} {
+		if err := cl.exec(ctx, i, cmd...); err != nil {
+			return fmt.Errorf("joining %s to %s: %w", cl.NodeName(i), cl.NodeName(to), err)
+		}
+	}
+	return nil
+}
+
+// Lose removes node i's container and its data (as a lost disk would) and
+// has node other, which must be running, forget it: the cluster runs on
+// without it, and the quorum queues drop it from their members. Replace
+// brings an empty node back under the same name.
+func (cl *Cluster) Lose(ctx context.Context, i, other int) error {
+	if err := cl.Node(i).Remove(ctx); err != nil {
+		return err
+	}
+	if err := cl.exec(ctx, other, "rabbitmqctl", "forget_cluster_node", cl.NodeName(i)); err != nil {
+		return fmt.Errorf("forgetting the lost %s: %w", cl.NodeName(i), err)
+	}
+	return nil
+}
+
+// Replace starts an empty node i in place of one Lose removed, joins it to
+// node other's cluster, adds it back to every quorum queue's members
+// (rabbitmq-queues grow) and waits until every node runs.
+func (cl *Cluster) Replace(ctx context.Context, i, other int) error {
+	if err := cl.runNode(ctx, i); err != nil {
+		return fmt.Errorf("starting an empty %s: %w", cl.NodeName(i), err)
+	}
+	if err := cl.join(ctx, i, other); err != nil {
+		return err
+	}
+	if err := cl.WaitRunning(ctx, cl.Len()); err != nil {
+		return err
+	}
+	if err := cl.exec(ctx, other, "rabbitmq-queues", "grow", cl.NodeName(i), "all"); err != nil {
+		return fmt.Errorf("adding %s back to the quorum queues: %w", cl.NodeName(i), err)
+	}
+	return nil
+}
+
 // exec runs cmd in node i and fails with its output unless it exits 0.
 func (cl *Cluster) exec(ctx context.Context, i int, cmd ...string) error {
-	code, out, err := cl.nodes[i].Exec(ctx, cmd...)
+	code, out, err := cl.Node(i).Exec(ctx, cmd...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", strings.Join(cmd, " "), err)
 	}
@@ -120,13 +169,21 @@ func (cl *Cluster) exec(ctx context.Context, i int, cmd ...string) error {
 func (cl *Cluster) Len() int { return len(cl.nodes) }
 
 // Node returns node i's container (0-based).
-func (cl *Cluster) Node(i int) *Container { return cl.nodes[i] }
+func (cl *Cluster) Node(i int) *Container {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.nodes[i]
+}
 
 // NodeName returns node i's Erlang node name, e.g. "rabbit@rabbitmq-1".
-func (cl *Cluster) NodeName(i int) string { return "rabbit@" + cl.nodes[i].Name() }
+func (cl *Cluster) NodeName(i int) string { return "rabbit@" + ClusterNodePrefix + strconv.Itoa(i+1) }
 
 // AMQPURL returns node i's AMQP URI as this process reaches it.
-func (cl *Cluster) AMQPURL(i int) string { return amqpURL(cl.env.host, cl.ports[i]) }
+func (cl *Cluster) AMQPURL(i int) string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return amqpURL(cl.env.host, cl.ports[i])
+}
 
 // AMQPURLs returns every node's AMQP URI, comma-separated, in node order:
 // the list a failing-over client takes (relay.SplitAMQPURLs).
@@ -152,7 +209,7 @@ func (cl *Cluster) ContainerAMQPURLs() string {
 func (cl *Cluster) Running(ctx context.Context) ([]string, error) {
 	var errs []error
 	for i := range cl.nodes {
-		code, out, err := cl.nodes[i].Exec(ctx, "rabbitmqctl", "cluster_status", "--formatter", "json")
+		code, out, err := cl.Node(i).Exec(ctx, "rabbitmqctl", "cluster_status", "--formatter", "json")
 		if err == nil && code == 0 {
 			var st struct {
 				Running []string `json:"running_nodes"`
@@ -210,7 +267,7 @@ func (cl *Cluster) WaitRunning(ctx context.Context, n int) error {
 // toxiproxy and the containers there no longer reach it, nor does this
 // process through its published port. Heal puts it back under its name.
 func (cl *Cluster) Partition(ctx context.Context, i int) error {
-	_, err := cl.env.docker.NetworkDisconnect(ctx, cl.env.networkID, client.NetworkDisconnectOptions{Container: cl.nodes[i].ID(), Force: true})
+	_, err := cl.env.docker.NetworkDisconnect(ctx, cl.env.networkID, client.NetworkDisconnectOptions{Container: cl.Node(i).ID(), Force: true})
 	if err != nil {
 		return fmt.Errorf("partitioning %s: %w", cl.NodeName(i), err)
 	}
@@ -220,8 +277,8 @@ func (cl *Cluster) Partition(ctx context.Context, i int) error {
 // Heal reconnects node i to the environment's network under its name.
 func (cl *Cluster) Heal(ctx context.Context, i int) error {
 	_, err := cl.env.docker.NetworkConnect(ctx, cl.env.networkID, client.NetworkConnectOptions{
-		Container:      cl.nodes[i].ID(),
-		EndpointConfig: &network.EndpointSettings{Aliases: []string{cl.nodes[i].Name()}},
+		Container:      cl.Node(i).ID(),
+		EndpointConfig: &network.EndpointSettings{Aliases: []string{cl.Node(i).Name()}},
 	})
 	if err != nil {
 		return fmt.Errorf("healing the partition of %s: %w", cl.NodeName(i), err)

@@ -20,7 +20,7 @@ func runVerb() verb {
 	return verb{
 		name:    "run",
 		summary: "run chaos scenarios on containers against a relay",
-		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST]] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--json] [--out DIR]",
+		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST]] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--queue TYPE] [--json] [--out DIR]",
 		about: `Runs named chaos scenarios on real PostgreSQL, RabbitMQ and toxiproxy
 containers (built by ` + "`make images`" + `; a Docker engine is needed): a workload,
 a fault schedule drawn from the seed, a heal-and-drain phase and the
@@ -43,7 +43,9 @@ OUTBOXLAB_SHARD=K/N or a Kubernetes Indexed Job's JOB_COMPLETION_INDEX
 scenarios.json, the histories and run.html; scenarios.json is rewritten
 atomically as each cell finishes, so an interrupt, a crash or an error in
 a later cell keeps every finished cell, and its "unfinished" list names
-the cells that did not finish.`,
+the cells that did not finish. The broker cluster scenarios (cluster-...)
+run only when named, on a three-node RabbitMQ cluster with quorum queues;
+--queue classic runs them with classic queues instead, the contrast.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
@@ -57,6 +59,7 @@ the cells that did not finish.`,
 			fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 			fs.StringVar(&o.out, "out", "", "write the results bundle (scenarios.json, histories, run.html) to `DIR`")
 			fs.BoolVar(&o.list, "list", false, "list the scenarios of the catalogue and exit")
+			fs.StringVar(&o.queue, "queue", "", "with cluster- scenarios only, the consumer queues' `TYPE`: quorum (default) or classic, the non-replicated contrast")
 			return o.run
 		},
 	}
@@ -75,6 +78,7 @@ type runOptions struct {
 	json         bool
 	out          string
 	list         bool
+	queue        string
 }
 
 func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
@@ -125,6 +129,16 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 			return usageErr(std, "run", "unknown scenario %q (known: %s)", n, strings.Join(allowed, ", "))
 		}
 	}
+	if o.queue != "" {
+		if !slices.Contains(scenarios.QueueTypes, o.queue) {
+			return usageErr(std, "run", "--queue %q: want one of %s", o.queue, strings.Join(scenarios.QueueTypes, ", "))
+		}
+		for _, n := range names {
+			if !slices.Contains(scenarios.ClusterNames(), n) {
+				return usageErr(std, "run", "--queue is for the broker cluster scenarios (%s), not %s", strings.Join(scenarios.ClusterNames(), ", "), n)
+			}
+		}
+	}
 	start := std.now()
 	seed := o.seed.orRandom(start)
 	cells, err := campaign.Cells(names, seed, o.seeds)
@@ -169,7 +183,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	}
 	specs := make([]runSpec, len(mine))
 	for i, c := range mine {
-		specs[i] = runSpec{Scenario: c.Scenario, Seed: c.Seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration}
+		specs[i] = runSpec{Scenario: c.Scenario, Seed: c.Seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration, QueueType: o.queue}
 	}
 	var done func(int, runOutcome) error
 	if bundle != nil {
@@ -253,7 +267,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 // campaignCommand is the command that runs the whole campaign, every
 // shard of it: the scenarios on the seeds from seed against relay.
 func (o *runOptions) campaignCommand(names []string, seed uint64, relay scenarios.RelayUnderTest) string {
-	cmd := scenarios.ReplayCommand(names[0], seed, relay, o.events, o.duration)
+	cmd := scenarios.ReplayCommand(names[0], seed, relay, o.events, o.duration) + scenarios.QueueArg(o.queue)
 	var more strings.Builder
 	for _, n := range names[1:] {
 		more.WriteString(" --scenario " + scenarios.QuoteArg(n))

@@ -1,0 +1,84 @@
+package scenarios
+
+import (
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+func TestPidNode(t *testing.T) {
+	for in, want := range map[string]string{
+		"<rabbit@rabbitmq-1.1700000000.598.0>": "rabbit@rabbitmq-1",
+		"<rabbit@rabbitmq-3.2.5.0>":            "rabbit@rabbitmq-3",
+		"rabbit@rabbitmq-2":                    "rabbit@rabbitmq-2",
+		"":                                     "",
+		"<0.598.0>":                            "",
+	} {
+		if got := pidNode(in); got != want {
+			t.Errorf("pidNode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestValidQueueType(t *testing.T) {
+	cl, one := clusterLeaderKill(), baseline()
+	for _, c := range []struct {
+		sc Scenario
+		qt string
+		ok bool
+	}{
+		{cl, "", true}, {cl, relay.QueueQuorum, true}, {cl, relay.QueueClassic, true},
+		{cl, "stream", false}, {one, relay.QueueClassic, false}, {one, "", true},
+	} {
+		if err := validQueueType(c.sc, c.qt); (err == nil) != c.ok {
+			t.Errorf("validQueueType(%s, %q) = %v, want ok %v", c.sc.Name, c.qt, err, c.ok)
+		}
+	}
+}
+
+func TestClusterCatalogueNames(t *testing.T) {
+	names := ClusterNames()
+	if len(names) != 6 {
+		t.Fatalf("cluster scenarios %v, want the six of the tier", names)
+	}
+	for _, sc := range ClusterCatalogue() {
+		if sc.BrokerNodes != clusterNodes || sc.faults == nil || sc.check == nil {
+			t.Errorf("%s: %d nodes, faults %v, check %v", sc.Name, sc.BrokerNodes, sc.faults != nil, sc.check != nil)
+		}
+		if found, ok := Lookup(sc.Name); !ok || found.BrokerNodes != clusterNodes {
+			t.Errorf("Lookup(%s) = %v, %v", sc.Name, found.Name, ok)
+		}
+		for _, one := range Catalogue() {
+			if one.Name == sc.Name {
+				t.Errorf("%s is in the one-node catalogue too", sc.Name)
+			}
+		}
+	}
+}
+
+func TestConfirmStall(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ack := func(ms int) history.Op {
+		return history.Op{Time: at(ms), Process: "relay-a", Type: history.OK, F: history.Publish, Meta: history.Meta{Confirm: history.ConfirmAck}}
+	}
+	fault := func(ms int, class history.FaultClass) history.Op {
+		return history.Op{Time: at(ms), Process: "nemesis", Type: history.OK, F: history.FaultStart,
+			Meta: history.Meta{Fault: &history.Fault{Name: "f", Class: class}}}
+	}
+	nack := history.Op{Time: at(2500), Process: "relay-a", Type: history.Fail, F: history.Publish, Meta: history.Meta{Confirm: history.ConfirmNack}}
+	h := []history.Op{ack(0), ack(100), fault(1000, history.ClassBroker), nack, ack(1100), ack(4100), ack(4200)}
+	// The relays' records come after the harness's own: out of time order.
+	h = append(h[3:], h[:3]...)
+	if got := confirmStall(h); got != 3*time.Second {
+		t.Errorf("confirmStall = %s, want 3s (from the ack at 1.1 s to the next at 4.1 s; a nack confirms nothing)", got)
+	}
+	if got := confirmStall([]history.Op{ack(0), fault(1000, history.ClassDB), ack(5000)}); got != 0 {
+		t.Errorf("confirmStall after a database fault = %s, want 0", got)
+	}
+	if got := confirmStall([]history.Op{ack(0), fault(1000, history.ClassBroker), ack(1500)}); got != 500*time.Millisecond {
+		t.Errorf("confirmStall = %s, want 500ms", got)
+	}
+}
