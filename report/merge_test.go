@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxlab/outboxlab/campaign"
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/sim"
 )
@@ -221,5 +223,47 @@ func TestMergeKeepsTheSQLTierApart(t *testing.T) {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md.String())
 		}
+	}
+}
+
+// TestMergeKeepsClusterCampaignsApart: the broker cluster campaigns, one
+// per queue type, merge beside ours on one node and render in their own
+// section with the queue type and the confirm stall; the one-node table
+// does not list them.
+func TestMergeKeepsClusterCampaignsApart(t *testing.T) {
+	ours := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "a", Relay: "ours", Seed: 1, Valid: true, Replay: "replay-ours"})
+	quorum := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "cluster-leader-kill", Relay: "ours", Seed: 1, Queue: "quorum", Valid: true,
+		ConfirmStall: 2500 * time.Millisecond, Replay: "replay-quorum"})
+	quorum.Scenarios.Part.Campaign = "go run ./cmd/outboxlab run --scenario cluster-leader-kill --seed 1"
+	classic := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "cluster-leader-kill", Relay: "ours", Seed: 1, Queue: "classic",
+		Counts: checker.Counts{Committed: 10, Delivered: 7, Lost: 3, Parked: 3}, Problems: []string{"lost: 3 offending"}, Replay: "replay-classic"})
+	classic.Scenarios.Part.Campaign = "go run ./cmd/outboxlab run --scenario cluster-leader-kill --seed 1 --queue classic"
+	quorum.Sim, classic.Sim = nil, nil
+	m, err := Merge([]Bundle{classic, ours, quorum}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relayOf(m.Scenarios) != "ours" || len(m.Scenarios.Runs) != 1 || len(m.Relays) != 0 || len(m.Cluster) != 2 {
+		t.Fatalf("merged: scenarios %+v, relays %d, cluster %d; want ours on one node, no other relay, two cluster campaigns", m.Scenarios, len(m.Relays), len(m.Cluster))
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, m); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"## Broker cluster: three RabbitMQ nodes",
+		"| cluster-leader-kill | quorum | ours | 1 | PASS |",
+		"| 2.5s |",
+		"| cluster-leader-kill | classic | ours | 1 | **FAIL** |",
+		"`cluster-leader-kill` on classic queues (seed 1) failed:\n- lost: 3 offending",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, out)
+		}
+	}
+	one := out[strings.Index(out, "## Chaos scenarios"):strings.Index(out, "## Broker cluster")]
+	if strings.Contains(one, "cluster-leader-kill") {
+		t.Errorf("the one-node table lists a cluster run:\n%s", one)
 	}
 }

@@ -374,8 +374,9 @@ func (f *clusterStop) eachNode(do func(c *testenv.Container) error) error {
 	return errors.Join(errs...)
 }
 
-// confirmStall returns the longest time, from the start of any fault of
-// the broker class to the last confirm of the run, in which the relays'
+// confirmStall returns the longest time, from the moment any fault of the
+// broker class began to act (its invoke: injecting may take seconds, as
+// forgetting a lost node does) to the last confirm of the run, in which the relays'
 // records show no publish confirmed (ack): the publish stall a failover
 // costs.
 func confirmStall(h []history.Op) time.Duration {
@@ -384,7 +385,7 @@ func confirmStall(h []history.Op) time.Duration {
 		switch {
 		case op.F == history.Publish && op.Type == history.OK && op.Confirm == history.ConfirmAck:
 			acks = append(acks, op.Time)
-		case op.F == history.FaultStart && op.Type == history.OK && op.Meta.Fault != nil && op.Meta.Fault.Class == history.ClassBroker:
+		case op.F == history.FaultStart && op.Type == history.Invoke && op.Meta.Fault != nil && op.Meta.Fault.Class == history.ClassBroker:
 			starts = append(starts, op.Time)
 		}
 	}
@@ -404,54 +405,76 @@ func confirmStall(h []history.Op) time.Duration {
 
 // QueueNode returns the index of the cluster node that hosts queue, as
 // the first node that answers reports it: a quorum queue's leader, or a
-// classic queue's home node (the node of its process).
+// classic queue's home node (the node that lists it among its own queues,
+// rabbitmqctl list_queues --local).
 func QueueNode(ctx context.Context, cl *testenv.Cluster, queue string) (int, error) {
 	var errs []string
 	for i := range cl.Len() {
-		code, out, err := cl.Node(i).Exec(ctx, "rabbitmqctl", "list_queues", "name", "type", "leader", "pid", "--formatter", "json")
-		if err != nil || code != 0 {
-			errs = append(errs, fmt.Sprintf("%s: exit %d %v %s", cl.NodeName(i), code, err, strings.TrimSpace(out)))
+		qs, err := listQueues(ctx, cl, i, false)
+		if err != nil {
+			errs = append(errs, err.Error())
 			continue
-		}
-		var qs []struct {
-			Name, Type, Leader, Pid string
-		}
-		if j := strings.IndexByte(out, '['); j >= 0 {
-			out = out[j:]
-		}
-		if err := json.Unmarshal([]byte(out), &qs); err != nil {
-			return -1, fmt.Errorf("reading the queues of %s: %w", cl.NodeName(i), err)
 		}
 		for _, q := range qs {
 			if q.Name != queue {
 				continue
 			}
-			node := q.Leader
 			if q.Type != relay.QueueQuorum {
-				node = pidNode(q.Pid)
+				return homeNode(ctx, cl, queue)
 			}
 			for k := range cl.Len() {
-				if cl.NodeName(k) == node {
+				if cl.NodeName(k) == q.Leader {
 					return k, nil
 				}
 			}
-			return -1, fmt.Errorf("%s queue %s is on %q (leader %q, pid %q), not a node of the cluster", q.Type, queue, node, q.Leader, q.Pid)
+			return -1, fmt.Errorf("quorum queue %s is led by %q, not a node of the cluster", queue, q.Leader)
 		}
 		return -1, fmt.Errorf("no queue %s on %s", queue, cl.NodeName(i))
 	}
 	return -1, fmt.Errorf("no node lists the queues: %s", strings.Join(errs, "; "))
 }
 
-// pidNode returns the node of an Erlang process id as rabbitmqctl prints
-// it: "<rabbit@rabbitmq-1.1700000000.598.0>" is on rabbit@rabbitmq-1.
-func pidNode(pid string) string {
-	pid = strings.TrimPrefix(pid, "<")
-	at := strings.IndexByte(pid, '@')
-	if at < 0 {
-		return ""
+// homeNode returns the node that lists the classic queue queue among its
+// own.
+func homeNode(ctx context.Context, cl *testenv.Cluster, queue string) (int, error) {
+	var errs []string
+	for i := range cl.Len() {
+		qs, err := listQueues(ctx, cl, i, true)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if slices.ContainsFunc(qs, func(q listedQueue) bool { return q.Name == queue }) {
+			return i, nil
+		}
 	}
-	if dot := strings.IndexByte(pid[at:], '.'); dot >= 0 {
-		return pid[:at+dot]
+	if len(errs) > 0 {
+		return -1, fmt.Errorf("no node lists classic queue %s as its own: %s", queue, strings.Join(errs, "; "))
 	}
-	return strings.TrimSuffix(pid, ">")
+	return -1, fmt.Errorf("no node lists classic queue %s as its own", queue)
+}
+
+// listedQueue is a queue as rabbitmqctl list_queues prints it.
+type listedQueue struct {
+	Name, Type, Leader string
+}
+
+// listQueues lists the queues node i knows (local: only those it hosts).
+func listQueues(ctx context.Context, cl *testenv.Cluster, i int, local bool) ([]listedQueue, error) {
+	cmd := []string{"rabbitmqctl", "list_queues", "name", "type", "leader", "--formatter", "json"}
+	if local {
+		cmd = append(cmd, "--local")
+	}
+	code, out, err := cl.Node(i).Exec(ctx, cmd...)
+	if err != nil || code != 0 {
+		return nil, fmt.Errorf("%s: exit %d %v %s", cl.NodeName(i), code, err, strings.TrimSpace(out))
+	}
+	if j := strings.IndexByte(out, '['); j >= 0 {
+		out = out[j:]
+	}
+	var qs []listedQueue
+	if err := json.Unmarshal([]byte(out), &qs); err != nil {
+		return nil, fmt.Errorf("reading the queues of %s: %w", cl.NodeName(i), err)
+	}
+	return qs, nil
 }

@@ -8,20 +8,6 @@ import (
 	"github.com/outboxlab/outboxlab/relay"
 )
 
-func TestPidNode(t *testing.T) {
-	for in, want := range map[string]string{
-		"<rabbit@rabbitmq-1.1700000000.598.0>": "rabbit@rabbitmq-1",
-		"<rabbit@rabbitmq-3.2.5.0>":            "rabbit@rabbitmq-3",
-		"rabbit@rabbitmq-2":                    "rabbit@rabbitmq-2",
-		"":                                     "",
-		"<0.598.0>":                            "",
-	} {
-		if got := pidNode(in); got != want {
-			t.Errorf("pidNode(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestValidQueueType(t *testing.T) {
 	cl, one := clusterLeaderKill(), baseline()
 	for _, c := range []struct {
@@ -65,7 +51,7 @@ func TestConfirmStall(t *testing.T) {
 		return history.Op{Time: at(ms), Process: "relay-a", Type: history.OK, F: history.Publish, Meta: history.Meta{Confirm: history.ConfirmAck}}
 	}
 	fault := func(ms int, class history.FaultClass) history.Op {
-		return history.Op{Time: at(ms), Process: "nemesis", Type: history.OK, F: history.FaultStart,
+		return history.Op{Time: at(ms), Process: "nemesis", Type: history.Invoke, F: history.FaultStart,
 			Meta: history.Meta{Fault: &history.Fault{Name: "f", Class: class}}}
 	}
 	nack := history.Op{Time: at(2500), Process: "relay-a", Type: history.Fail, F: history.Publish, Meta: history.Meta{Confirm: history.ConfirmNack}}

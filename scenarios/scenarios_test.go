@@ -18,6 +18,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/workload"
 
+	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -275,17 +276,17 @@ func TestBlackBoxCommand(t *testing.T) {
 	}
 }
 
-// TestClusterCatalogue runs the broker cluster scenarios on a cluster
-// environment of their own: each passes with its fault fired. A catalogue
-// scenario is refused on that environment, and a cluster scenario on the
-// single broker's.
+// TestClusterCatalogue runs the broker cluster scenarios, one after
+// another on one cluster environment (formed once, about 25 s): each
+// passes with its fault fired. A catalogue scenario is refused on that
+// environment, and a cluster scenario on the single broker's.
 func TestClusterCatalogue(t *testing.T) {
+	env := testenv.StartT(t, EnvOptionsFor(ClusterCatalogue()[0]))
+	if _, err := Run(context.Background(), env, Catalogue()[0], runOptions(t, 1)); err == nil {
+		t.Errorf("%s ran on a cluster environment", Catalogue()[0].Name)
+	}
 	for _, sc := range ClusterCatalogue() {
 		t.Run(sc.Name, func(t *testing.T) {
-			env := testenv.StartT(t, EnvOptionsFor(sc))
-			if _, err := Run(context.Background(), env, Catalogue()[0], runOptions(t, 1)); err == nil {
-				t.Errorf("%s ran on a cluster environment", Catalogue()[0].Name)
-			}
 			for _, seed := range seeds(t) {
 				res, err := Run(context.Background(), env, sc, runOptions(t, seed))
 				if err != nil {
@@ -294,6 +295,9 @@ func TestClusterCatalogue(t *testing.T) {
 				requireValid(t, res)
 				if len(res.Faults) == 0 {
 					t.Errorf("%s reports no fault at all", sc.Name)
+				}
+				if res.Queue != relay.QueueQuorum {
+					t.Errorf("%s ran on %q queues, want quorum", sc.Name, res.Queue)
 				}
 			}
 		})
