@@ -529,7 +529,7 @@ func StartT(tb testing.TB, opts Options) *Env {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if tb.Failed() {
-			e.logTails(ctx, tb.Logf, 40)
+			e.LogTails(ctx, tb.Logf, 40)
 		}
 		if err := e.Close(ctx); err != nil {
 			tb.Errorf("testenv: %v", err)
@@ -909,8 +909,9 @@ func (e *Env) labels(role string) map[string]string {
 	}
 }
 
-// logTails writes the last n lines of every container's log to logf.
-func (e *Env) logTails(ctx context.Context, logf func(string, ...any), n int) {
+// LogTails writes the last n lines of every container's log to logf, as
+// StartT does for a failed test.
+func (e *Env) LogTails(ctx context.Context, logf func(string, ...any), n int) {
 	for _, c := range e.Containers() {
 		out, err := c.Logs(ctx, n)
 		if err != nil {

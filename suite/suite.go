@@ -1,0 +1,215 @@
+// Package suite runs outboxlab's chaos catalogue against an outbox from a
+// team's own `go test`, in the style of watermill's tests.TestPubSub: one
+// call, one subtest per applicable scenario.
+//
+//	func TestOutbox(t *testing.T) {
+//		suite.Run(t, suite.Target{Relay: scenarios.RelayUnderTest{
+//			Name:    "my-relay",
+//			Command: []string{"./bin/my-relay"},
+//			Features: checker.Features{Parks: true},
+//		}}, suite.Options{})
+//	}
+//
+// Each scenario is a subtest named for it, so `go test -run
+// 'TestOutbox/broker-down'` selects one; `-short` skips them all (they
+// start containers: PostgreSQL, RabbitMQ and toxiproxy from outboxlab's
+// images, `make images` in the outboxlab repository). A failed scenario
+// prints the violated promises, the seed and the command that replays it;
+// a scenario the target cannot run (it needs failpoints the relay does not
+// declare) and a run whose fault could not bite (INCONCLUSIVE) are
+// skipped with the reason, never passed.
+package suite
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/testenv"
+)
+
+// Target is the outbox under test. Today it is a relay that follows the
+// black-box contract of DESIGN.md §3 over the harness's outbox table: an
+// image, a command, or outboxlab's own relay (the zero Relay).
+type Target struct {
+	// Relay is the relay under test; its Features, Failpoints, Records
+	// and Lease say what it promises, and so what the checkers expect
+	// of it. The zero value is outboxlab's relay.
+	Relay scenarios.RelayUnderTest
+}
+
+// Options tunes a suite run. The zero value runs every scenario of the
+// one-node catalogue once, on a seed from -outboxlab.seed or the clock.
+type Options struct {
+	// Scenarios names the scenarios to run; empty: the whole one-node
+	// catalogue (scenarios.Names). Cluster scenarios (cluster-...) run
+	// when named, on a cluster environment of their own.
+	Scenarios []string
+	// Seed is the first seed; 0 takes -outboxlab.seed, else the clock.
+	Seed uint64
+	// Seeds is how many consecutive seeds each scenario runs on (default
+	// 1).
+	Seeds int
+	// Long runs bigger workloads over longer safety phases.
+	Long bool
+	// Timeout bounds each scenario run (default 10 minutes).
+	Timeout time.Duration
+}
+
+var seedFlag = flag.String("outboxlab.seed", "", "the first seed of outboxlab's suite (default: from the clock)")
+
+// Run runs the scenarios against target, one subtest per scenario and
+// seed, on environments it starts and removes (one for the one-node
+// scenarios, one more when cluster scenarios are named).
+func Run(t *testing.T, target Target, opts Options) {
+	t.Helper()
+	names := opts.Scenarios
+	if len(names) == 0 {
+		names = scenarios.Names()
+	}
+	var scs []scenarios.Scenario
+	for _, n := range names {
+		sc, ok := scenarios.Lookup(n)
+		if !ok {
+			t.Fatalf("suite: no scenario %q (the catalogue: %s; the cluster tier: %s)", n,
+				strings.Join(scenarios.Names(), ", "), strings.Join(scenarios.ClusterNames(), ", "))
+		}
+		scs = append(scs, sc)
+	}
+	first, err := firstSeed(opts.Seed, time.Now())
+	if err != nil {
+		t.Fatalf("suite: %v", err)
+	}
+	seeds := max(opts.Seeds, 1)
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	relay := target.Relay
+	if relay.Name == "" && relay.Image == "" && len(relay.Command) == 0 {
+		relay = scenarios.Ours()
+	}
+	t.Logf("SEED=%d relay=%s scenarios=%d seeds=%d", first, relay.Name, len(scs), seeds)
+
+	envs := &envs{t: t}
+	for _, sc := range scs {
+		t.Run(sc.Name, func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("suite: starts containers (skipped with -short)")
+			}
+			env := envs.get(t, scenarios.EnvOptionsFor(sc))
+			for k := range seeds {
+				seed := first + uint64(k)
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				res, err := scenarios.Run(ctx, env, sc, scenarios.Options{
+					Seed: seed, Relay: relay, Long: opts.Long, Log: func(line string) { t.Log(line) },
+				})
+				cancel()
+				judge(t, res, err)
+			}
+		})
+	}
+}
+
+// reporter is what judge needs of a subtest (*testing.T).
+type reporter interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+}
+
+// judge turns one run's outcome into the subtest's: a failure with its
+// evidence and replay, a skip for what could not be judged.
+func judge(t reporter, res scenarios.Result, err error) {
+	t.Helper()
+	switch v := res.Verdict(); {
+	case err != nil && isNotApplicable(err):
+		t.Skipf("not applicable: %v", err)
+	case err != nil:
+		t.Fatalf("SEED=%d %s could not run: %v\nreplay: %s", res.Seed, res.Scenario, err, res.Replay)
+	case v == scenarios.VerdictFail:
+		t.Errorf("SEED=%d %s against %s FAILED:\n  %s\n%s\nreplay: %s", res.Seed, res.Scenario, res.Relay,
+			strings.Join(res.Problems, "\n  "), res.Report.Summary(), res.Replay)
+	case v == scenarios.VerdictInconclusive:
+		t.Skipf("SEED=%d %s INCONCLUSIVE: %s\nreplay: %s", res.Seed, res.Scenario, strings.Join(res.Inconclusive, "; "), res.Replay)
+	default:
+		t.Logf("SEED=%d %s PASS: committed %d, delivered %d, duplicate deliveries %d (unexplained %d)", res.Seed, res.Scenario,
+			res.Counts.Committed, res.Counts.Delivered, res.Counts.DuplicateDeliveries, res.Counts.UnexplainedDuplicates)
+	}
+}
+
+func isNotApplicable(err error) bool { return errors.Is(err, scenarios.ErrNotApplicable) }
+
+// firstSeed is opts.Seed, else -outboxlab.seed (or OUTBOXLAB_SEED), else
+// drawn from now.
+func firstSeed(given uint64, now time.Time) (uint64, error) {
+	if given != 0 {
+		return given, nil
+	}
+	s := *seedFlag
+	if s == "" {
+		s = os.Getenv("OUTBOXLAB_SEED")
+	}
+	if s == "" {
+		return uint64(now.UnixNano()) % 1_000_000_000, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("seed %q: %w", s, err)
+	}
+	return v, nil
+}
+
+// envs starts each environment a scenario needs once, for the whole run,
+// on the first subtest that needs it, and removes it when the parent test
+// ends (its logs' tails printed first if a subtest failed).
+type envs struct {
+	t    *testing.T
+	mu   sync.Mutex
+	keys []int
+	envs []*testenv.Env
+	errs []error
+}
+
+func (e *envs) get(sub *testing.T, opts testenv.Options) *testenv.Env {
+	sub.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := slices.Index(e.keys, opts.BrokerNodes)
+	if i < 0 {
+		opts.Logf = e.t.Logf
+		env, err := testenv.Start(context.Background(), opts)
+		e.keys, e.envs, e.errs = append(e.keys, opts.BrokerNodes), append(e.envs, env), append(e.errs, err)
+		i = len(e.keys) - 1
+		if err == nil {
+			e.t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				if e.t.Failed() {
+					env.LogTails(ctx, e.t.Logf, 40)
+				}
+				if err := env.Close(ctx); err != nil {
+					e.t.Errorf("suite: %v", err)
+				}
+			})
+		}
+	}
+	if err := e.errs[i]; err != nil {
+		if errors.Is(err, testenv.ErrDockerUnavailable) && os.Getenv(testenv.RequireDockerEnv) == "" {
+			sub.Skipf("suite: skipping: %v (set %s=1 to fail instead, or run go test -short)", err, testenv.RequireDockerEnv)
+		}
+		sub.Fatalf("suite: starting the environment: %v", err)
+	}
+	return e.envs[i]
+}
