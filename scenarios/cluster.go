@@ -100,51 +100,44 @@ func clusterScenario(name, summary string, safety time.Duration, faults func(s s
 	}
 }
 
-// queueNodeFault adds one fault of act on the node that hosts context 0's
-// consumer queue (the quorum leader, or a classic queue's home), found
-// when it is injected, from 2 to 4 s into the run for dur.
-func queueNodeFault(s stage, rng *rand.Rand, act nodeAct, dur time.Duration) ([]chaos.Step, error) {
-	f := &queueNode{cl: s.Cluster(), queue: s.Queue(0), qtype: s.QueueType(), act: act}
-	if err := s.AddFault(f, ""); err != nil {
-		return nil, err
-	}
-	return []chaos.Step{step(f, between(rng, 2*time.Second, 4*time.Second), dur)}, nil
+// queueNodeScenario is a cluster scenario with one fault of act on the
+// node that hosts context 0's consumer queue (the quorum leader, or a
+// classic queue's home), found when it is injected, from 2 to 4 s into
+// the run for a time between lo and hi (drawn first).
+func queueNodeScenario(name, summary string, safety time.Duration, act nodeAct, lo, hi time.Duration) Scenario {
+	return clusterScenario(name, summary, safety, func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
+		f := &queueNode{cl: s.Cluster(), queue: s.Queue(0), qtype: s.QueueType(), act: act}
+		if err := s.AddFault(f, ""); err != nil {
+			return nil, err
+		}
+		dur := between(rng, lo, hi)
+		return []chaos.Step{step(f, between(rng, 2*time.Second, 4*time.Second), dur)}, nil
+	})
 }
 
 func clusterLeaderKill() Scenario {
-	return clusterScenario(ClusterLeaderKill,
+	return queueNodeScenario(ClusterLeaderKill,
 		"the node that hosts the quorum queue's leader is killed while confirms are in flight, and started again; publishers and consumers fail over to the other nodes",
-		9*time.Second,
-		func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
-			return queueNodeFault(s, rng, actKill, between(rng, 2*time.Second, 4*time.Second))
-		})
+		9*time.Second, actKill, 2*time.Second, 4*time.Second)
 }
 
 func clusterNodePause() Scenario {
-	return clusterScenario(ClusterNodePause,
+	return queueNodeScenario(ClusterNodePause,
 		"the node that hosts the quorum queue's leader is frozen (docker pause) for less than the Erlang net tick time, as a long GC pause or a stalled VM would: its clients' confirms stall and the queue elects a new leader, and it is thawed",
-		12*time.Second,
-		func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
-			return queueNodeFault(s, rng, actPause, between(rng, 3*time.Second, 4*time.Second))
-		})
+		12*time.Second, actPause, 3*time.Second, 4*time.Second)
 }
 
 func clusterPartition() Scenario {
-	return clusterScenario(ClusterPartition,
+	tick := time.Duration(testenv.NetTicktime) * time.Second
+	return queueNodeScenario(ClusterPartition,
 		"the node that hosts the quorum queue's leader is cut off from the other two and from every client, past the net tick time (it pauses itself, pause_minority), and reconnected",
-		14*time.Second,
-		func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
-			return queueNodeFault(s, rng, actPartition, time.Duration(testenv.NetTicktime)*time.Second+between(rng, 2*time.Second, 4*time.Second))
-		})
+		14*time.Second, actPartition, tick+2*time.Second, tick+4*time.Second)
 }
 
 func clusterMinorityLoss() Scenario {
-	return clusterScenario(ClusterMinorityLoss,
+	return queueNodeScenario(ClusterMinorityLoss,
 		"the node that hosts the quorum queue's leader is lost with its data (its container and volume removed, the cluster told to forget it); the two left keep the queue; an empty node takes its place and joins",
-		12*time.Second,
-		func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
-			return queueNodeFault(s, rng, actLoss, between(rng, 3*time.Second, 5*time.Second))
-		})
+		12*time.Second, actLoss, 3*time.Second, 5*time.Second)
 }
 
 func clusterRollingRestart() Scenario {
