@@ -35,7 +35,7 @@ func Relay() scenarios.RelayUnderTest {
 // twice while producers commit: no attempt may be consumed, nothing lost)
 // and poison (unknown types, undecodable payloads and an unroutable type:
 // parked within the attempt limit, never published) on seed 1 against the
-// image, in about a minute and a half. The whole catalogue is `outboxlab
+// image, in about 25 seconds. The whole catalogue is `outboxlab
 // run --relay image:outboxlab/pyrelay:dev --capabilities
 // parks,fenced,lease=4s`. It starts containers: skipped under -short, and
 // without a Docker engine unless OUTBOXLAB_REQUIRE_DOCKER is set.
