@@ -34,13 +34,16 @@ IMAGE_rabbitmq  := outboxlab/rabbitmq:3.10
 IMAGE_toxiproxy := outboxlab/toxiproxy:2.5.0
 IMAGE_relay     := outboxlab/relay:dev
 IMAGE_relay-mutants := outboxlab/relay-mutants:dev
+# The example relay in Python (examples/pyrelay), on Debian's python3-psycopg2
+# and python3-pika; its test in examples/pyrelay runs it under the catalogue.
+IMAGE_pyrelay   := outboxlab/pyrelay:dev
 
 # The relay images are built once ./cmd/relay exists: relay from the
 # binary as it is, relay-mutants from the binary built with -tags mutants
 # (the relay-side mutants that only the harness runs).
 HAVE_RELAY := $(if $(wildcard cmd/relay/*.go),yes)
-IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants)
-ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants
+IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants) pyrelay
+ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants pyrelay
 
 # docker-build TAG ARGS... builds an image with no pull; its log is shown
 # only when the build fails.
@@ -68,7 +71,7 @@ images:
 	@$(MAKE) --no-print-directory -j3 image-stamps
 	@$(if $(HAVE_RELAY),,echo "relay: ./cmd/relay does not exist yet; images $(IMAGE_relay) and $(IMAGE_relay-mutants) not built")
 
-## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants) and what it needs
+## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants, pyrelay) and what it needs
 .PHONY: $(addprefix image-,$(ALL_IMAGES))
 $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 	@:
@@ -112,6 +115,13 @@ $(STAMPS)/relay-mutants: docker/build-image.sh $(STAMPS)/debian docker/relay-mut
 	@echo "image: building $(IMAGE_relay-mutants)"
 	@$(DOCKER_BUILD) $(IMAGE_relay-mutants) -f docker/relay-mutants/Dockerfile $(CTX)/relay-mutants
 	@$(call write-stamp,relay-mutants)
+
+# The Python relay's build context is examples/pyrelay: the image copies
+# relay.py alone.
+$(STAMPS)/pyrelay: docker/build-image.sh $(STAMPS)/debian docker/pyrelay/Dockerfile examples/pyrelay/relay.py
+	@echo "image: building $(IMAGE_pyrelay)"
+	@$(DOCKER_BUILD) $(IMAGE_pyrelay) -f docker/pyrelay/Dockerfile examples/pyrelay
+	@$(call write-stamp,pyrelay)
 
 # The Go binaries are rebuilt when a Go source file or go.mod/go.sum is
 # newer than they are. Each has a checksum file, rewritten only when the
