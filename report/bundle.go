@@ -74,8 +74,11 @@ type ScenarioRun struct {
 	Problems []string `json:"problems,omitempty"`
 	// Inconclusive lists the faults that could not bite, for a run that
 	// failed nothing: its verdict is INCONCLUSIVE.
-	Inconclusive []string       `json:"inconclusive,omitempty"`
-	Counts       checker.Counts `json:"counts"`
+	Inconclusive []string `json:"inconclusive,omitempty"`
+	// Unchecked names what the checkers judged a relay that records
+	// nothing by, and what that leaves out (scenarios.Result.Unchecked).
+	Unchecked []string       `json:"unchecked,omitempty"`
+	Counts    checker.Counts `json:"counts"`
 	// Checkers are the verdicts of every checker.
 	Checkers []CheckerVerdict `json:"checkers"`
 	Faults   []FaultHits      `json:"faults"`

@@ -494,7 +494,30 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 				cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay))
 		}
 		s.WriteString("\n")
+		writeUnchecked(s, f.Runs)
 	}
+}
+
+// writeUnchecked lists, for the first run of each scenario that has
+// them, what the checkers judged a relay that records nothing by and what
+// that left out.
+func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
+	seen := map[string]bool{}
+	var lines []string
+	for _, r := range runs {
+		if len(r.Unchecked) == 0 || seen[r.Scenario] {
+			continue
+		}
+		seen[r.Scenario] = true
+		for _, u := range r.Unchecked {
+			lines = append(lines, fmt.Sprintf("- %s (seed %d): %s", mdCode(r.Scenario), r.Seed, u))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	s.WriteString("Judged from the final rows and the broker, without the relay's records (the first seed of each scenario):\n\n")
+	s.WriteString(strings.Join(lines, "\n") + "\n\n")
 }
 
 // causeList renders duplicates by cause, "cause=n, ..." in name order.
