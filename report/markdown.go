@@ -498,26 +498,42 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 	}
 }
 
-// writeUnchecked lists, for the first run of each scenario that has
-// them, what the checkers judged a relay that records nothing by and what
-// that left out.
+// writeUnchecked lists what the checkers judged a relay that records
+// nothing by and what that left out: the notes every such run shares
+// once, then each scenario's own (from its first run that has some).
 func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
-	seen := map[string]bool{}
-	var lines []string
+	var with []ScenarioRun
 	for _, r := range runs {
-		if len(r.Unchecked) == 0 || seen[r.Scenario] {
-			continue
-		}
-		seen[r.Scenario] = true
-		for _, u := range r.Unchecked {
-			lines = append(lines, fmt.Sprintf("- %s (seed %d): %s", mdCode(r.Scenario), r.Seed, u))
+		if len(r.Unchecked) > 0 {
+			with = append(with, r)
 		}
 	}
-	if len(lines) == 0 {
+	if len(with) == 0 {
 		return
 	}
-	s.WriteString("Judged from the final rows and the broker, without the relay's records (the first seed of each scenario):\n\n")
-	s.WriteString(strings.Join(lines, "\n") + "\n\n")
+	var common []string
+	for _, u := range with[0].Unchecked {
+		if !slices.ContainsFunc(with, func(r ScenarioRun) bool { return !slices.Contains(r.Unchecked, u) }) {
+			common = append(common, u)
+		}
+	}
+	s.WriteString("Judged from the final rows and the broker, without the relay's records:\n\n")
+	for _, u := range common {
+		fmt.Fprintf(s, "- %s\n", u)
+	}
+	seen := map[string]bool{}
+	for _, r := range with {
+		if seen[r.Scenario] {
+			continue
+		}
+		for _, u := range r.Unchecked {
+			if !slices.Contains(common, u) {
+				seen[r.Scenario] = true
+				fmt.Fprintf(s, "- %s (seed %d): %s\n", mdCode(r.Scenario), r.Seed, u)
+			}
+		}
+	}
+	s.WriteString("\n")
 }
 
 // causeList renders duplicates by cause, "cause=n, ..." in name order.

@@ -162,11 +162,11 @@ func TestWriteAtomicLeavesNoTemporaryFile(t *testing.T) {
 func TestMergeKeepsOtherRelaysApart(t *testing.T) {
 	ours := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "a", Relay: "ours", Seed: 1, Valid: true, Replay: "replay-ours"})
 	other := shardBundle(t, 1, "abc",
-		ScenarioRun{Scenario: "a", Relay: "cmd:./seqrelay", Seed: 1, Valid: true},
+		ScenarioRun{Scenario: "a", Relay: "cmd:./seqrelay", Seed: 1, Valid: true, Unchecked: []string{"retention: no sweep records"}},
 		ScenarioRun{Scenario: "a", Relay: "cmd:./seqrelay", Seed: 2, Valid: false, Problems: []string{"lost: 1"},
 			Checkers: []CheckerVerdict{{Name: "lost", Valid: false}, {Name: "phantom", Valid: true}}, Replay: "replay-seq-2"},
 		ScenarioRun{Scenario: "b", Relay: "cmd:./seqrelay", Seed: 1, Inconclusive: []string{"no rows held"},
-			Unchecked: []string{"fencing: judged on the 3 rows relay-a held when paused"}})
+			Unchecked: []string{"retention: no sweep records", "fencing: judged on the 3 rows relay-a held when paused"}})
 	other.Scenarios.Part.Campaign = "go run ./cmd/outboxlab run --relay cmd:./seqrelay --seeds 2"
 	other.Sim = nil
 	m, err := Merge([]Bundle{other, ours}, MergeOptions{})
@@ -187,7 +187,7 @@ func TestMergeKeepsOtherRelaysApart(t *testing.T) {
 		"## Other relays under the catalogue", "### `cmd:./seqrelay`",
 		"| a | 1..2 | 1 | 1 | 0 | lost (2) | `replay-seq-2` |",
 		"| b | 1 | 0 | 0 | 1 | - | - |",
-		"- `b` (seed 1): fencing: judged on the 3 rows relay-a held when paused",
+		"without the relay's records:\n\n- retention: no sweep records\n- `b` (seed 1): fencing: judged on the 3 rows relay-a held when paused\n",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md.String())
