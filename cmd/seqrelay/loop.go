@@ -474,8 +474,13 @@ func (r *seqRelay) dropBroker() {
 // returns. Its errors never hold the URL.
 func dialBroker(url, id string) (*broker, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{
-		Dial:       amqp.DefaultDial(dialTimeout),
-		Heartbeat:  5 * time.Second,
+		Dial: amqp.DefaultDial(dialTimeout),
+		// A heartbeat longer than the lease: a replica frozen past its
+		// lease (lease-expiry) comes back with its connection, and goes on
+		// with its batch, as a relay does after a long GC pause. With 5 s
+		// the broker dropped it during every such pause, so the no-fence
+		// bug mode never got to mark the rows another replica took over.
+		Heartbeat:  2 * lease,
 		Properties: amqp.Table{"connection_name": "seqrelay " + id},
 	})
 	if err != nil {
