@@ -499,8 +499,8 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 }
 
 // writeUnchecked lists what the checkers judged a relay that records
-// nothing by and what that left out: the notes every such run shares
-// once, then each scenario's own (from its first run that has some).
+// nothing by and what that left out: the notes most such runs share
+// once, then each scenario's others (from its first run that has some).
 func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
 	var with []ScenarioRun
 	for _, r := range runs {
@@ -511,10 +511,14 @@ func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
 	if len(with) == 0 {
 		return
 	}
+	// A note most of the runs share is listed once.
 	var common []string
-	for _, u := range with[0].Unchecked {
-		if !slices.ContainsFunc(with, func(r ScenarioRun) bool { return !slices.Contains(r.Unchecked, u) }) {
-			common = append(common, u)
+	count := map[string]int{}
+	for _, r := range with {
+		for _, u := range r.Unchecked {
+			if count[u]++; count[u] == len(with)/2+1 {
+				common = append(common, u)
+			}
 		}
 	}
 	s.WriteString("Judged from the final rows and the broker, without the relay's records:\n\n")
