@@ -23,27 +23,31 @@ func main() {
 	simSeeds := flag.Int("sim-seeds", 300, "seeds on the fakes")
 	sqlSeeds := flag.Int("sql-seeds", 30, "seeds on the SQL-faithful tier (0: none)")
 	seed := flag.Uint64("seed", 1, "the first seed")
+	pgURL := flag.String("pg-url", "", "the maintenance database of a PostgreSQL server to run the SQL tier on (empty: start one)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *simSeeds, *sqlSeeds, *seed); err != nil {
+	if err := run(ctx, *simSeeds, *sqlSeeds, *seed, *pgURL); err != nil {
 		fmt.Fprintf(os.Stderr, "mutantworker: %v\n", err)
 		os.Exit(2)
 	}
 }
 
-func run(ctx context.Context, simSeeds, sqlSeeds int, first uint64) error {
+func run(ctx context.Context, simSeeds, sqlSeeds int, first uint64, pgURL string) error {
 	k, err := generated.FastTier(ctx, nil, simSeeds, 0, first)
 	if err != nil {
 		return err
 	}
 	if k.Tier == "" && sqlSeeds > 0 {
-		srv, err := pgserver.Start(ctx)
-		if err != nil {
-			return fmt.Errorf("starting PostgreSQL: %w", err)
+		if pgURL == "" {
+			srv, err := pgserver.Start(ctx)
+			if err != nil {
+				return fmt.Errorf("starting PostgreSQL: %w", err)
+			}
+			defer srv.Close()
+			pgURL = srv.AdminURL()
 		}
-		defer srv.Close()
-		b, err := sim.NewSQL(ctx, srv.AdminURL())
+		b, err := sim.NewSQL(ctx, pgURL)
 		if err != nil {
 			return err
 		}

@@ -37,8 +37,10 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 		return usageErr(std, "mutants", "--sim-seeds and --sql-seeds must be at least 1")
 	case o.workers < 1 || o.workers > 2:
 		return usageErr(std, "mutants", "--workers must be 1 or 2, not %d", o.workers)
-	case o.tier != "sim" || len(o.mutants) > 0 || o.shard != "":
-		return usageErr(std, "mutants", "--generated takes no --tier, --mutant or --shard")
+	case o.tier != "sim" || o.shard != "":
+		return usageErr(std, "mutants", "--generated takes no --tier or --shard")
+	case len(o.mutants) > 0 && o.sample > 0:
+		return usageErr(std, "mutants", "--generated takes --mutant or --sample, not both")
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -60,9 +62,26 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 			ms = append(ms, m)
 		}
 	}
+	if len(o.mutants) > 0 {
+		byID := map[string]generated.Mutant{}
+		for _, m := range ms {
+			byID[m.ID] = m
+		}
+		ms = ms[:0:0]
+		for _, id := range o.mutants {
+			m, ok := byID[id]
+			if !ok {
+				return usageErr(std, "mutants", "--mutant %q: no generated mutant of --kind %s has that id", id, o.kind)
+			}
+			ms = append(ms, m)
+		}
+	}
 	ms = generated.Sample(ms, o.sample, seed)
 	command := fmt.Sprintf("%s mutants --generated --kind %s --sample %d --seed %d --sim-seeds %d --sql-seeds %d",
 		replayPrefix, o.kind, o.sample, seed, o.simSeeds, o.sqlSeeds)
+	for _, id := range o.mutants {
+		command += " --mutant " + shellQuote(id)
+	}
 	if !o.json {
 		fmt.Fprintf(std.out, "SEED=%d generated=%d (of %d) sim-seeds=%d sql-seeds=%d workers=%d\n", seed, len(ms), len(all), o.simSeeds, o.sqlSeeds, o.workers)
 	}
@@ -175,4 +194,13 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plain
+// characters: generated mutant ids hold spaces and angle brackets.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -21,7 +21,7 @@ func mutantsVerb() verb {
 	return verb{
 		name:    "mutants",
 		summary: "run the mutant catalogue and print which checker kills which mutant",
-		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--json] [--out DIR]",
+		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N | --mutant ID...] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--json] [--out DIR]",
 		about: `Runs the reference relay and every mutant of the catalogue (realistic relay
 bugs: publish before commit, mark before publish, no lease, ...) or the ones
 named by --mutant under the harness, and prints the kill matrix: for each
@@ -49,7 +49,8 @@ simulation on the fakes over --sim-seeds seeds, the SQL-faithful tier over
 by --workers workers (at most 2), and prints per mutant the tier, checker
 and seed that killed it and the seconds it took; a mutant that does not
 compile or prepare is invalid, not killed. --sample N runs N of them
-chosen by --seed (default 1). With --json it prints {"generated",
+chosen by --seed (default 1); --mutant ID runs the generated mutant with
+that id (repeat for several), as a survivor's replay does. With --json it prints {"generated",
 "killed_fast", "killed_all", "equivalent", "survivors": [{"id", "file",
 "line", "diff", "judgement"}], ...}; survivors are judged by
 mutant/generated/equivalent.txt, the others are gaps. --out DIR writes

@@ -54,6 +54,8 @@ type Mutant struct {
 	// Line is the mutated line of File (0 when a SQL fragment could not
 	// be located).
 	Line int `json:"line"`
+	// Col is a Go mutant's column on Line.
+	Col int `json:"col,omitempty"`
 	// Operator names the mutation operator.
 	Operator string `json:"operator"`
 	// Diff is the mutated line before and after, "- old\n+ new".

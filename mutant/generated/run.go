@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,10 @@ type Options struct {
 	Workers int
 	// Log, when set, is told each outcome as it is known.
 	Log func(Outcome)
+
+	// fastCov and unitCov are what the worker command's fast tier and the
+	// unit tier reach of the unmutated code (nil: everything).
+	fastCov, unitCov Coverage
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +90,16 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 		return nil, fmt.Errorf("generated mutants: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	for _, m := range ms {
+		if m.Kind == KindGo {
+			fast, unit, err := measureCoverage(ctx, opts, filepath.Join(tmp, "coverage"))
+			if err != nil {
+				return nil, err
+			}
+			opts.fastCov, opts.unitCov = fast, unit
+			break
+		}
+	}
 	out := make([]Outcome, len(ms))
 	next := make(chan int)
 	var (
@@ -154,7 +169,10 @@ type worker struct {
 	dir  string
 	srv  *pgserver.Server
 	sql  *sim.SQL
-	bin  string // the unmutated worker binary's path, once built
+	// storeSuite is the test binary of relay/storetest, built on first
+	// use: the store's behaviour suite that a SQL mutant of the store
+	// meets after the SQL tier.
+	storeSuite string
 }
 
 func (w *worker) close() {
@@ -193,11 +211,11 @@ func (w *worker) run(ctx context.Context, m Mutant) (Outcome, error) {
 // the statements.
 func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
+	start := time.Now()
 	b, err := w.backend(ctx)
 	if err != nil {
 		return o, err
 	}
-	start := time.Now()
 	if err := b.Check(ctx, m.SQL); err != nil {
 		var serr interface{ SQLState() string }
 		if !errors.As(err, &serr) {
@@ -234,6 +252,17 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	if err != nil {
 		return o, err
 	}
+	if k.Tier == "" && m.File == StoreFile {
+		q := relay.NewPGStore(nil, sim.SQLTable).Statements()
+		*q.Ref(m.Stmt) = m.SQL
+		sk, err := w.runStoreSuite(ctx, q)
+		if err != nil {
+			return o, err
+		}
+		sk.Seeds, sk.Seconds = k.Seeds, k.Seconds
+		k = sk
+	}
+	k.Seconds = time.Since(start).Seconds()
 	o.Kill = k
 	o.Status = StatusSurvived
 	if k.Tier != "" {
@@ -242,11 +271,71 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	return o, nil
 }
 
+// StoreSuiteTest is the test of relay/storetest that runs the store's
+// behaviour suite on PostgreSQL under a simulated clock, with the
+// statements a JSON file names (StoreSuiteStatementsEnv).
+const (
+	StoreSuiteTest          = "TestPGStoreSimulatedClock"
+	StoreSuiteStatementsEnv = "OUTBOX_STORETEST_STATEMENTS"
+)
+
+// runStoreSuite runs the store's behaviour suite with the statements q on
+// the worker's server; a failing case kills the mutant.
+func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill, error) {
+	if _, err := w.backend(ctx); err != nil {
+		return Kill{}, err
+	}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return Kill{}, fmt.Errorf("preparing the store suite: %w", err)
+	}
+	if w.storeSuite == "" {
+		bin := filepath.Join(w.dir, "storetest.test")
+		if outp, err := w.goCmd(ctx, "test", "-c", "-o", bin, "./relay/storetest/"); err != nil {
+			return Kill{}, fmt.Errorf("building the store suite: %v: %s", err, lastLines(string(outp), 8))
+		}
+		w.storeSuite = bin
+	}
+	b, _ := json.Marshal(q)
+	f := filepath.Join(w.dir, "statements.json")
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		return Kill{}, fmt.Errorf("writing the statements: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, w.storeSuite, "-test.short", "-test.count=1", "-test.run", "^"+StoreSuiteTest+"$")
+	cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL(), StoreSuiteStatementsEnv+"="+f)
+	outp, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return Kill{}, ctx.Err()
+	}
+	if err == nil {
+		if !bytes.Contains(outp, []byte("--- PASS: "+StoreSuiteTest)) {
+			return Kill{}, fmt.Errorf("the store suite did not run: %s", lastLines(string(outp), 8))
+		}
+		return Kill{}, nil
+	}
+	var failed []string
+	for _, l := range strings.Split(string(outp), "\n") {
+		l = strings.TrimSpace(l)
+		if c, ok := strings.CutPrefix(l, "--- FAIL: "+StoreSuiteTest+"/"); ok {
+			c, _, _ = strings.Cut(c, " ")
+			failed = append(failed, c)
+		}
+	}
+	checker := strings.Join(failed, ",")
+	if checker == "" {
+		checker = "storetest"
+	}
+	return Kill{Tier: TierStore, Checker: checker, Detail: shorten(lastLines(string(outp), 8), 300)}, nil
+}
+
 // runGo builds the worker command with the mutated file in an overlay,
 // runs its fast tier, then the mutated package's tests.
 func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
 	start := time.Now()
+	fastReached := w.opts.fastCov.Reached(m.File, m.Line, m.Col)
+	unitReached := w.opts.unitCov.Reached(m.File, m.Line, m.Col)
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return o, fmt.Errorf("preparing the overlay: %w", err)
 	}
@@ -263,25 +352,79 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
 		return o, fmt.Errorf("writing the overlay: %w", err)
 	}
-	bin := filepath.Join(w.dir, "mutantworker")
-	if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "-o", bin, "./cmd/mutantworker"); err != nil {
-		if ctx.Err() != nil {
-			return o, ctx.Err()
-		}
+	invalid := func(outp []byte) (Outcome, error) {
 		o.Status, o.Detail = StatusInvalid, shorten(string(outp), 300)
 		o.Seconds = time.Since(start).Seconds()
 		return o, nil
 	}
+	var k Kill
+	if fastReached {
+		bin := filepath.Join(w.dir, "mutantworker")
+		if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "-o", bin, "./cmd/mutantworker"); err != nil {
+			if ctx.Err() != nil {
+				return o, ctx.Err()
+			}
+			return invalid(outp)
+		}
+		if k, err = w.runWorker(ctx, bin); err != nil {
+			return o, err
+		}
+	} else {
+		// No tier runs the line but perhaps the unit tests: compiling
+		// the package alone tells a mutant that does not compile.
+		if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "./"+path.Dir(m.File)+"/"); err != nil {
+			if ctx.Err() != nil {
+				return o, ctx.Err()
+			}
+			return invalid(outp)
+		}
+	}
+	if k.Tier == "" && unitReached {
+		if _, err := w.backend(ctx); err != nil {
+			return o, err
+		}
+		pkgs := unitPackages(m.File)
+		args := append([]string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", "-skip", unitSkip}, pkgs...)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = w.opts.Root
+		cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
+		if outp, err := cmd.CombinedOutput(); err != nil {
+			if ctx.Err() != nil {
+				return o, ctx.Err()
+			}
+			k.Tier, k.Checker, k.Detail = TierUnit, "go test "+strings.Join(pkgs, " "), shorten(lastLines(string(outp), 8), 300)
+		}
+	}
+	if k.Tier == "" && !fastReached && !unitReached {
+		k.Detail = "unreached: neither the simulation (fakes, SQL) nor the unit tests run this line of the unmutated code"
+	}
+	k.Seconds = time.Since(start).Seconds()
+	o.Kill = k
+	o.Status = StatusSurvived
+	if k.Tier != "" {
+		o.Status = StatusKilled
+	}
+	return o, nil
+}
+
+// runWorker runs the worker command bin, a mutant's build, on the
+// worker's server and returns its verdict.
+func (w *worker) runWorker(ctx context.Context, bin string) (Kill, error) {
+	// The worker's server serves the mutant's SQL tier too: nothing else
+	// runs on it meanwhile.
+	if _, err := w.backend(ctx); err != nil {
+		return Kill{}, err
+	}
 	cmd := exec.CommandContext(ctx, bin, "-sim-seeds", fmt.Sprint(w.opts.SimSeeds), "-sql-seeds", fmt.Sprint(w.opts.SQLSeeds),
-		"-seed", fmt.Sprint(w.opts.FirstSeed))
+		"-seed", fmt.Sprint(w.opts.FirstSeed), "-pg-url", w.srv.AdminURL())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// A mutant may loop forever: the fast tier's bound is generous.
 	timer := time.AfterFunc(5*time.Minute, func() { _ = cmd.Process.Kill() })
-	err = cmd.Run()
+	err := cmd.Run()
 	timedOut := !timer.Stop()
 	if ctx.Err() != nil {
-		return o, ctx.Err()
+		return Kill{}, ctx.Err()
 	}
 	var k Kill
 	switch {
@@ -293,25 +436,26 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 		k = Kill{Tier: TierSim, Checker: "crash", Detail: shorten(stderr.String(), 300)}
 	default:
 		if err := json.Unmarshal(stdout.Bytes(), &k); err != nil {
-			return o, fmt.Errorf("reading the worker's verdict %q: %w", stdout.String(), err)
+			return Kill{}, fmt.Errorf("reading the worker's verdict %q: %w", stdout.String(), err)
 		}
 	}
-	if k.Tier == "" {
-		pkg := "./" + path.Dir(m.File) + "/"
-		if outp, err := w.goCmd(ctx, "test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", pkg); err != nil {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
-			k.Tier, k.Checker, k.Detail = TierUnit, "go test "+pkg, shorten(lastLines(string(outp), 8), 300)
-		}
+	return k, nil
+}
+
+// unitSkip are the tests the unit tier leaves out of a Go mutant's
+// packages: relay's test of the SQL tier's own sensitivity runs the SQL
+// tier on edited statements, which the worker has just run on the mutated
+// code.
+const unitSkip = "^TestSQLTierSeesStatementRegressions$"
+
+// unitPackages are the packages whose tests a Go mutant of file meets: its
+// own, and the store's behaviour suite for the files the store is made of.
+func unitPackages(file string) []string {
+	pkgs := []string{"./" + path.Dir(file) + "/"}
+	if file == StoreFile || file == "relay/seam.go" {
+		pkgs = append(pkgs, "./relay/storetest/")
 	}
-	k.Seconds = time.Since(start).Seconds()
-	o.Kill = k
-	o.Status = StatusSurvived
-	if k.Tier != "" {
-		o.Status = StatusKilled
-	}
-	return o, nil
+	return pkgs
 }
 
 func (w *worker) goCmd(ctx context.Context, args ...string) ([]byte, error) {

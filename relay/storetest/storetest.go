@@ -55,6 +55,10 @@ type Backend struct {
 	// Concurrent says the store may be called from several goroutines at
 	// once; the suite then races claims against each other.
 	Concurrent bool
+	// LockElsewhere, when set, locks row id in a transaction of another
+	// session (another replica's claim in flight) and returns what
+	// releases it. Nil for a backend whose calls are atomic.
+	LockElsewhere func(t testing.TB, id uuid.UUID) (release func())
 }
 
 // Run runs every case; newBackend is called once per case.
@@ -67,10 +71,12 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"ClaimSkipsLeasedTakesExpired", testClaimSkipsLeased},
 		{"TwoOwnersNeverShareARow", testTwoOwners},
 		{"ConcurrentClaimsAreDisjoint", testConcurrentClaims},
+		{"ClaimSkipsRowsLockedElsewhere", testClaimSkipsLocked},
 		{"MarkIsFenced", testMarkFenced},
 		{"RetryBacksOff", testRetryBacksOff},
 		{"RetryParksAtMaxAttempts", testRetryParks},
 		{"RetryAndParkAreFenced", testRetryParkFenced},
+		{"WritesTouchOnlyPendingRows", testWritesOnlyPending},
 		{"ParkUnknownType", testParkUnknownType},
 		{"SweepOnlyOldProcessedRows", testSweep},
 		{"Stats", testStats},
@@ -270,6 +276,70 @@ func testConcurrentClaims(t *testing.T, b Backend) {
 	wg.Wait()
 	if len(seen) != rows {
 		t.Fatalf("%d rows claimed, want %d", len(seen), rows)
+	}
+}
+
+// testClaimSkipsLocked holds a lock on the oldest row in another session,
+// as a replica's claim in flight does, and claims: the claim must take the
+// next rows at once, neither wait for the lock (FOR UPDATE without SKIP
+// LOCKED) nor take the locked row (no FOR UPDATE: the update would wait,
+// then take it over).
+func testClaimSkipsLocked(t *testing.T, b Backend) {
+	if b.LockElsewhere == nil {
+		t.Skip("the backend's calls are atomic: no lock outlives a call")
+	}
+	now := b.Now(t)
+	b.Stage(t, event(1, "t", now.Add(-3*time.Minute)), event(2, "t", now.Add(-2*time.Minute)), event(3, "t", now.Add(-time.Minute)))
+	release := b.LockElsewhere(t, ID(1))
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := b.Store.Claim(ctx, "a", 2, 10*b.Unit)
+	if err != nil {
+		t.Fatalf("claim beside a row locked elsewhere: %v after %s (it waited on the lock)", err, time.Since(start).Round(time.Millisecond))
+	}
+	if !slices.Equal(ids(got), []uuid.UUID{ID(2), ID(3)}) {
+		t.Fatalf("claimed %v beside locked row 1, want [%s %s]", ids(got), ID(2), ID(3))
+	}
+	release()
+	if got := claim(t, b, "b", 10, 10*b.Unit); !slices.Equal(ids(got), []uuid.UUID{ID(1)}) {
+		t.Fatalf("after the lock went, b claimed %v, want [%s]", ids(got), ID(1))
+	}
+}
+
+// testWritesOnlyPending checks that a lease holder's mark, retry and park
+// change only pending rows: a row it already parked or marked stays as it
+// is, under a lease that is still live.
+func testWritesOnlyPending(t *testing.T, b Backend) {
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}))
+	lease := 10 * b.Unit
+	p := policy(b, 5)
+	claim(t, b, "a", 10, lease)
+	if ok, err := b.Store.Park(context.Background(), "a", ID(1), "poison"); err != nil || !ok {
+		t.Fatalf("park = %v, %v; want true", ok, err)
+	}
+	if got := mark(t, b, "a", ID(2)); !slices.Equal(got, []uuid.UUID{ID(2)}) {
+		t.Fatalf("a marked %v, want [%s]", got, ID(2))
+	}
+	parked, marked := row(t, b, ID(1)), row(t, b, ID(2))
+	b.Advance(t, b.Unit)
+	for _, id := range []uuid.UUID{ID(1), ID(2)} {
+		if res := retry(t, b, "a", id, p); res.Applied {
+			t.Errorf("retry of row %s, no longer pending, applied: %+v", id, res)
+		}
+		if ok, err := b.Store.Park(context.Background(), "a", id, "again"); err != nil || ok {
+			t.Errorf("park of row %s, no longer pending = %v, %v; want false", id, ok, err)
+		}
+	}
+	if got := mark(t, b, "a", ID(1), ID(2)); len(got) != 0 {
+		t.Errorf("mark of rows no longer pending marked %v", got)
+	}
+	if r := row(t, b, ID(1)); r != parked {
+		t.Errorf("parked row changed by later writes: %+v, was %+v", r, parked)
+	}
+	if r := row(t, b, ID(2)); r != marked {
+		t.Errorf("processed row changed by later writes: %+v, was %+v", r, marked)
 	}
 }
 
