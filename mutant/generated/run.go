@@ -302,7 +302,7 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, w.storeSuite, "-test.short", "-test.count=1", "-test.run", "^"+StoreSuiteTest+"$")
+	cmd := exec.CommandContext(cctx, w.storeSuite, "-test.short", "-test.v", "-test.count=1", "-test.run", "^"+StoreSuiteTest+"$")
 	cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL(), StoreSuiteStatementsEnv+"="+f)
 	outp, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
