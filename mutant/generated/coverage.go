@@ -90,46 +90,59 @@ func coverPkgs() string {
 	return strings.Join(ps, ",")
 }
 
+// coverage is what each tier reaches of the unmutated code.
+type coverage struct{ fakes, sql, unit Coverage }
+
 // measureCoverage runs, on the unmutated code, what a Go mutant meets: the
-// worker command's fast tier over opts' seeds, and the unit tier's tests.
-// Both tiers are deterministic on the code they run (the simulation is,
-// by seed; the unit tests are in what they reach, short of timing), so a
-// mutant whose position neither reaches behaves there as the original
-// does and needs no build: Run reports it survived, unreached.
-func measureCoverage(ctx context.Context, opts Options, dir string) (fast, unit Coverage, err error) {
+// fast tier over opts' seeds, on the fakes and on SQL apart, and the unit
+// tier's tests. The simulation is deterministic by seed, and the unit
+// tests are in what they reach, short of timing, so a tier that does not
+// reach a mutant's position runs it as it runs the original: Run leaves
+// that tier out for the mutant, and a mutant no tier reaches survives,
+// unreached, after a build that tells whether it compiles.
+func measureCoverage(ctx context.Context, opts Options, dir string) (coverage, error) {
+	var cov coverage
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("coverage: %w", err)
+		return cov, fmt.Errorf("coverage: %w", err)
 	}
-	run := func(name string, args ...string) error {
+	run := func(env []string, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir = opts.Root
+		cmd.Env = append(os.Environ(), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("coverage: %s %s: %v: %s", name, strings.Join(args, " "), err, lastLines(string(out), 8))
 		}
 		return nil
 	}
 	bin := filepath.Join(dir, "mutantworker.cover")
-	if err := run("go", "build", "-cover", "-coverpkg="+coverPkgs(), "-o", bin, "./cmd/mutantworker"); err != nil {
-		return nil, nil, err
+	if err := run(nil, "go", "build", "-cover", "-coverpkg="+coverPkgs(), "-o", bin, "./cmd/mutantworker"); err != nil {
+		return cov, err
 	}
 	srv, err := pgserver.Start(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("coverage: starting PostgreSQL: %w", err)
+		return cov, fmt.Errorf("coverage: starting PostgreSQL: %w", err)
 	}
 	defer srv.Close()
-	covDir := filepath.Join(dir, "fast")
-	if err := os.MkdirAll(covDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("coverage: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, bin, "-sim-seeds", strconv.Itoa(opts.SimSeeds), "-sql-seeds", strconv.Itoa(opts.SQLSeeds),
-		"-seed", strconv.FormatUint(opts.FirstSeed, 10), "-pg-url", srv.AdminURL())
-	cmd.Env = append(os.Environ(), "GOCOVERDIR="+covDir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("coverage: the fast tier on the unmutated code: %v: %s", err, lastLines(string(out), 8))
-	}
-	fastProf := filepath.Join(dir, "fast.txt")
-	if err := run("go", "tool", "covdata", "textfmt", "-i="+covDir, "-o="+fastProf); err != nil {
-		return nil, nil, err
+	for _, t := range []struct {
+		name     string
+		sim, sql int
+		into     *Coverage
+	}{{"fakes", opts.SimSeeds, 0, &cov.fakes}, {"sql", 0, opts.SQLSeeds, &cov.sql}} {
+		covDir := filepath.Join(dir, t.name)
+		if err := os.MkdirAll(covDir, 0o755); err != nil {
+			return cov, fmt.Errorf("coverage: %w", err)
+		}
+		if err := run([]string{"GOCOVERDIR=" + covDir}, bin, "-sim-seeds", strconv.Itoa(t.sim), "-sql-seeds", strconv.Itoa(t.sql),
+			"-seed", strconv.FormatUint(opts.FirstSeed, 10), "-pg-url", srv.AdminURL()); err != nil {
+			return cov, err
+		}
+		prof := covDir + ".txt"
+		if err := run(nil, "go", "tool", "covdata", "textfmt", "-i="+covDir, "-o="+prof); err != nil {
+			return cov, err
+		}
+		if *t.into, err = parseProfile(prof); err != nil {
+			return cov, err
+		}
 	}
 	unitProf := filepath.Join(dir, "unit.txt")
 	args := []string{"test", "-short", "-count=1", "-skip", unitSkip, "-coverpkg=" + coverPkgs(), "-coverprofile=" + unitProf}
@@ -137,17 +150,11 @@ func measureCoverage(ctx context.Context, opts Options, dir string) (fast, unit 
 		args = append(args, "./"+d+"/")
 	}
 	args = append(args, "./relay/storetest/")
-	ucmd := exec.CommandContext(ctx, "go", args...)
-	ucmd.Dir = opts.Root
-	ucmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+srv.AdminURL())
-	if out, err := ucmd.CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("coverage: the unit tier on the unmutated code: %v: %s", err, lastLines(string(out), 8))
+	if err := run([]string{"OUTBOX_TEST_DATABASE_URL=" + srv.AdminURL()}, "go", args...); err != nil {
+		return cov, err
 	}
-	if fast, err = parseProfile(fastProf); err != nil {
-		return nil, nil, err
+	if cov.unit, err = parseProfile(unitProf); err != nil {
+		return cov, err
 	}
-	if unit, err = parseProfile(unitProf); err != nil {
-		return nil, nil, err
-	}
-	return fast, unit, nil
+	return cov, nil
 }

@@ -55,7 +55,7 @@ type Options struct {
 
 	// fastCov and unitCov are what the worker command's fast tier and the
 	// unit tier reach of the unmutated code (nil: everything).
-	fastCov, unitCov Coverage
+	fakeCov, sqlCov, unitCov Coverage
 }
 
 func (o Options) withDefaults() Options {
@@ -92,11 +92,11 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 	defer os.RemoveAll(tmp)
 	for _, m := range ms {
 		if m.Kind == KindGo {
-			fast, unit, err := measureCoverage(ctx, opts, filepath.Join(tmp, "coverage"))
+			cov, err := measureCoverage(ctx, opts, filepath.Join(tmp, "coverage"))
 			if err != nil {
 				return nil, err
 			}
-			opts.fastCov, opts.unitCov = fast, unit
+			opts.fakeCov, opts.sqlCov, opts.unitCov = cov.fakes, cov.sql, cov.unit
 			break
 		}
 	}
@@ -309,7 +309,7 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 		return Kill{}, ctx.Err()
 	}
 	if err == nil {
-		if !bytes.Contains(outp, []byte("--- PASS: "+StoreSuiteTest)) {
+		if !bytes.Contains(outp, []byte("--- PASS: "+StoreSuiteTest+" (")) {
 			return Kill{}, fmt.Errorf("the store suite did not run: %s", lastLines(string(outp), 8))
 		}
 		return Kill{}, nil
@@ -334,7 +334,11 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
 	start := time.Now()
-	fastReached := w.opts.fastCov.Reached(m.File, m.Line, m.Col)
+	onFakes := w.opts.fakeCov.Reached(m.File, m.Line, m.Col)
+	// The SQL tier runs the same relay loop as the fakes: it is worth
+	// its seeds when the fakes never reach the line (a path only a
+	// PostgreSQL store takes), or in a file of PostgreSQL code.
+	onSQL := w.opts.sqlCov.Reached(m.File, m.Line, m.Col) && (!onFakes || pgFiles[m.File])
 	unitReached := w.opts.unitCov.Reached(m.File, m.Line, m.Col)
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return o, fmt.Errorf("preparing the overlay: %w", err)
@@ -352,50 +356,58 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
 		return o, fmt.Errorf("writing the overlay: %w", err)
 	}
-	invalid := func(outp []byte) (Outcome, error) {
+	// One build of the mutated package's test binary serves the fast
+	// tier (its TestMain runs it, see WorkerMain) and the unit tier.
+	pkgDir := path.Dir(m.File)
+	bin := filepath.Join(w.dir, path.Base(pkgDir)+".test")
+	if outp, err := w.goCmd(ctx, "test", "-c", "-overlay", overlay, "-o", bin, "./"+pkgDir+"/"); err != nil {
+		if ctx.Err() != nil {
+			return o, ctx.Err()
+		}
 		o.Status, o.Detail = StatusInvalid, shorten(string(outp), 300)
 		o.Seconds = time.Since(start).Seconds()
 		return o, nil
 	}
 	var k Kill
-	if fastReached {
-		bin := filepath.Join(w.dir, "mutantworker")
-		if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "-o", bin, "./cmd/mutantworker"); err != nil {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
-			return invalid(outp)
+	if onFakes || onSQL {
+		a := WorkerArgs{Seed: w.opts.FirstSeed}
+		if onFakes {
+			a.SimSeeds = w.opts.SimSeeds
 		}
-		if k, err = w.runWorker(ctx, bin); err != nil {
+		if onSQL {
+			a.SQLSeeds = w.opts.SQLSeeds
+		}
+		if k, err = w.runWorker(ctx, bin, filepath.Join(root, pkgDir), a); err != nil {
 			return o, err
-		}
-	} else {
-		// No tier runs the line but perhaps the unit tests: compiling
-		// the package alone tells a mutant that does not compile.
-		if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "./"+path.Dir(m.File)+"/"); err != nil {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
-			return invalid(outp)
 		}
 	}
 	if k.Tier == "" && unitReached {
 		if _, err := w.backend(ctx); err != nil {
 			return o, err
 		}
-		pkgs := unitPackages(m.File)
-		args := append([]string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", "-skip", unitSkip}, pkgs...)
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = w.opts.Root
+		cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout=5m", "-test.skip", unitSkip)
+		cmd.Dir = filepath.Join(root, pkgDir)
 		cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
-		if outp, err := cmd.CombinedOutput(); err != nil {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
+		outp, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			return o, ctx.Err()
+		}
+		if err != nil {
+			k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkgDir+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
+		} else if storeFiles[m.File] {
+			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", "./relay/storetest/"}
+			cmd := exec.CommandContext(ctx, "go", args...)
+			cmd.Dir = w.opts.Root
+			cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
+			if outp, err := cmd.CombinedOutput(); err != nil {
+				if ctx.Err() != nil {
+					return o, ctx.Err()
+				}
+				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./relay/storetest/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
 			}
-			k.Tier, k.Checker, k.Detail = TierUnit, "go test "+strings.Join(pkgs, " "), shorten(lastLines(string(outp), 8), 300)
 		}
 	}
-	if k.Tier == "" && !fastReached && !unitReached {
+	if k.Tier == "" && !onFakes && !onSQL && !unitReached {
 		k.Detail = "unreached: neither the simulation (fakes, SQL) nor the unit tests run this line of the unmutated code"
 	}
 	k.Seconds = time.Since(start).Seconds()
@@ -407,16 +419,39 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	return o, nil
 }
 
-// runWorker runs the worker command bin, a mutant's build, on the
+// pgFiles are the Go files of PostgreSQL code, whose mutants the SQL tier
+// runs even where the fakes reach the line; storeFiles those of the store,
+// whose mutants meet the store's behaviour suite too.
+var (
+	pgFiles    = map[string]bool{StoreFile: true, "relay/listen.go": true, InboxFile: true}
+	storeFiles = map[string]bool{StoreFile: true, "relay/seam.go": true}
+)
+
+// failedTests names the failing top-level tests of a test binary's output.
+func failedTests(outp []byte) string {
+	var names []string
+	for _, l := range strings.Split(string(outp), "\n") {
+		if n, ok := strings.CutPrefix(l, "--- FAIL: "); ok {
+			n, _, _ = strings.Cut(n, " ")
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// runWorker runs the fast tier in bin, a mutant's test binary, on the
 // worker's server and returns its verdict.
-func (w *worker) runWorker(ctx context.Context, bin string) (Kill, error) {
+func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (Kill, error) {
 	// The worker's server serves the mutant's SQL tier too: nothing else
 	// runs on it meanwhile.
 	if _, err := w.backend(ctx); err != nil {
 		return Kill{}, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "-sim-seeds", fmt.Sprint(w.opts.SimSeeds), "-sql-seeds", fmt.Sprint(w.opts.SQLSeeds),
-		"-seed", fmt.Sprint(w.opts.FirstSeed), "-pg-url", w.srv.AdminURL())
+	a.PGURL = w.srv.AdminURL()
+	env, _ := json.Marshal(a)
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), WorkerEnv+"="+string(env))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// A mutant may loop forever: the fast tier's bound is generous.
@@ -447,16 +482,6 @@ func (w *worker) runWorker(ctx context.Context, bin string) (Kill, error) {
 // tier on edited statements, which the worker has just run on the mutated
 // code.
 const unitSkip = "^TestSQLTierSeesStatementRegressions$"
-
-// unitPackages are the packages whose tests a Go mutant of file meets: its
-// own, and the store's behaviour suite for the files the store is made of.
-func unitPackages(file string) []string {
-	pkgs := []string{"./" + path.Dir(file) + "/"}
-	if file == StoreFile || file == "relay/seam.go" {
-		pkgs = append(pkgs, "./relay/storetest/")
-	}
-	return pkgs
-}
 
 func (w *worker) goCmd(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)

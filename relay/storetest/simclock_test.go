@@ -32,15 +32,17 @@ const StatementsEnv = "OUTBOX_STORETEST_STATEMENTS"
 
 // simClockSQL makes now() of a database the value in simclock.clock,
 // which the test moves, ahead of pg_catalog on the search path. app_now()
-// is the same clock: no process of this suite is skewed, so a statement
-// that reads a process's clock (a generated mutant's) sees the database's.
+// is the calling process's own clock, an hour ahead of the database's: no
+// statement of the store may read it (the database clock is the only
+// clock), and a statement that does (a generated mutant's, see
+// sim.AppNowSQL) is off by that hour.
 const simClockSQL = `CREATE SCHEMA simclock;
 CREATE TABLE simclock.clock (t timestamptz NOT NULL);
 INSERT INTO simclock.clock VALUES ('2026-01-01T00:00:00Z');
 CREATE FUNCTION simclock.now() RETURNS timestamptz LANGUAGE sql STABLE
 	AS $$ SELECT t FROM simclock.clock $$;
 CREATE FUNCTION simclock.app_now() RETURNS timestamptz LANGUAGE sql STABLE
-	AS $$ SELECT t FROM simclock.clock $$;`
+	AS $$ SELECT t + interval '1 hour' FROM simclock.clock $$;`
 
 const simSearchPath = "public, simclock, pg_catalog"
 
@@ -152,6 +154,15 @@ func (st *simTemplate) config(t *testing.T, db string) *pgxpool.Config {
 	// A statement waiting on a lock the suite holds elsewhere must not
 	// wait for ever.
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "5s"
+	// No index or bitmap scans: rows come in the order their statement's
+	// ORDER BY asks for, or in the table's physical order, never in an
+	// index's order by accident (a claim without its ORDER BY passes as
+	// long as the planner picks the pending index; a bitmap scan meets a
+	// row rewritten in place at its first place in the table, the root
+	// of its HOT chain).
+	for _, p := range []string{"enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan"} {
+		cfg.ConnConfig.RuntimeParams[p] = "off"
+	}
 	return cfg
 }
 
@@ -229,6 +240,18 @@ func pgBackend(s *relay.PGStore, pool *pgxpool.Pool, table outbox.Table, b store
 			r.LockedBy = *lockedBy
 		}
 		return r, true
+	}
+	b.Rewrite = func(t testing.TB, id uuid.UUID) {
+		t.Helper()
+		if _, err := pool.Exec(context.Background(), `UPDATE `+table.Ident()+` SET attempts = attempts WHERE id = $1`, id); err != nil {
+			t.Fatalf("rewriting row %s: %v", id, err)
+		}
+	}
+	b.FaultByHand = func(t testing.TB, id uuid.UUID) {
+		t.Helper()
+		if _, err := pool.Exec(context.Background(), `UPDATE `+table.Ident()+` SET faulted_at = now() WHERE id = $1`, id); err != nil {
+			t.Fatalf("faulting row %s: %v", id, err)
+		}
 	}
 	b.LockElsewhere = func(t testing.TB, id uuid.UUID) func() {
 		t.Helper()

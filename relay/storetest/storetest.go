@@ -59,6 +59,15 @@ type Backend struct {
 	// session (another replica's claim in flight) and returns what
 	// releases it. Nil for a backend whose calls are atomic.
 	LockElsewhere func(t testing.TB, id uuid.UUID) (release func())
+	// Rewrite, when set, rewrites row id without changing a value, as an
+	// operator's no-op UPDATE or a vacuum moving it does: the row takes
+	// another place in the table, so that a statement without its ORDER
+	// BY meets rows in another order than their times'. Nil: the backend
+	// keeps no physical order.
+	Rewrite func(t testing.TB, id uuid.UUID)
+	// FaultByHand, when set, sets faulted_at on row id as an operator
+	// parking a row by hand does, whatever state the row is in.
+	FaultByHand func(t testing.TB, id uuid.UUID)
 }
 
 // Run runs every case; newBackend is called once per case.
@@ -79,6 +88,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"WritesTouchOnlyPendingRows", testWritesOnlyPending},
 		{"ParkUnknownType", testParkUnknownType},
 		{"SweepOnlyOldProcessedRows", testSweep},
+		{"SweepOldestFirstNeverFaulted", testSweepOrder},
+		{"SweepSkipsRowsLockedElsewhere", testSweepSkipsLocked},
+		{"TimesAreTheStoreClock", testStoreClock},
 		{"Stats", testStats},
 	}
 	for _, c := range cases {
@@ -548,6 +560,137 @@ func testSweep(t *testing.T, b Backend) {
 	if n, err := b.Store.Sweep(context.Background(), retention, 10); err != nil || n != 0 {
 		t.Fatalf("sweep of a freshly processed row deleted %d (%v)", n, err)
 	}
+}
+
+// testSweepOrder checks that a sweep limited to fewer rows than are due
+// deletes the rows processed first, whatever their place in the table,
+// and never a faulted row, even one an operator faulted after it was
+// processed.
+func testSweepOrder(t *testing.T, b Backend) {
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}), event(3, "t", time.Time{}), event(4, "t", time.Time{}))
+	lease := 10 * b.Unit
+	retention := 2 * b.Unit
+	claim(t, b, "a", 10, lease)
+	mark(t, b, "a", ID(1))
+	b.Advance(t, b.Unit/2)
+	mark(t, b, "a", ID(2), ID(4))
+	b.Advance(t, b.Unit/2)
+	mark(t, b, "a", ID(3))
+	if b.Rewrite != nil {
+		// Row 1, processed first, now lies after the others.
+		b.Rewrite(t, ID(1))
+	}
+	if b.FaultByHand != nil {
+		b.FaultByHand(t, ID(4))
+	}
+	b.Advance(t, retention+2*b.Unit)
+	if n, err := b.Store.Sweep(context.Background(), retention, 1); err != nil || n != 1 {
+		t.Fatalf("sweep with limit 1 deleted %d (%v), want 1", n, err)
+	}
+	if _, ok := b.Row(t, ID(1)); ok {
+		t.Fatal("a sweep limited to one row left the row processed first")
+	}
+	if n, err := b.Store.Sweep(context.Background(), retention, 10); err != nil {
+		t.Fatalf("sweep: %v", err)
+	} else if want := 2 + btoi(b.FaultByHand == nil); n != want {
+		t.Fatalf("second sweep deleted %d, want %d", n, want)
+	}
+	if b.FaultByHand != nil {
+		if _, ok := b.Row(t, ID(4)); !ok {
+			t.Fatal("a sweep deleted a row an operator faulted")
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// testSweepSkipsLocked holds a lock on an old processed row in another
+// session and sweeps: the sweep must delete the other rows at once, not
+// wait for the lock.
+func testSweepSkipsLocked(t *testing.T, b Backend) {
+	if b.LockElsewhere == nil {
+		t.Skip("the backend's calls are atomic: no lock outlives a call")
+	}
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}))
+	retention := 2 * b.Unit
+	claim(t, b, "a", 10, 10*b.Unit)
+	mark(t, b, "a", ID(1), ID(2))
+	b.Advance(t, retention+b.Unit)
+	release := b.LockElsewhere(t, ID(1))
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	n, err := b.Store.Sweep(ctx, retention, 10)
+	if err != nil {
+		t.Fatalf("sweep beside a row locked elsewhere: %v after %s (it waited on the lock)", err, time.Since(start).Round(time.Millisecond))
+	}
+	if n != 1 {
+		t.Fatalf("sweep beside locked row 1 deleted %d, want 1", n)
+	}
+	if _, ok := b.Row(t, ID(1)); !ok {
+		t.Fatal("the locked row was swept")
+	}
+}
+
+// testStoreClock checks that every time the store writes or reports is its
+// own clock's (the database's) at the call: processed_at, faulted_at, a
+// retry's time, a timed mark's and sweep's time.
+func testStoreClock(t *testing.T, b Backend) {
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}), event(3, "t", time.Time{}))
+	claim(t, b, "a", 10, 10*b.Unit)
+	within := func(what string, got, before, after time.Time) {
+		t.Helper()
+		if got.Before(before.Truncate(time.Microsecond)) || got.After(after) {
+			t.Errorf("%s = %s, want the store's clock at the call, between %s and %s", what, got, before, after)
+		}
+	}
+	before := b.Now(t)
+	res := retry(t, b, "a", ID(1), policy(b, 1))
+	after := b.Now(t)
+	if !res.Applied || !res.Parked {
+		t.Fatalf("retry at the limit = %+v, want applied and parked", res)
+	}
+	if !res.At.IsZero() {
+		within("the retry's time", res.At, before, after)
+	}
+	within("faulted_at of the row parked by its retry", row(t, b, ID(1)).FaultedAt, before, after)
+	b.Advance(t, b.Unit)
+	before = b.Now(t)
+	if ok, err := b.Store.Park(context.Background(), "a", ID(2), "poison"); err != nil || !ok {
+		t.Fatalf("park = %v, %v; want true", ok, err)
+	}
+	after = b.Now(t)
+	within("faulted_at of the parked row", row(t, b, ID(2)).FaultedAt, before, after)
+	b.Advance(t, b.Unit)
+	before = b.Now(t)
+	ts, timed := b.Store.(relay.TimedStore)
+	if timed {
+		got, at, err := ts.MarkAt(context.Background(), "a", []uuid.UUID{ID(3)})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("timed mark = %v, %v; want row 3", got, err)
+		}
+		within("the timed mark's time", at, before, b.Now(t))
+	} else {
+		mark(t, b, "a", ID(3))
+	}
+	after = b.Now(t)
+	within("processed_at", row(t, b, ID(3)).ProcessedAt, before, after)
+	if !timed {
+		return
+	}
+	b.Advance(t, 3*b.Unit)
+	before = b.Now(t)
+	gone, at, err := ts.SweepIDs(context.Background(), 2*b.Unit, 10)
+	if err != nil || !slices.Equal(gone, []uuid.UUID{ID(3)}) {
+		t.Fatalf("timed sweep = %v, %v; want row 3", gone, err)
+	}
+	within("the timed sweep's time", at, before, b.Now(t))
 }
 
 func testStats(t *testing.T, b Backend) {
