@@ -19,6 +19,7 @@ type generatedSummary struct {
 	KilledFast int                        `json:"killed_fast"`
 	KilledAll  int                        `json:"killed_all"`
 	Equivalent int                        `json:"equivalent"`
+	Excluded   int                        `json:"excluded"`
 	Score      float64                    `json:"score"`
 	Seconds    float64                    `json:"seconds"`
 	ByTier     map[string]int             `json:"killed_by_tier"`
@@ -122,7 +123,7 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 	}
 	if o.out != "" {
 		gf := report.GeneratedFile{Meta: meta, Command: command, Generated: sum.Generated, Invalid: sum.Invalid,
-			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Score: sum.Score,
+			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Excluded: sum.Excluded, Score: sum.Score,
 			Seconds: sum.Seconds, ByTier: sum.ByTier, Survivors: sum.Survivors}
 		if err := report.WriteFile(o.out, report.FileGenerated, gf); err != nil {
 			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
@@ -152,22 +153,25 @@ func summarize(outcomes []generated.Outcome) generatedSummary {
 			sum.KilledFast++
 			sum.ByTier[r.Tier]++
 		case generated.StatusSurvived:
-			if strings.HasPrefix(r.Judgement, "equivalent") {
+			switch {
+			case strings.HasPrefix(r.Judgement, "equivalent"):
 				sum.Equivalent++
+			case strings.HasPrefix(r.Judgement, "excluded"):
+				sum.Excluded++
 			}
 			sum.Survivors = append(sum.Survivors, report.GeneratedSurvivor{ID: r.ID, File: r.File, Line: r.Line, Diff: r.Diff, Judgement: r.Judgement})
 		}
 	}
 	sum.KilledAll = sum.KilledFast
-	if n := sum.Generated - sum.Invalid - sum.Equivalent; n > 0 {
+	if n := sum.Generated - sum.Invalid - sum.Equivalent - sum.Excluded; n > 0 {
 		sum.Score = float64(sum.KilledAll) / float64(n)
 	}
 	return sum
 }
 
 func writeGenerated(std *stdio, sum generatedSummary) {
-	fmt.Fprintf(std.out, "generated=%d invalid=%d killed_fast=%d equivalent=%d survivors=%d score=%.1f%% seconds=%.0f\n",
-		sum.Generated, sum.Invalid, sum.KilledFast, sum.Equivalent, len(sum.Survivors), 100*sum.Score, sum.Seconds)
+	fmt.Fprintf(std.out, "generated=%d invalid=%d killed_fast=%d equivalent=%d excluded=%d survivors=%d score=%.1f%% seconds=%.0f\n",
+		sum.Generated, sum.Invalid, sum.KilledFast, sum.Equivalent, sum.Excluded, len(sum.Survivors), 100*sum.Score, sum.Seconds)
 	for t, n := range sum.ByTier {
 		fmt.Fprintf(std.out, "  killed by %s: %d\n", t, n)
 	}

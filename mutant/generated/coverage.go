@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -90,8 +91,37 @@ func coverPkgs() string {
 	return strings.Join(ps, ",")
 }
 
-// coverage is what each tier reaches of the unmutated code.
-type coverage struct{ fakes, sql, unit Coverage }
+// coverage is what each tier reaches of the unmutated code; unit is by
+// test, of the packages unitPackages lists.
+type coverage struct {
+	fakes, sql Coverage
+	unit       []testCoverage
+}
+
+// testCoverage is what one test of a package reaches.
+type testCoverage struct {
+	pkg, test string
+	cov       Coverage
+}
+
+// unitPackages are the packages whose tests meet Go mutants: the mutated
+// packages' own, and the store's behaviour suite.
+func unitPackages() []string { return append(slices.Clone(GoPackages), "relay/storetest") }
+
+// testsReaching returns, for each package, the tests that reach
+// line:col of file; nil when no test does.
+func testsReaching(tcs []testCoverage, file string, line, col int) map[string][]string {
+	var out map[string][]string
+	for _, tc := range tcs {
+		if tc.cov.Reached(file, line, col) {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[tc.pkg] = append(out[tc.pkg], tc.test)
+		}
+	}
+	return out
+}
 
 // measureCoverage runs, on the unmutated code, what a Go mutant meets: the
 // fast tier over opts' seeds, on the fakes and on SQL apart, and the unit
@@ -144,17 +174,36 @@ func measureCoverage(ctx context.Context, opts Options, dir string) (coverage, e
 			return cov, err
 		}
 	}
-	unitProf := filepath.Join(dir, "unit.txt")
-	args := []string{"test", "-short", "-count=1", "-skip", unitSkip, "-coverpkg=" + coverPkgs(), "-coverprofile=" + unitProf}
-	for _, d := range GoPackages {
-		args = append(args, "./"+d+"/")
-	}
-	args = append(args, "./relay/storetest/")
-	if err := run([]string{"OUTBOX_TEST_DATABASE_URL=" + srv.AdminURL()}, "go", args...); err != nil {
-		return cov, err
-	}
-	if cov.unit, err = parseProfile(unitProf); err != nil {
-		return cov, err
+	// The unit tier, test by test: each test's reach decides which tests
+	// a mutant meets.
+	for _, pkg := range unitPackages() {
+		tbin := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_")+".cover.test")
+		if err := run(nil, "go", "test", "-c", "-cover", "-coverpkg="+coverPkgs(), "-o", tbin, "./"+pkg+"/"); err != nil {
+			return cov, err
+		}
+		cmd := exec.CommandContext(ctx, tbin, "-test.list", ".")
+		cmd.Dir = filepath.Join(opts.Root, pkg)
+		out, err := cmd.Output()
+		if err != nil {
+			return cov, fmt.Errorf("coverage: listing the tests of %s: %w", pkg, err)
+		}
+		for i, name := range strings.Fields(string(out)) {
+			if !strings.HasPrefix(name, "Test") || "^"+name+"$" == unitSkip {
+				continue
+			}
+			prof := filepath.Join(dir, fmt.Sprintf("%s.%d.txt", strings.ReplaceAll(pkg, "/", "_"), i))
+			cmd := exec.CommandContext(ctx, tbin, "-test.short", "-test.count=1", "-test.run", "^"+name+"$", "-test.coverprofile="+prof)
+			cmd.Dir = filepath.Join(opts.Root, pkg)
+			cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+srv.AdminURL())
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return cov, fmt.Errorf("coverage: %s %s on the unmutated code: %v: %s", pkg, name, err, lastLines(string(out), 8))
+			}
+			c, err := parseProfile(prof)
+			if err != nil {
+				return cov, err
+			}
+			cov.unit = append(cov.unit, testCoverage{pkg: pkg, test: name, cov: c})
+		}
 	}
 	return cov, nil
 }

@@ -151,6 +151,18 @@ func TestEquivalentFile(t *testing.T) {
 			t.Errorf("equivalent.txt judges %s, which is not generated any more", id)
 		}
 	}
+	ex, err := Excluded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range ex {
+		if !ids[id] {
+			t.Errorf("excluded.txt judges %s, which is not generated any more", id)
+		}
+		if _, both := eq[id]; both {
+			t.Errorf("%s is judged both equivalent and excluded", id)
+		}
+	}
 	if _, err := parseEquivalent([]byte("an id without a reason\n")); err == nil {
 		t.Error("a line without a tab parsed")
 	}

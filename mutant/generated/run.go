@@ -34,7 +34,8 @@ type Outcome struct {
 	Mutant
 	Status string `json:"status"`
 	Kill
-	// Judgement is a survivor's: "equivalent: <reason>" or "gap".
+	// Judgement is a survivor's: "equivalent: <reason>", "excluded:
+	// <reason>" or "gap".
 	Judgement string `json:"judgement,omitempty"`
 }
 
@@ -55,7 +56,10 @@ type Options struct {
 
 	// fastCov and unitCov are what the worker command's fast tier and the
 	// unit tier reach of the unmutated code (nil: everything).
-	fakeCov, sqlCov, unitCov Coverage
+	fakeCov, sqlCov Coverage
+	// unitCov is nil when nothing was measured: then every test runs.
+	unitCov  []testCoverage
+	measured bool
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +89,15 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	ex, err := Excluded()
+	if err != nil {
+		return nil, err
+	}
+	for id := range ex {
+		if _, both := eq[id]; both {
+			return nil, fmt.Errorf("mutant %s is judged both equivalent and excluded", id)
+		}
+	}
 	tmp, err := os.MkdirTemp("", "outboxlab-genmut-")
 	if err != nil {
 		return nil, fmt.Errorf("generated mutants: %w", err)
@@ -96,7 +109,7 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 			if err != nil {
 				return nil, err
 			}
-			opts.fakeCov, opts.sqlCov, opts.unitCov = cov.fakes, cov.sql, cov.unit
+			opts.fakeCov, opts.sqlCov, opts.unitCov, opts.measured = cov.fakes, cov.sql, cov.unit, true
 			break
 		}
 	}
@@ -130,6 +143,8 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 					o.Judgement = "gap"
 					if r, ok := eq[o.ID]; ok {
 						o.Judgement = "equivalent: " + r
+					} else if r, ok := ex[o.ID]; ok {
+						o.Judgement = "excluded: " + r
 					}
 				}
 				out[i] = o
@@ -339,7 +354,15 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	// its seeds when the fakes never reach the line (a path only a
 	// PostgreSQL store takes), or in a file of PostgreSQL code.
 	onSQL := w.opts.sqlCov.Reached(m.File, m.Line, m.Col) && (!onFakes || pgFiles[m.File])
-	unitReached := w.opts.unitCov.Reached(m.File, m.Line, m.Col)
+	pkgDir := path.Dir(m.File)
+	tests := map[string][]string{pkgDir: nil} // nil: every test
+	if storeFiles[m.File] {
+		tests["relay/storetest"] = nil
+	}
+	if w.opts.measured {
+		tests = testsReaching(w.opts.unitCov, m.File, m.Line, m.Col)
+	}
+	unitReached := len(tests) > 0
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return o, fmt.Errorf("preparing the overlay: %w", err)
 	}
@@ -358,7 +381,6 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	}
 	// One build of the mutated package's test binary serves the fast
 	// tier (its TestMain runs it, see WorkerMain) and the unit tier.
-	pkgDir := path.Dir(m.File)
 	bin := filepath.Join(w.dir, path.Base(pkgDir)+".test")
 	if outp, err := w.goCmd(ctx, "test", "-c", "-overlay", overlay, "-o", bin, "./"+pkgDir+"/"); err != nil {
 		if ctx.Err() != nil {
@@ -385,25 +407,34 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 		if _, err := w.backend(ctx); err != nil {
 			return o, err
 		}
-		cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout=5m", "-test.skip", unitSkip)
-		cmd.Dir = filepath.Join(root, pkgDir)
-		cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
-		outp, err := cmd.CombinedOutput()
-		if ctx.Err() != nil {
-			return o, ctx.Err()
+		env := append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
+		if names, ok := tests[pkgDir]; ok {
+			cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout=5m", "-test.skip", unitSkip, "-test.run", runPattern(names))
+			cmd.Dir = filepath.Join(root, pkgDir)
+			cmd.Env = env
+			outp, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				return o, ctx.Err()
+			}
+			if err != nil {
+				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkgDir+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
+			}
 		}
-		if err != nil {
-			k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkgDir+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
-		} else if storeFiles[m.File] {
-			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", "./relay/storetest/"}
+		for pkg, names := range tests {
+			if pkg == pkgDir || k.Tier != "" {
+				continue
+			}
+			// Another package's tests (the store's suite) meet the
+			// mutated file through their own build.
+			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", "-run", runPattern(names), "./" + pkg + "/"}
 			cmd := exec.CommandContext(ctx, "go", args...)
 			cmd.Dir = w.opts.Root
-			cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
+			cmd.Env = env
 			if outp, err := cmd.CombinedOutput(); err != nil {
 				if ctx.Err() != nil {
 					return o, ctx.Err()
 				}
-				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./relay/storetest/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
+				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkg+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
 			}
 		}
 	}
@@ -426,6 +457,15 @@ var (
 	pgFiles    = map[string]bool{StoreFile: true, "relay/listen.go": true, InboxFile: true}
 	storeFiles = map[string]bool{StoreFile: true, "relay/seam.go": true}
 )
+
+// runPattern is the -test.run pattern of names; every test when names is
+// empty.
+func runPattern(names []string) string {
+	if len(names) == 0 {
+		return "."
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
+}
 
 // failedTests names the failing top-level tests of a test binary's output.
 func failedTests(outp []byte) string {
