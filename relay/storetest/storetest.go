@@ -694,9 +694,20 @@ func testStoreClock(t *testing.T, b Backend) {
 }
 
 func testStats(t *testing.T, b Backend) {
+	stats := func() relay.Stats {
+		t.Helper()
+		st, err := b.Store.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := stats(); st != (relay.Stats{}) {
+		t.Fatalf("stats of an empty table = %+v, want zeros", st)
+	}
 	now := b.Now(t)
 	b.Stage(t, event(1, "t", now.Add(-time.Hour)), event(2, "t", now.Add(-2*time.Hour)),
-		event(3, "t", now.Add(-30*time.Minute)), event(4, "t", now.Add(-10*time.Minute)))
+		event(3, "t", now.Add(-30*time.Minute)), event(4, "t", now.Add(-10*time.Minute)), event(5, "t", now.Add(-5*time.Minute)))
 	lease := 10 * b.Unit
 	claim(t, b, "a", 2, lease) // 2 and 1
 	mark(t, b, "a", ID(1))
@@ -704,11 +715,8 @@ func testStats(t *testing.T, b Backend) {
 		t.Fatal("park failed")
 	}
 	claim(t, b, "a", 1, lease) // 3, leased
-	st, err := b.Store.Stats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := relay.Stats{Pending: 2, Eligible: 1, Faulted: 1, Processed: 1}
+	st := stats()
+	want := relay.Stats{Pending: 3, Eligible: 2, Faulted: 1, Processed: 1}
 	got := st
 	got.OldestEligibleAge = 0
 	if got != want {
@@ -717,5 +725,22 @@ func testStats(t *testing.T, b Backend) {
 	// The oldest eligible row is 4, occurred 10 minutes before now.
 	if st.OldestEligibleAge < 10*time.Minute || st.OldestEligibleAge > 10*time.Minute+time.Minute {
 		t.Fatalf("oldest eligible age = %s, want about 10m", st.OldestEligibleAge)
+	}
+	// Every lease runs out: row 3 is eligible again; the processed and
+	// the parked row, whose leases ran out too, are neither.
+	b.Advance(t, lease+b.Unit)
+	st = stats()
+	got = st
+	got.OldestEligibleAge = 0
+	if want := (relay.Stats{Pending: 3, Eligible: 3, Faulted: 1, Processed: 1}); got != want {
+		t.Fatalf("stats after the leases ran out = %+v, want %+v", st, want)
+	}
+	if age := 30*time.Minute + lease + b.Unit; st.OldestEligibleAge < age || st.OldestEligibleAge > age+time.Minute {
+		t.Fatalf("oldest eligible age after the leases ran out = %s, want about %s (row 3's)", st.OldestEligibleAge, age)
+	}
+	// Nothing eligible: no age.
+	claim(t, b, "a", 10, lease)
+	if st := stats(); st.Eligible != 0 || st.OldestEligibleAge != 0 {
+		t.Fatalf("stats with every pending row leased = %+v, want no eligible row and no age", st)
 	}
 }
