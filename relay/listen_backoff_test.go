@@ -3,12 +3,17 @@ package relay_test
 import (
 	"context"
 	"net"
+	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv/pgserver"
 )
 
 // fakeDB accepts connections and either closes each at once (a database
@@ -105,6 +110,10 @@ func TestListenBacksOff(t *testing.T) {
 		{"defaults", relay.ListenConfig{}, 1600 * time.Millisecond, 4, 7},
 		// 0, 40, 120, 280, 440, ...: 13 in 2 s; without the cap 6.
 		{"given", relay.ListenConfig{MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond}, 2 * time.Second, 9, 25},
+		// A maximum equal to the minimum holds the backoff there: every
+		// 50 ms, 20 in 1 s; were it taken for a maximum below the
+		// minimum (5 s), 5.
+		{"maximum equal to the minimum", relay.ListenConfig{MinBackoff: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, time.Second, 12, 22},
 		// A maximum below the minimum is the larger of 5 s and the
 		// minimum: 0, 300, 900 ms.
 		{"maximum below the minimum", relay.ListenConfig{MinBackoff: 300 * time.Millisecond, MaxBackoff: time.Millisecond}, 1200 * time.Millisecond, 2, 4},
@@ -132,5 +141,107 @@ func TestListenConnectTimeout(t *testing.T) {
 	listenFor(t, short.start(t, true), relay.ListenConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond, ConnectTimeout: 100 * time.Millisecond}, time.Second)
 	if n := short.count(); n < 3 {
 		t.Errorf("dialed %d times in 1 s with a connect timeout of 100 ms, want several", n)
+	}
+}
+
+// TestListenOnPostgreSQL runs the listener against a real PostgreSQL (the
+// local binaries, under -short too): it wakes once connected, on each
+// NOTIFY of its table's channel, keeps one connection through quiet
+// health intervals, listens again with a wake-up after its backend is
+// terminated, and closes its channel when ctx ends.
+func TestListenOnPostgreSQL(t *testing.T) {
+	srv := pgserver.StartT(t)
+	u, err := url.Parse(srv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", "listen-test")
+	u.RawQuery = q.Encode()
+	table := outbox.MustParseTable("outbox")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake, err := relay.Listen(ctx, u.String(), table, relay.ListenConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		HealthInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectWake := func(what string) {
+		t.Helper()
+		select {
+		case _, ok := <-wake:
+			if !ok {
+				t.Fatalf("%s: the wake channel closed", what)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no wake-up within 5 s", what)
+		}
+	}
+	admin, err := pgx.Connect(ctx, srv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	backends := func() []int {
+		t.Helper()
+		rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = 'listen-test' ORDER BY pid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	notify := func() {
+		t.Helper()
+		if _, err := admin.Exec(ctx, `SELECT pg_notify($1, '')`, table.Channel()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectWake("connected")
+	first := backends()
+	if len(first) != 1 {
+		t.Fatalf("listener backends %v, want one", first)
+	}
+	notify()
+	expectWake("a notification")
+	// Ten quiet health intervals: pinged, never reconnected.
+	time.Sleep(500 * time.Millisecond)
+	if got := backends(); !slices.Equal(got, first) {
+		t.Fatalf("listener backends %v after quiet health intervals, want %v (no reconnect)", got, first)
+	}
+	select {
+	case <-wake:
+		t.Fatal("a wake-up with no notification and no reconnect")
+	default:
+	}
+	notify()
+	expectWake("a notification after the health checks")
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, first[0]); err != nil {
+		t.Fatal(err)
+	}
+	expectWake("listening again after the backend was terminated")
+	deadline := time.Now().Add(5 * time.Second)
+	for got := backends(); len(got) != 1 || got[0] == first[0]; got = backends() {
+		if time.Now().After(deadline) {
+			t.Fatalf("listener backends %v, want one new one", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	notify()
+	expectWake("a notification on the new connection")
+	cancel()
+	select {
+	case _, ok := <-wake:
+		if ok {
+			// a pending wake-up; the close follows
+			if _, ok := <-wake; ok {
+				t.Fatal("the wake channel stayed open after ctx ended")
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake channel was not closed within 5 s of ctx ending")
 	}
 }
