@@ -245,3 +245,52 @@ func TestListenOnPostgreSQL(t *testing.T) {
 		t.Fatal("the wake channel was not closed within 5 s of ctx ending")
 	}
 }
+
+// TestListenQuietByDefault: with the default health interval (30 s) a
+// listener on a quiet channel sends the database nothing for a while:
+// its backend's last query stays the LISTEN.
+func TestListenQuietByDefault(t *testing.T) {
+	srv := pgserver.StartT(t)
+	u, err := url.Parse(srv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", "listen-quiet")
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake, err := relay.Listen(ctx, u.String(), outbox.MustParseTable("outbox"), relay.ListenConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up once connected")
+	}
+	admin, err := pgx.Connect(ctx, srv.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	last := func() (string, time.Time) {
+		t.Helper()
+		var (
+			query string
+			at    time.Time
+		)
+		if err := admin.QueryRow(ctx, `SELECT query, query_start FROM pg_stat_activity WHERE application_name = 'listen-quiet'`).Scan(&query, &at); err != nil {
+			t.Fatal(err)
+		}
+		return query, at
+	}
+	q0, at0 := last()
+	time.Sleep(300 * time.Millisecond)
+	if q1, at1 := last(); q1 != q0 || !at1.Equal(at0) {
+		t.Fatalf("the quiet listener sent %q at %s after %q at %s, want nothing within 300 ms", q1, at1, q0, at0)
+	}
+	cancel()
+	for range wake {
+	}
+}
