@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,6 +247,43 @@ func TestFileRecordsLifetimes(t *testing.T) {
 	}
 	if len(lives[1].Ops) != 1 || !lives[1].Stopped() || lives[1].Torn != "" {
 		t.Errorf("second lifetime = %+v, want one stop record", lives[1])
+	}
+
+	// A file that ends with a whole line gets no blank line before the
+	// next lifetime's header.
+	fr3, err := OpenFileRecords(path, "relay-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fr3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "\n\n") {
+		t.Errorf("a blank line after a whole one:\n%s", b)
+	}
+}
+
+// TestConfirmOutcome checks how each confirm error is recorded.
+func TestConfirmOutcome(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		typ     oplog.Type
+		confirm string
+	}{
+		{nil, oplog.OK, oplog.ConfirmAck},
+		{fmt.Errorf("x: %w", ErrNacked), oplog.Fail, oplog.ConfirmNack},
+		{fmt.Errorf("x: %w", ErrReturned), oplog.Fail, oplog.ConfirmReturn},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), oplog.Info, oplog.ConfirmTimeout},
+		{fmt.Errorf("x: %w", ErrBrokerUnavailable), oplog.Info, oplog.ConfirmClosed},
+		{errors.New("something else"), oplog.Fail, ""},
+	} {
+		if typ, confirm := confirmOutcome(c.err); typ != c.typ || confirm != c.confirm {
+			t.Errorf("confirmOutcome(%v) = %v, %q; want %v, %q", c.err, typ, confirm, c.typ, c.confirm)
+		}
 	}
 }
 
