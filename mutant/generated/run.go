@@ -409,7 +409,7 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 		}
 		env := append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
 		if names, ok := tests[pkgDir]; ok {
-			cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout=5m", "-test.skip", unitSkip, "-test.run", runPattern(names))
+			cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout="+unitTimeout.String(), "-test.skip", unitSkip, "-test.run", runPattern(names))
 			cmd.Dir = filepath.Join(root, pkgDir)
 			cmd.Env = env
 			outp, err := cmd.CombinedOutput()
@@ -426,7 +426,7 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 			}
 			// Another package's tests (the store's suite) meet the
 			// mutated file through their own build.
-			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", "-run", runPattern(names), "./" + pkg + "/"}
+			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", unitTimeout.String(), "-run", runPattern(names), "./" + pkg + "/"}
 			cmd := exec.CommandContext(ctx, "go", args...)
 			cmd.Dir = w.opts.Root
 			cmd.Env = env
@@ -495,7 +495,7 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// A mutant may loop forever: the fast tier's bound is generous.
-	timer := time.AfterFunc(5*time.Minute, func() { _ = cmd.Process.Kill() })
+	timer := time.AfterFunc(fastTimeout, func() { _ = cmd.Process.Kill() })
 	err := cmd.Run()
 	timedOut := !timer.Stop()
 	if ctx.Err() != nil {
@@ -504,7 +504,7 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 	var k Kill
 	switch {
 	case timedOut:
-		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within 5 minutes"}
+		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within " + fastTimeout.String()}
 	case err != nil:
 		// The mutated code broke the harness itself (a panic, a hang
 		// the worker caught): the fast tier failed it.
@@ -516,6 +516,16 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 	}
 	return k, nil
 }
+
+// fastTimeout and unitTimeout bound a mutant's fast tier and its unit
+// tests: on the unmutated code the fast tier takes some 10 s here and the
+// slowest package's -short tests some 30 s, so a mutant past the bound
+// hangs (a loop that no longer ends, a wait that never returns), which
+// fails it: a timed-out test binary exits non-zero.
+const (
+	fastTimeout = 2 * time.Minute
+	unitTimeout = 90 * time.Second
+)
 
 // unitSkip are the tests the unit tier leaves out of a Go mutant's
 // packages: relay's test of the SQL tier's own sensitivity runs the SQL
