@@ -196,6 +196,12 @@ func testClaimOldestFirst(t *testing.T, b Backend) {
 	if rest := claim(t, b, "a", 10, lease); len(rest) != 0 {
 		t.Fatalf("third claim = %v, want nothing", ids(rest))
 	}
+	// Every lease runs out: one claim takes all four back, in order, the
+	// two of one instant by id.
+	b.Advance(t, lease+b.Unit)
+	if all := claim(t, b, "b", 10, lease); !slices.Equal(ids(all), []uuid.UUID{ID(3), ID(1), ID(2), ID(4)}) {
+		t.Fatalf("claim of every row = %v, want %v", ids(all), []uuid.UUID{ID(3), ID(1), ID(2), ID(4)})
+	}
 }
 
 func testClaimSkipsLeased(t *testing.T, b Backend) {
