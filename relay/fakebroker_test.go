@@ -169,3 +169,38 @@ func TestFakeBrokerTopology(t *testing.T) {
 		t.Errorf("q still bound with %v after Remove", got)
 	}
 }
+
+// TestFakeBrokerFailover: with a cluster's two nodes in its URL, the
+// publisher dials the first; when that connection is lost it tries the
+// other node first, although the first still answers.
+func TestFakeBrokerFailover(t *testing.T) {
+	a, b := amqptest.Start(t), amqptest.Start(t)
+	for _, n := range []*amqptest.Server{a, b} {
+		if err := (relay.Topology{Exchange: "events", Queue: "q", BindingKey: "#"}).Declare(context.Background(), n.URL()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: a.URL() + "," + b.URL(), Exchange: "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := fakePublish(t, p, "e1", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Published()) != 1 || len(b.Published()) != 0 {
+		t.Fatalf("first publish reached node a %d and node b %d times, want a once", len(a.Published()), len(b.Published()))
+	}
+	a.DropConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 2; len(b.Published()) == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no publish reached node b after node a's connection was lost (a took %d)", len(a.Published()))
+		}
+		_ = fakePublish(t, p, fmt.Sprintf("e%d", i), "t")
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(a.Published()); n != 1 {
+		t.Errorf("node a took %d publishes, want only the first: the lost node is tried last", n)
+	}
+}
