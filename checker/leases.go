@@ -22,6 +22,10 @@ import (
 //     before the end of the lease P's latest claim of it took, and no
 //     other relay claimed the row between that claim and the mark (on
 //     the database clock);
+//   - with Config.Lease, a claim's recorded lease (locked_until minus
+//     locked_at, both on the database clock) is the declared lease, to
+//     the millisecond: a lease computed from another clock, or in
+//     another unit, shows there at the first claim;
 //   - with Features.Fenced, a write the relay reports fenced (Meta.Fenced
 //     on a Mark ok) left the rows it names out of its ok, so the
 //     lost-lease count is what the fence kept.
@@ -62,6 +66,13 @@ func (a *analysis) leases() Result {
 				continue
 			}
 			claims++
+			if l := a.cfg.Lease; l > 0 {
+				v.counts["claim_leases_checked"]++
+				if d := ev.until.Sub(ev.at) - l; d > leaseSlack || d < -leaseSlack {
+					v.offend(id, "claimed by %s at #%d at %s for %s on the database clock (until %s); the relay declares a lease of %s",
+						ev.op.Process, ev.op.Index, fmtDB(ev.at), ev.until.Sub(ev.at), fmtDB(ev.until), l)
+				}
+			}
 			if i == 0 {
 				continue
 			}
@@ -116,5 +127,9 @@ func (a *analysis) leases() Result {
 	}
 	return v.result(fmt.Sprintf("%d claims against the leases before them, %d marks against their own lease, on the database clock", claims, marks))
 }
+
+// leaseSlack is how far a claim's recorded lease may stray from the
+// declared one: the database's clock has microseconds, records keep them.
+const leaseSlack = time.Millisecond
 
 func fmtDB(t time.Time) string { return t.UTC().Format("15:04:05.000000") }

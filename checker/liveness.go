@@ -17,6 +17,9 @@ import (
 // harness's clock, so these times compare. An event applied but with no
 // timed record (an effect only) counts as delivered in time ("untimed").
 // Counts["drain_ms"] is the time from the phase to the last first delivery.
+// With Features.Stages, a delivered event whose row the final state shows
+// still pending (neither processed nor faulted) fails too: the drain ended
+// with a backlog, which the relay would publish again for ever.
 func Liveness(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).liveness() }
 
 func (a *analysis) liveness() Result {
@@ -37,6 +40,11 @@ func (a *analysis) liveness() Result {
 		switch {
 		case !e.delivered(a.cfg.BrokerOnly):
 			v.offend(id, "never delivered after the liveness phase at #%d: %s", a.livePhase.Index, e.fate())
+		case a.cfg.Features.Stages && e.row != nil && e.row.ProcessedAt == nil && e.row.FaultedAt == nil:
+			// Delivered, but the backlog never drained: the row is still
+			// pending, so it will be published again, and again.
+			v.counts["still_pending"]++
+			v.offend(id, "delivered, but its outbox row is still pending at the end of the run (never marked processed): the backlog did not drain")
 		case !timed:
 			v.counts["untimed"]++
 		default:

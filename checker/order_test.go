@@ -68,6 +68,8 @@ func TestFencing(t *testing.T) {
 
 func TestLiveness(t *testing.T) {
 	bound := Config{LivenessBound: 5 * time.Second, Poison: map[string]bool{"p1": true}}
+	staged := bound
+	staged.Features.Stages = true
 	runCases(t, Liveness, []checkCase{
 		{
 			name: "drained within the bound",
@@ -97,6 +99,21 @@ func TestLiveness(t *testing.T) {
 				relay("relay-a", "e1").consume("consumer-1", "e1").h(),
 			cfg:   bound,
 			valid: true,
+		},
+		{
+			name: "delivered, and its row processed",
+			h: build().commit("producer-1", "e1").phase(history.PhaseLiveness).
+				relay("relay-a", "e1").consume("consumer-1", "e1").h(),
+			s:   State{Outbox: map[string]RowState{"e1": {ID: "e1", ProcessedAt: &t0}}},
+			cfg: staged, valid: true,
+		},
+		{
+			name: "delivered, but its row never marked: the backlog did not drain",
+			h: build().commit("producer-1", "e1", "e2").phase(history.PhaseLiveness).
+				relay("relay-a", "e1", "e2").consume("consumer-1", "e1").consume("consumer-1", "e2").h(),
+			s:         State{Outbox: map[string]RowState{"e1": {ID: "e1", ProcessedAt: &t0}, "e2": {ID: "e2"}}},
+			cfg:       staged,
+			offending: []string{"e2"},
 		},
 		{
 			name: "an effect without an apply record counts, untimed",

@@ -201,3 +201,31 @@ func TestSweepFromRecords(t *testing.T) {
 		{name: "swept with a short cutoff", h: h(2*time.Hour, time.Minute), cfg: cfg, valid: false, offending: []string{"e1"}},
 	})
 }
+
+// TestClaimLeaseFromRecords: a claim's recorded lease must be the
+// declared one, as a lease computed on the database clock is; one taken
+// from a skewed application clock (locked_until = app clock + lease) shows
+// the skew there.
+func TestClaimLeaseFromRecords(t *testing.T) {
+	declared := fenced()
+	declared.Lease = lease
+	runCases(t, Leases, []checkCase{
+		{
+			name: "leased for the declared lease",
+			h:    build().commit("p", "e1").claimAt("relay-a", db, "e1").publish("relay-a", "e1").markAt("relay-a", db.Add(time.Second), "e1").h(),
+			cfg:  declared, valid: true,
+		},
+		{
+			name: "leased from a skewed clock",
+			h: build().commit("p", "e1").invoke("relay-a", history.Claim).
+				rec("relay-a", history.OK, history.Claim, history.Meta{DBTime: db, Until: db.Add(lease - 5*time.Minute)}, "e1").h(),
+			cfg: declared, valid: false, offending: []string{"e1"},
+		},
+		{
+			name: "no declared lease: lengths unchecked",
+			h: build().commit("p", "e1").invoke("relay-a", history.Claim).
+				rec("relay-a", history.OK, history.Claim, history.Meta{DBTime: db, Until: db.Add(lease - 5*time.Minute)}, "e1").h(),
+			cfg: fenced(), valid: true,
+		},
+	})
+}

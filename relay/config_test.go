@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -30,4 +31,73 @@ func TestValidateNamesTheFields(t *testing.T) {
 	if err := (Config{RelayID: "r"}).WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
+}
+
+// TestWithDefaults checks every default the fields document, and that a
+// field set (even to a value Validate refuses) is kept.
+func TestWithDefaults(t *testing.T) {
+	c := Config{RelayID: "r"}.WithDefaults()
+	want := Config{RelayID: "r", PollInterval: 5 * time.Second, BatchSize: 100, Lease: 120 * time.Second, MaxAttempts: 5,
+		BackoffBase: 30 * time.Second, BackoffMax: time.Hour, Retention: 7 * 24 * time.Hour, SweepBatch: 500,
+		SweepInterval: time.Minute, PublishTimeout: 10 * time.Second, StoreTimeout: 30 * time.Second, PublishWindow: 100}
+	if c.Now == nil {
+		t.Error("no default clock")
+	}
+	c.Now = nil
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults\n%+v, want\n%+v", c, want)
+	}
+	set := Config{RelayID: "r", PollInterval: -1, BatchSize: -1, Lease: 1, MaxAttempts: 1, BackoffBase: 1, BackoffMax: 1,
+		Retention: 1, SweepBatch: 1, SweepInterval: 1, PublishTimeout: 1, StoreTimeout: 1, PublishWindow: 1}
+	got := set.WithDefaults()
+	got.Now = nil
+	if !reflect.DeepEqual(got, set) {
+		t.Errorf("set fields changed: %+v, want %+v", got, set)
+	}
+}
+
+// TestValidateBoundaries checks each rule of Validate at its boundary.
+func TestValidateBoundaries(t *testing.T) {
+	ok := func(c Config) Config { return c.WithDefaults() }
+	fields := func(err error) [][]string {
+		var out [][]string
+		for _, e := range unwrapAll(err) {
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				out = append(out, fe.Fields)
+			}
+		}
+		return out
+	}
+	long := string(make([]byte, 200))
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want [][]string // nil: valid
+	}{
+		{"relay id of 200 bytes", ok(Config{RelayID: long}), nil},
+		{"relay id of 201 bytes", ok(Config{RelayID: long + "x"}), [][]string{{"RelayID"}}},
+		{"backoff max equal to its base", ok(Config{RelayID: "r", BackoffBase: time.Minute, BackoffMax: time.Minute}), nil},
+		{"lease twice the publish timeout", ok(Config{RelayID: "r", Lease: 20 * time.Second, PublishTimeout: 10 * time.Second}), [][]string{{"Lease", "PublishTimeout"}}},
+		{"lease just over twice the publish timeout", ok(Config{RelayID: "r", Lease: 20*time.Second + 1, PublishTimeout: 10 * time.Second}), nil},
+		{"every field zero but the id", Config{RelayID: "r"}, [][]string{{"PollInterval"}, {"Lease"}, {"BackoffBase"}, {"BackoffMax"},
+			{"Retention"}, {"SweepInterval"}, {"PublishTimeout"}, {"StoreTimeout"}, {"BatchSize"}, {"MaxAttempts"}, {"SweepBatch"}, {"PublishWindow"}}},
+		{"smallest positive values", Config{RelayID: "r", PollInterval: 1, Lease: 3, BackoffBase: 1, BackoffMax: 1, Retention: 1, SweepInterval: 1,
+			PublishTimeout: 1, StoreTimeout: 1, BatchSize: 1, MaxAttempts: 1, SweepBatch: 1, PublishWindow: 1}, nil},
+	} {
+		if got := fields(tc.c.Validate()); !slices.EqualFunc(got, tc.want, func(a, b []string) bool { return slices.Equal(a, b) }) {
+			t.Errorf("%s: Validate reports %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// unwrapAll flattens errors.Join.
+func unwrapAll(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -29,4 +30,18 @@ func (s *PGStore) EditSQL(stmt, old, new string) error {
 	}
 	*q = strings.ReplaceAll(*q, old, new)
 	return nil
+}
+
+// Settings returns the configuration the publisher runs with, defaults
+// applied, and its delivery options.
+func (p *AMQPPublisher) Settings() (AMQPConfig, PublishOptions) { return p.cfg, p.opts }
+
+// DialAny dials the nodes of urls from start, as the publisher does, and
+// returns the index of the node that answered or every node's error.
+func DialAny(ctx context.Context, cfg AMQPConfig, urls []string, start int) (int, error) {
+	s, k, err := dialAny(ctx, cfg, urls, start)
+	if s != nil {
+		s.close()
+	}
+	return k, err
 }

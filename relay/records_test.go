@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,6 +248,43 @@ func TestFileRecordsLifetimes(t *testing.T) {
 	if len(lives[1].Ops) != 1 || !lives[1].Stopped() || lives[1].Torn != "" {
 		t.Errorf("second lifetime = %+v, want one stop record", lives[1])
 	}
+
+	// A file that ends with a whole line gets no blank line before the
+	// next lifetime's header.
+	fr3, err := OpenFileRecords(path, "relay-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fr3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "\n\n") {
+		t.Errorf("a blank line after a whole one:\n%s", b)
+	}
+}
+
+// TestConfirmOutcome checks how each confirm error is recorded.
+func TestConfirmOutcome(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		typ     oplog.Type
+		confirm string
+	}{
+		{nil, oplog.OK, oplog.ConfirmAck},
+		{fmt.Errorf("x: %w", ErrNacked), oplog.Fail, oplog.ConfirmNack},
+		{fmt.Errorf("x: %w", ErrReturned), oplog.Fail, oplog.ConfirmReturn},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), oplog.Info, oplog.ConfirmTimeout},
+		{fmt.Errorf("x: %w", ErrBrokerUnavailable), oplog.Info, oplog.ConfirmClosed},
+		{errors.New("something else"), oplog.Fail, ""},
+	} {
+		if typ, confirm := confirmOutcome(c.err); typ != c.typ || confirm != c.confirm {
+			t.Errorf("confirmOutcome(%v) = %v, %q; want %v, %q", c.err, typ, confirm, c.typ, c.confirm)
+		}
+	}
 }
 
 // BenchmarkTickRecords drains a batch of 100 rows per tick through fakes
@@ -295,5 +334,83 @@ func BenchmarkTickRecords(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 		})
+	}
+}
+
+// timedStore is a fakeStore that tells the database time of its marks
+// and sweeps, as PGStore does.
+type timedStore struct {
+	fakeStore
+	at       time.Time
+	markedAt int
+}
+
+func (s *timedStore) MarkAt(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, time.Time, error) {
+	s.markedAt++
+	got, err := s.Mark(ctx, owner, ids)
+	return got, s.at, err
+}
+
+func (s *timedStore) SweepIDs(ctx context.Context, retention time.Duration, limit int) ([]uuid.UUID, time.Time, error) {
+	_, err := s.Sweep(ctx, retention, limit)
+	return nil, s.at, err
+}
+
+// TestRelayRecordsDatabaseTimes: with records, a store that tells its
+// database time (TimedStore) is asked for it, and the mark's record
+// carries it; without records the relay never asks, as the time would go
+// nowhere.
+func TestRelayRecordsDatabaseTimes(t *testing.T) {
+	db := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, withRecords := range []bool{true, false} {
+		rows := rowsOf(2)
+		store := &timedStore{at: db}
+		store.claim = func(_ context.Context, n int) ([]Row, error) {
+			if n == 1 {
+				return rows, nil
+			}
+			return nil, nil
+		}
+		rec := &memRecords{}
+		opts := Options{SerialStore: true}
+		if withRecords {
+			opts.Records = rec
+		}
+		r, err := New(Config{RelayID: "relay-a", BatchSize: 10}, store, &hookPublisher{}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !withRecords {
+			if store.markedAt != 0 {
+				t.Errorf("without records the relay asked the store for its time %d times", store.markedAt)
+			}
+			continue
+		}
+		var mark *oplog.Op
+		for _, op := range rec.all() {
+			if op.F == oplog.Mark && op.Type == oplog.OK {
+				mark = &op
+			}
+		}
+		if mark == nil || !mark.DBTime.Equal(db) || len(mark.Events) != 2 {
+			t.Errorf("mark ok record %v, want the 2 rows marked at %s", mark, db)
+		}
+	}
+}
+
+// TestNewRefusesMissingParts: a relay needs a store and a publisher.
+func TestNewRefusesMissingParts(t *testing.T) {
+	cfg := Config{RelayID: "r"}
+	if _, err := New(cfg, nil, &hookPublisher{}, Options{}); err == nil {
+		t.Error("New accepted a nil store")
+	}
+	if _, err := New(cfg, &fakeStore{}, nil, Options{}); err == nil {
+		t.Error("New accepted a nil publisher")
+	}
+	if _, err := New(Config{}, &fakeStore{}, &hookPublisher{}, Options{}); err == nil {
+		t.Error("New accepted a configuration without a relay id")
 	}
 }

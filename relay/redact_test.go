@@ -15,6 +15,9 @@ func TestRedactURL(t *testing.T) {
 		{"host=db user=app password=s3cret dbname=app", "host=db user=app password=xxxxx dbname=app"},
 		{"host=db password='s3 cret' dbname=app", "host=db password=xxxxx dbname=app"},
 		{"amqp://guest:s3cret@broker:port/", "amqp://xxxxx@broker:port/"},
+		// Unparsable, with the scheme's separator first and an empty user.
+		{"://guest:s3cret@broker/", "://xxxxx@broker/"},
+		{"a b://@broker/", "a b://xxxxx@broker/"},
 	} {
 		if got := RedactURL(tc.in); got != tc.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
@@ -34,6 +37,11 @@ func TestRedactError(t *testing.T) {
 	clean := errors.New("connection refused")
 	if got := RedactError(clean, url); got != clean {
 		t.Errorf("an error without secrets should pass unchanged, got %v", got)
+	}
+	// The password alone in an error's text, the URL parsed.
+	parsed := "amqp://guest:s3cret@broker:5672/"
+	if err := RedactError(errors.New("login as guest with s3cret refused"), parsed); strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error leaks the password of a URL that parses: %v", err)
 	}
 	if RedactError(nil, url) != nil {
 		t.Error("RedactError(nil) should be nil")

@@ -227,13 +227,17 @@ type GeneratedFile struct {
 	// Generated counts the mutants run; Invalid those that did not
 	// compile or prepare; KilledFast those the fast tier killed;
 	// KilledAll those any tier killed (the fast tier alone when no
-	// container tier ran); Equivalent the survivors judged equivalent.
+	// container tier ran); Equivalent the survivors judged equivalent;
+	// Excluded the survivors in code that no tier checks by design (a log
+	// line), listed with the reason.
 	Generated  int `json:"generated"`
 	Invalid    int `json:"invalid"`
 	KilledFast int `json:"killed_fast"`
 	KilledAll  int `json:"killed_all"`
 	Equivalent int `json:"equivalent"`
-	// Score is KilledAll over the mutants neither invalid nor equivalent.
+	Excluded   int `json:"excluded"`
+	// Score is KilledAll over the mutants neither invalid, equivalent nor
+	// excluded.
 	Score float64 `json:"score"`
 	// Seconds is the sweep's wall time.
 	Seconds   float64             `json:"seconds"`

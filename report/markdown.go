@@ -163,8 +163,8 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		g := b.Generated
 		sectionMeta(&s, g.Meta, meta)
 		fmt.Fprintf(&s, "%s: %d generated, %d invalid (do not compile or prepare), %d killed by the fast tier, %d killed by any tier run, "+
-			"%d equivalent; mutation score %.1f%% (killed over neither invalid nor equivalent); %.0f s.\n\n",
-			mdCode(g.Command), g.Generated, g.Invalid, g.KilledFast, g.KilledAll, g.Equivalent, 100*g.Score, g.Seconds)
+			"%d equivalent, %d excluded (code no tier checks by design); mutation score %.1f%% (killed over neither invalid, equivalent nor excluded); %.0f s.\n\n",
+			mdCode(g.Command), g.Generated, g.Invalid, g.KilledFast, g.KilledAll, g.Equivalent, g.Excluded, 100*g.Score, g.Seconds)
 		if len(g.ByTier) > 0 {
 			var tiers []string
 			for t := range g.ByTier {

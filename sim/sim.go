@@ -532,6 +532,7 @@ func (w *world) checkerConfig() checker.Config {
 	stages := w.v.mode() == workload.Outbox
 	return checker.Config{
 		Retention:   cfg.Retention,
+		Lease:       cfg.Lease,
 		MaxAttempts: cfg.MaxAttempts,
 		// The store backs a row off by Backoff(attempts before the
 		// failure), as relay.PGStore does; the checker asks for the delay

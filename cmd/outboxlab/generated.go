@@ -19,6 +19,7 @@ type generatedSummary struct {
 	KilledFast int                        `json:"killed_fast"`
 	KilledAll  int                        `json:"killed_all"`
 	Equivalent int                        `json:"equivalent"`
+	Excluded   int                        `json:"excluded"`
 	Score      float64                    `json:"score"`
 	Seconds    float64                    `json:"seconds"`
 	ByTier     map[string]int             `json:"killed_by_tier"`
@@ -37,8 +38,10 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 		return usageErr(std, "mutants", "--sim-seeds and --sql-seeds must be at least 1")
 	case o.workers < 1 || o.workers > 2:
 		return usageErr(std, "mutants", "--workers must be 1 or 2, not %d", o.workers)
-	case o.tier != "sim" || len(o.mutants) > 0 || o.shard != "":
-		return usageErr(std, "mutants", "--generated takes no --tier, --mutant or --shard")
+	case o.tier != "sim" || o.shard != "":
+		return usageErr(std, "mutants", "--generated takes no --tier or --shard")
+	case len(o.mutants) > 0 && o.sample > 0:
+		return usageErr(std, "mutants", "--generated takes --mutant or --sample, not both")
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -60,9 +63,26 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 			ms = append(ms, m)
 		}
 	}
+	if len(o.mutants) > 0 {
+		byID := map[string]generated.Mutant{}
+		for _, m := range ms {
+			byID[m.ID] = m
+		}
+		ms = ms[:0:0]
+		for _, id := range o.mutants {
+			m, ok := byID[id]
+			if !ok {
+				return usageErr(std, "mutants", "--mutant %q: no generated mutant of --kind %s has that id", id, o.kind)
+			}
+			ms = append(ms, m)
+		}
+	}
 	ms = generated.Sample(ms, o.sample, seed)
 	command := fmt.Sprintf("%s mutants --generated --kind %s --sample %d --seed %d --sim-seeds %d --sql-seeds %d",
 		replayPrefix, o.kind, o.sample, seed, o.simSeeds, o.sqlSeeds)
+	for _, id := range o.mutants {
+		command += " --mutant " + shellQuote(id)
+	}
 	if !o.json {
 		fmt.Fprintf(std.out, "SEED=%d generated=%d (of %d) sim-seeds=%d sql-seeds=%d workers=%d\n", seed, len(ms), len(all), o.simSeeds, o.sqlSeeds, o.workers)
 	}
@@ -103,7 +123,7 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 	}
 	if o.out != "" {
 		gf := report.GeneratedFile{Meta: meta, Command: command, Generated: sum.Generated, Invalid: sum.Invalid,
-			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Score: sum.Score,
+			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Excluded: sum.Excluded, Score: sum.Score,
 			Seconds: sum.Seconds, ByTier: sum.ByTier, Survivors: sum.Survivors}
 		if err := report.WriteFile(o.out, report.FileGenerated, gf); err != nil {
 			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
@@ -133,22 +153,25 @@ func summarize(outcomes []generated.Outcome) generatedSummary {
 			sum.KilledFast++
 			sum.ByTier[r.Tier]++
 		case generated.StatusSurvived:
-			if strings.HasPrefix(r.Judgement, "equivalent") {
+			switch {
+			case strings.HasPrefix(r.Judgement, "equivalent"):
 				sum.Equivalent++
+			case strings.HasPrefix(r.Judgement, "excluded"):
+				sum.Excluded++
 			}
 			sum.Survivors = append(sum.Survivors, report.GeneratedSurvivor{ID: r.ID, File: r.File, Line: r.Line, Diff: r.Diff, Judgement: r.Judgement})
 		}
 	}
 	sum.KilledAll = sum.KilledFast
-	if n := sum.Generated - sum.Invalid - sum.Equivalent; n > 0 {
+	if n := sum.Generated - sum.Invalid - sum.Equivalent - sum.Excluded; n > 0 {
 		sum.Score = float64(sum.KilledAll) / float64(n)
 	}
 	return sum
 }
 
 func writeGenerated(std *stdio, sum generatedSummary) {
-	fmt.Fprintf(std.out, "generated=%d invalid=%d killed_fast=%d equivalent=%d survivors=%d score=%.1f%% seconds=%.0f\n",
-		sum.Generated, sum.Invalid, sum.KilledFast, sum.Equivalent, len(sum.Survivors), 100*sum.Score, sum.Seconds)
+	fmt.Fprintf(std.out, "generated=%d invalid=%d killed_fast=%d equivalent=%d excluded=%d survivors=%d score=%.1f%% seconds=%.0f\n",
+		sum.Generated, sum.Invalid, sum.KilledFast, sum.Equivalent, sum.Excluded, len(sum.Survivors), 100*sum.Score, sum.Seconds)
 	for t, n := range sum.ByTier {
 		fmt.Fprintf(std.out, "  killed by %s: %d\n", t, n)
 	}
@@ -175,4 +198,13 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plain
+// characters: generated mutant ids hold spaces and angle brackets.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -21,7 +21,7 @@ func mutantsVerb() verb {
 	return verb{
 		name:    "mutants",
 		summary: "run the mutant catalogue and print which checker kills which mutant",
-		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--json] [--out DIR]",
+		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N | --mutant ID...] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--json] [--out DIR]",
 		about: `Runs the reference relay and every mutant of the catalogue (realistic relay
 bugs: publish before commit, mark before publish, no lease, ...) or the ones
 named by --mutant under the harness, and prints the kill matrix: for each
@@ -45,14 +45,20 @@ mutants.json.
 of the store and the inbox, and Go operator mutants of relay/ and
 consumer/ (--kind chooses), each run against the fast tier (the
 simulation on the fakes over --sim-seeds seeds, the SQL-faithful tier over
---sql-seeds, then the mutated package's tests with -short; no containers)
-by --workers workers (at most 2), and prints per mutant the tier, checker
-and seed that killed it and the seconds it took; a mutant that does not
-compile or prepare is invalid, not killed. --sample N runs N of them
-chosen by --seed (default 1). With --json it prints {"generated",
+--sql-seeds, the store's behaviour suite on PostgreSQL under a simulated
+clock, then the tests with -short that reach the mutated line; a tier
+that does not reach the line on the unmutated code is left out; no
+containers, one local PostgreSQL server per worker) by --workers workers
+(at most 2), stopping at the first kill, and prints per mutant the tier,
+checker and seed that killed it and the seconds it took; a mutant that
+does not compile or prepare is invalid, not killed. --sample N runs N of them
+chosen by --seed (default 1); --mutant ID runs the generated mutant with
+that id (repeat for several), as a survivor's replay does. With --json it prints {"generated",
 "killed_fast", "killed_all", "equivalent", "survivors": [{"id", "file",
 "line", "diff", "judgement"}], ...}; survivors are judged by
-mutant/generated/equivalent.txt, the others are gaps. --out DIR writes
+mutant/generated/equivalent.txt (equivalent) and excluded.txt (a log
+line is all they change: counted apart and out of the score), the others
+are gaps. --out DIR writes
 generated.json. A gap makes the command exit 1.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &mutantsOptions{}

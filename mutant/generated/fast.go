@@ -15,6 +15,9 @@ const (
 	TierSim  = "sim"  // the simulation on the fakes
 	TierSQL  = "sql"  // the SQL-faithful simulation
 	TierUnit = "unit" // the mutated package's tests with -short
+	// TierStore is the store's behaviour suite (relay/storetest) on
+	// PostgreSQL under a simulated clock, run on a SQL mutant's statements.
+	TierStore = "store"
 )
 
 // Kill is what the fast tier did to the code it ran: Tier is empty when

@@ -19,7 +19,8 @@
 //
 // A mutant that does not compile (or, for SQL, does not prepare) is
 // reported as invalid, never as killed. A survivor is equivalent when
-// equivalent.txt gives the reason; any other survivor is a gap.
+// equivalent.txt gives the reason, excluded when excluded.txt does (code
+// that no tier checks by design: a log line); any other survivor is a gap.
 package generated
 
 import (
@@ -54,6 +55,8 @@ type Mutant struct {
 	// Line is the mutated line of File (0 when a SQL fragment could not
 	// be located).
 	Line int `json:"line"`
+	// Col is a Go mutant's column on Line.
+	Col int `json:"col,omitempty"`
 	// Operator names the mutation operator.
 	Operator string `json:"operator"`
 	// Diff is the mutated line before and after, "- old\n+ new".
@@ -108,6 +111,16 @@ func Sample(ms []Mutant, n int, seed uint64) []Mutant {
 
 //go:embed equivalent.txt
 var equivalentTxt []byte
+
+//go:embed excluded.txt
+var excludedTxt []byte
+
+// Excluded returns the judgements of excluded.txt: mutant id to the
+// reason no tier checks the mutated code by design (it changes a log
+// line and nothing else). Same format as equivalent.txt.
+func Excluded() (map[string]string, error) {
+	return parseEquivalent(excludedTxt)
+}
 
 // Equivalent returns the judgements of equivalent.txt: mutant id to the
 // reason the mutant behaves as the original does. Each line is an id, a

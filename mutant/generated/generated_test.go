@@ -151,14 +151,28 @@ func TestEquivalentFile(t *testing.T) {
 			t.Errorf("equivalent.txt judges %s, which is not generated any more", id)
 		}
 	}
+	ex, err := Excluded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range ex {
+		if !ids[id] {
+			t.Errorf("excluded.txt judges %s, which is not generated any more", id)
+		}
+		if _, both := eq[id]; both {
+			t.Errorf("%s is judged both equivalent and excluded", id)
+		}
+	}
 	if _, err := parseEquivalent([]byte("an id without a reason\n")); err == nil {
 		t.Error("a line without a tab parsed")
 	}
 }
 
 // TestGeneratedSample runs a fixed sample of generated mutants through the
-// fast tier, as make test does: three whose verdict is known (a flipped
-// lease comparison in the claim, killed by the SQL tier; the claim's outer
+// fast tier, as make test does: five whose verdict is known (a flipped
+// lease comparison in the claim, killed by the SQL tier; a negated
+// predicate of the backlog statistics, killed by the store's suite; a
+// publisher default's boundary, killed by a unit test; the claim's outer
 // ORDER BY dropped, survived and judged equivalent since Claim sorts
 // again; a RETURNING column dropped, invalid as the statement no longer
 // prepares) and a seeded draw of SQL and Go mutants. Each must get a
@@ -177,6 +191,15 @@ func TestGeneratedSample(t *testing.T) {
 		"relay/postgres.go:claim:cmp-flip@138":       StatusKilled,
 		"relay/postgres.go:claim:drop-order-by@617":  StatusSurvived,
 		"relay/postgres.go:claim:drop-returning@400": StatusInvalid,
+		// Killed by the store's suite, which the SQL tier does not reach
+		// (the backlog statistics), and by a unit test.
+		"relay/postgres.go:stats:negate@31":                             StatusKilled,
+		"relay/amqp.go:NewAMQPPublisher:CONDITIONALS_BOUNDARY:+11:21:<": StatusKilled,
+	}
+	knownTier := map[string]string{
+		"relay/postgres.go:claim:cmp-flip@138":                          TierSQL,
+		"relay/postgres.go:stats:negate@31":                             TierStore,
+		"relay/amqp.go:NewAMQPPublisher:CONDITIONALS_BOUNDARY:+11:21:<": TierUnit,
 	}
 	var sqlMs, goMs, ms []Mutant
 	for _, m := range all {
@@ -205,6 +228,9 @@ func TestGeneratedSample(t *testing.T) {
 	for _, o := range out {
 		if want, ok := known[o.ID]; ok && o.Status != want {
 			t.Errorf("%s: %s, want %s", o.ID, o.Status, want)
+		}
+		if want, ok := knownTier[o.ID]; ok && o.Tier != want {
+			t.Errorf("%s: killed by tier %q, want %q", o.ID, o.Tier, want)
 		}
 		switch o.Status {
 		case StatusKilled:

@@ -81,6 +81,7 @@ func goFileMutants(root, path string) ([]Mutant, error) {
 			Kind:     KindGo,
 			File:     rel,
 			Line:     p.Line,
+			Col:      p.Column,
 			Operator: op,
 			Diff:     lineDiff(string(src), off, off+len(old), repl),
 			Source:   mutated,

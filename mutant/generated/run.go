@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,8 @@ type Outcome struct {
 	Mutant
 	Status string `json:"status"`
 	Kill
-	// Judgement is a survivor's: "equivalent: <reason>" or "gap".
+	// Judgement is a survivor's: "equivalent: <reason>", "excluded:
+	// <reason>" or "gap".
 	Judgement string `json:"judgement,omitempty"`
 }
 
@@ -51,6 +53,13 @@ type Options struct {
 	Workers int
 	// Log, when set, is told each outcome as it is known.
 	Log func(Outcome)
+
+	// fastCov and unitCov are what the worker command's fast tier and the
+	// unit tier reach of the unmutated code (nil: everything).
+	fakeCov, sqlCov Coverage
+	// unitCov is nil when nothing was measured: then every test runs.
+	unitCov  []testCoverage
+	measured bool
 }
 
 func (o Options) withDefaults() Options {
@@ -80,11 +89,30 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	ex, err := Excluded()
+	if err != nil {
+		return nil, err
+	}
+	for id := range ex {
+		if _, both := eq[id]; both {
+			return nil, fmt.Errorf("mutant %s is judged both equivalent and excluded", id)
+		}
+	}
 	tmp, err := os.MkdirTemp("", "outboxlab-genmut-")
 	if err != nil {
 		return nil, fmt.Errorf("generated mutants: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	for _, m := range ms {
+		if m.Kind == KindGo {
+			cov, err := measureCoverage(ctx, opts, filepath.Join(tmp, "coverage"))
+			if err != nil {
+				return nil, err
+			}
+			opts.fakeCov, opts.sqlCov, opts.unitCov, opts.measured = cov.fakes, cov.sql, cov.unit, true
+			break
+		}
+	}
 	out := make([]Outcome, len(ms))
 	next := make(chan int)
 	var (
@@ -115,6 +143,8 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 					o.Judgement = "gap"
 					if r, ok := eq[o.ID]; ok {
 						o.Judgement = "equivalent: " + r
+					} else if r, ok := ex[o.ID]; ok {
+						o.Judgement = "excluded: " + r
 					}
 				}
 				out[i] = o
@@ -154,7 +184,10 @@ type worker struct {
 	dir  string
 	srv  *pgserver.Server
 	sql  *sim.SQL
-	bin  string // the unmutated worker binary's path, once built
+	// storeSuite is the test binary of relay/storetest, built on first
+	// use: the store's behaviour suite that a SQL mutant of the store
+	// meets after the SQL tier.
+	storeSuite string
 }
 
 func (w *worker) close() {
@@ -193,11 +226,11 @@ func (w *worker) run(ctx context.Context, m Mutant) (Outcome, error) {
 // the statements.
 func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
+	start := time.Now()
 	b, err := w.backend(ctx)
 	if err != nil {
 		return o, err
 	}
-	start := time.Now()
 	if err := b.Check(ctx, m.SQL); err != nil {
 		var serr interface{ SQLState() string }
 		if !errors.As(err, &serr) {
@@ -234,6 +267,17 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	if err != nil {
 		return o, err
 	}
+	if k.Tier == "" && m.File == StoreFile {
+		q := relay.NewPGStore(nil, sim.SQLTable).Statements()
+		*q.Ref(m.Stmt) = m.SQL
+		sk, err := w.runStoreSuite(ctx, q)
+		if err != nil {
+			return o, err
+		}
+		sk.Seeds, sk.Seconds = k.Seeds, k.Seconds
+		k = sk
+	}
+	k.Seconds = time.Since(start).Seconds()
 	o.Kill = k
 	o.Status = StatusSurvived
 	if k.Tier != "" {
@@ -242,11 +286,83 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	return o, nil
 }
 
+// StoreSuiteTest is the test of relay/storetest that runs the store's
+// behaviour suite on PostgreSQL under a simulated clock, with the
+// statements a JSON file names (StoreSuiteStatementsEnv).
+const (
+	StoreSuiteTest          = "TestPGStoreSimulatedClock"
+	StoreSuiteStatementsEnv = "OUTBOX_STORETEST_STATEMENTS"
+)
+
+// runStoreSuite runs the store's behaviour suite with the statements q on
+// the worker's server; a failing case kills the mutant.
+func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill, error) {
+	if _, err := w.backend(ctx); err != nil {
+		return Kill{}, err
+	}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return Kill{}, fmt.Errorf("preparing the store suite: %w", err)
+	}
+	if w.storeSuite == "" {
+		bin := filepath.Join(w.dir, "storetest.test")
+		if outp, err := w.goCmd(ctx, "test", "-c", "-o", bin, "./relay/storetest/"); err != nil {
+			return Kill{}, fmt.Errorf("building the store suite: %v: %s", err, lastLines(string(outp), 8))
+		}
+		w.storeSuite = bin
+	}
+	b, _ := json.Marshal(q)
+	f := filepath.Join(w.dir, "statements.json")
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		return Kill{}, fmt.Errorf("writing the statements: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, w.storeSuite, "-test.short", "-test.v", "-test.count=1", "-test.run", "^"+StoreSuiteTest+"$")
+	cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL(), StoreSuiteStatementsEnv+"="+f)
+	outp, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return Kill{}, ctx.Err()
+	}
+	if err == nil {
+		if !bytes.Contains(outp, []byte("--- PASS: "+StoreSuiteTest+" (")) {
+			return Kill{}, fmt.Errorf("the store suite did not run: %s", lastLines(string(outp), 8))
+		}
+		return Kill{}, nil
+	}
+	var failed []string
+	for _, l := range strings.Split(string(outp), "\n") {
+		l = strings.TrimSpace(l)
+		if c, ok := strings.CutPrefix(l, "--- FAIL: "+StoreSuiteTest+"/"); ok {
+			c, _, _ = strings.Cut(c, " ")
+			failed = append(failed, c)
+		}
+	}
+	checker := strings.Join(failed, ",")
+	if checker == "" {
+		checker = "storetest"
+	}
+	return Kill{Tier: TierStore, Checker: checker, Detail: shorten(lastLines(string(outp), 8), 300)}, nil
+}
+
 // runGo builds the worker command with the mutated file in an overlay,
 // runs its fast tier, then the mutated package's tests.
 func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
 	start := time.Now()
+	onFakes := w.opts.fakeCov.Reached(m.File, m.Line, m.Col)
+	// The SQL tier runs the same relay loop as the fakes: it is worth
+	// its seeds when the fakes never reach the line (a path only a
+	// PostgreSQL store takes), or in a file of PostgreSQL code.
+	onSQL := w.opts.sqlCov.Reached(m.File, m.Line, m.Col) && (!onFakes || pgFiles[m.File])
+	pkgDir := path.Dir(m.File)
+	tests := map[string][]string{pkgDir: nil} // nil: every test
+	if storeFiles[m.File] {
+		tests["relay/storetest"] = nil
+	}
+	if w.opts.measured {
+		tests = testsReaching(w.opts.unitCov, m.File, m.Line, m.Col)
+	}
+	unitReached := len(tests) > 0
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return o, fmt.Errorf("preparing the overlay: %w", err)
 	}
@@ -263,8 +379,10 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
 		return o, fmt.Errorf("writing the overlay: %w", err)
 	}
-	bin := filepath.Join(w.dir, "mutantworker")
-	if outp, err := w.goCmd(ctx, "build", "-overlay", overlay, "-o", bin, "./cmd/mutantworker"); err != nil {
+	// One build of the mutated package's test binary serves the fast
+	// tier (its TestMain runs it, see WorkerMain) and the unit tier.
+	bin := filepath.Join(w.dir, path.Base(pkgDir)+".test")
+	if outp, err := w.goCmd(ctx, "test", "-c", "-overlay", overlay, "-o", bin, "./"+pkgDir+"/"); err != nil {
 		if ctx.Err() != nil {
 			return o, ctx.Err()
 		}
@@ -272,38 +390,56 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 		o.Seconds = time.Since(start).Seconds()
 		return o, nil
 	}
-	cmd := exec.CommandContext(ctx, bin, "-sim-seeds", fmt.Sprint(w.opts.SimSeeds), "-sql-seeds", fmt.Sprint(w.opts.SQLSeeds),
-		"-seed", fmt.Sprint(w.opts.FirstSeed))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// A mutant may loop forever: the fast tier's bound is generous.
-	timer := time.AfterFunc(5*time.Minute, func() { _ = cmd.Process.Kill() })
-	err = cmd.Run()
-	timedOut := !timer.Stop()
-	if ctx.Err() != nil {
-		return o, ctx.Err()
-	}
 	var k Kill
-	switch {
-	case timedOut:
-		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within 5 minutes"}
-	case err != nil:
-		// The mutated code broke the harness itself (a panic, a hang
-		// the worker caught): the fast tier failed it.
-		k = Kill{Tier: TierSim, Checker: "crash", Detail: shorten(stderr.String(), 300)}
-	default:
-		if err := json.Unmarshal(stdout.Bytes(), &k); err != nil {
-			return o, fmt.Errorf("reading the worker's verdict %q: %w", stdout.String(), err)
+	if onFakes || onSQL {
+		a := WorkerArgs{Seed: w.opts.FirstSeed}
+		if onFakes {
+			a.SimSeeds = w.opts.SimSeeds
+		}
+		if onSQL {
+			a.SQLSeeds = w.opts.SQLSeeds
+		}
+		if k, err = w.runWorker(ctx, bin, filepath.Join(root, pkgDir), a); err != nil {
+			return o, err
 		}
 	}
-	if k.Tier == "" {
-		pkg := "./" + path.Dir(m.File) + "/"
-		if outp, err := w.goCmd(ctx, "test", "-overlay", overlay, "-short", "-count=1", "-timeout", "5m", pkg); err != nil {
+	if k.Tier == "" && unitReached {
+		if _, err := w.backend(ctx); err != nil {
+			return o, err
+		}
+		env := append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
+		if names, ok := tests[pkgDir]; ok {
+			cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout="+unitTimeout.String(), "-test.skip", unitSkip, "-test.run", runPattern(names))
+			cmd.Dir = filepath.Join(root, pkgDir)
+			cmd.Env = env
+			outp, err := cmd.CombinedOutput()
 			if ctx.Err() != nil {
 				return o, ctx.Err()
 			}
-			k.Tier, k.Checker, k.Detail = TierUnit, "go test "+pkg, shorten(lastLines(string(outp), 8), 300)
+			if err != nil {
+				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkgDir+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
+			}
 		}
+		for pkg, names := range tests {
+			if pkg == pkgDir || k.Tier != "" {
+				continue
+			}
+			// Another package's tests (the store's suite) meet the
+			// mutated file through their own build.
+			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", unitTimeout.String(), "-run", runPattern(names), "./" + pkg + "/"}
+			cmd := exec.CommandContext(ctx, "go", args...)
+			cmd.Dir = w.opts.Root
+			cmd.Env = env
+			if outp, err := cmd.CombinedOutput(); err != nil {
+				if ctx.Err() != nil {
+					return o, ctx.Err()
+				}
+				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkg+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
+			}
+		}
+	}
+	if k.Tier == "" && !onFakes && !onSQL && !unitReached {
+		k.Detail = "unreached: neither the simulation (fakes, SQL) nor the unit tests run this line of the unmutated code"
 	}
 	k.Seconds = time.Since(start).Seconds()
 	o.Kill = k
@@ -313,6 +449,89 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	}
 	return o, nil
 }
+
+// pgFiles are the Go files of PostgreSQL code, whose mutants the SQL tier
+// runs even where the fakes reach the line; storeFiles those of the store,
+// whose mutants meet the store's behaviour suite too.
+var (
+	pgFiles    = map[string]bool{StoreFile: true, "relay/listen.go": true, InboxFile: true}
+	storeFiles = map[string]bool{StoreFile: true, "relay/seam.go": true}
+)
+
+// runPattern is the -test.run pattern of names; every test when names is
+// empty.
+func runPattern(names []string) string {
+	if len(names) == 0 {
+		return "."
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
+}
+
+// failedTests names the failing top-level tests of a test binary's output.
+func failedTests(outp []byte) string {
+	var names []string
+	for _, l := range strings.Split(string(outp), "\n") {
+		if n, ok := strings.CutPrefix(l, "--- FAIL: "); ok {
+			n, _, _ = strings.Cut(n, " ")
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// runWorker runs the fast tier in bin, a mutant's test binary, on the
+// worker's server and returns its verdict.
+func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (Kill, error) {
+	// The worker's server serves the mutant's SQL tier too: nothing else
+	// runs on it meanwhile.
+	if _, err := w.backend(ctx); err != nil {
+		return Kill{}, err
+	}
+	a.PGURL = w.srv.AdminURL()
+	env, _ := json.Marshal(a)
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), WorkerEnv+"="+string(env))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A mutant may loop forever: the fast tier's bound is generous.
+	timer := time.AfterFunc(fastTimeout, func() { _ = cmd.Process.Kill() })
+	err := cmd.Run()
+	timedOut := !timer.Stop()
+	if ctx.Err() != nil {
+		return Kill{}, ctx.Err()
+	}
+	var k Kill
+	switch {
+	case timedOut:
+		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within " + fastTimeout.String()}
+	case err != nil:
+		// The mutated code broke the harness itself (a panic, a hang
+		// the worker caught): the fast tier failed it.
+		k = Kill{Tier: TierSim, Checker: "crash", Detail: shorten(stderr.String(), 300)}
+	default:
+		if err := json.Unmarshal(stdout.Bytes(), &k); err != nil {
+			return Kill{}, fmt.Errorf("reading the worker's verdict %q: %w", stdout.String(), err)
+		}
+	}
+	return k, nil
+}
+
+// fastTimeout and unitTimeout bound a mutant's fast tier and its unit
+// tests: on the unmutated code the fast tier takes some 10 s here and the
+// slowest package's -short tests some 30 s, so a mutant past the bound
+// hangs (a loop that no longer ends, a wait that never returns), which
+// fails it: a timed-out test binary exits non-zero.
+const (
+	fastTimeout = 2 * time.Minute
+	unitTimeout = 90 * time.Second
+)
+
+// unitSkip are the tests the unit tier leaves out of a Go mutant's
+// packages: relay's test of the SQL tier's own sensitivity runs the SQL
+// tier on edited statements, which the worker has just run on the mutated
+// code.
+const unitSkip = "^TestSQLTierSeesStatementRegressions$"
 
 func (w *worker) goCmd(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)

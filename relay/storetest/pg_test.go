@@ -2,7 +2,6 @@ package storetest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -39,24 +37,7 @@ func TestPGStore(t *testing.T) {
 			}
 			return n
 		}
-		return storetest.Backend{
-			Store: s,
-			Stage: func(t testing.TB, events ...outbox.Event) {
-				t.Helper()
-				ctx := context.Background()
-				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					for _, e := range events {
-						if err := outbox.Stage(ctx, tx, table, e, outbox.StageOptions{}); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatalf("staging: %v", err)
-				}
-			},
-			Now: now,
+		return pgBackend(s, pool, table, storetest.Backend{
 			Advance: func(t testing.TB, d time.Duration) {
 				t.Helper()
 				until := now(t).Add(d)
@@ -68,39 +49,8 @@ func TestPGStore(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			},
-			Row: func(t testing.TB, id uuid.UUID) (storetest.Row, bool) {
-				t.Helper()
-				var (
-					r                               storetest.Row
-					processed, faulted, lockedUntil *time.Time
-					lockedBy                        *string
-				)
-				err := pool.QueryRow(context.Background(),
-					`SELECT processed_at, faulted_at, attempts, locked_by, locked_until, occurred_at FROM `+table.Ident()+` WHERE id = $1`, id).
-					Scan(&processed, &faulted, &r.Attempts, &lockedBy, &lockedUntil, &r.OccurredAt)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return r, false
-				}
-				if err != nil {
-					t.Fatalf("reading row %s: %v", id, err)
-				}
-				if processed != nil {
-					r.ProcessedAt = *processed
-				}
-				if faulted != nil {
-					r.FaultedAt = *faulted
-				}
-				if lockedUntil != nil {
-					r.LockedUntil = *lockedUntil
-				}
-				if lockedBy != nil {
-					r.LockedBy = *lockedBy
-				}
-				return r, true
-			},
-			Unit:       time.Second,
-			Concurrent: true,
-		}
+			Unit: time.Second,
+		})
 	})
 }
 

@@ -55,6 +55,19 @@ type Backend struct {
 	// Concurrent says the store may be called from several goroutines at
 	// once; the suite then races claims against each other.
 	Concurrent bool
+	// LockElsewhere, when set, locks row id in a transaction of another
+	// session (another replica's claim in flight) and returns what
+	// releases it. Nil for a backend whose calls are atomic.
+	LockElsewhere func(t testing.TB, id uuid.UUID) (release func())
+	// Rewrite, when set, rewrites row id without changing a value, as an
+	// operator's no-op UPDATE or a vacuum moving it does: the row takes
+	// another place in the table, so that a statement without its ORDER
+	// BY meets rows in another order than their times'. Nil: the backend
+	// keeps no physical order.
+	Rewrite func(t testing.TB, id uuid.UUID)
+	// FaultByHand, when set, sets faulted_at on row id as an operator
+	// parking a row by hand does, whatever state the row is in.
+	FaultByHand func(t testing.TB, id uuid.UUID)
 }
 
 // Run runs every case; newBackend is called once per case.
@@ -67,12 +80,17 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"ClaimSkipsLeasedTakesExpired", testClaimSkipsLeased},
 		{"TwoOwnersNeverShareARow", testTwoOwners},
 		{"ConcurrentClaimsAreDisjoint", testConcurrentClaims},
+		{"ClaimSkipsRowsLockedElsewhere", testClaimSkipsLocked},
 		{"MarkIsFenced", testMarkFenced},
 		{"RetryBacksOff", testRetryBacksOff},
 		{"RetryParksAtMaxAttempts", testRetryParks},
 		{"RetryAndParkAreFenced", testRetryParkFenced},
+		{"WritesTouchOnlyPendingRows", testWritesOnlyPending},
 		{"ParkUnknownType", testParkUnknownType},
 		{"SweepOnlyOldProcessedRows", testSweep},
+		{"SweepOldestFirstNeverFaulted", testSweepOrder},
+		{"SweepSkipsRowsLockedElsewhere", testSweepSkipsLocked},
+		{"TimesAreTheStoreClock", testStoreClock},
 		{"Stats", testStats},
 	}
 	for _, c := range cases {
@@ -178,6 +196,12 @@ func testClaimOldestFirst(t *testing.T, b Backend) {
 	if rest := claim(t, b, "a", 10, lease); len(rest) != 0 {
 		t.Fatalf("third claim = %v, want nothing", ids(rest))
 	}
+	// Every lease runs out: one claim takes all four back, in order, the
+	// two of one instant by id.
+	b.Advance(t, lease+b.Unit)
+	if all := claim(t, b, "b", 10, lease); !slices.Equal(ids(all), []uuid.UUID{ID(3), ID(1), ID(2), ID(4)}) {
+		t.Fatalf("claim of every row = %v, want %v", ids(all), []uuid.UUID{ID(3), ID(1), ID(2), ID(4)})
+	}
 }
 
 func testClaimSkipsLeased(t *testing.T, b Backend) {
@@ -270,6 +294,70 @@ func testConcurrentClaims(t *testing.T, b Backend) {
 	wg.Wait()
 	if len(seen) != rows {
 		t.Fatalf("%d rows claimed, want %d", len(seen), rows)
+	}
+}
+
+// testClaimSkipsLocked holds a lock on the oldest row in another session,
+// as a replica's claim in flight does, and claims: the claim must take the
+// next rows at once, neither wait for the lock (FOR UPDATE without SKIP
+// LOCKED) nor take the locked row (no FOR UPDATE: the update would wait,
+// then take it over).
+func testClaimSkipsLocked(t *testing.T, b Backend) {
+	if b.LockElsewhere == nil {
+		t.Skip("the backend's calls are atomic: no lock outlives a call")
+	}
+	now := b.Now(t)
+	b.Stage(t, event(1, "t", now.Add(-3*time.Minute)), event(2, "t", now.Add(-2*time.Minute)), event(3, "t", now.Add(-time.Minute)))
+	release := b.LockElsewhere(t, ID(1))
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := b.Store.Claim(ctx, "a", 2, 10*b.Unit)
+	if err != nil {
+		t.Fatalf("claim beside a row locked elsewhere: %v after %s (it waited on the lock)", err, time.Since(start).Round(time.Millisecond))
+	}
+	if !slices.Equal(ids(got), []uuid.UUID{ID(2), ID(3)}) {
+		t.Fatalf("claimed %v beside locked row 1, want [%s %s]", ids(got), ID(2), ID(3))
+	}
+	release()
+	if got := claim(t, b, "b", 10, 10*b.Unit); !slices.Equal(ids(got), []uuid.UUID{ID(1)}) {
+		t.Fatalf("after the lock went, b claimed %v, want [%s]", ids(got), ID(1))
+	}
+}
+
+// testWritesOnlyPending checks that a lease holder's mark, retry and park
+// change only pending rows: a row it already parked or marked stays as it
+// is, under a lease that is still live.
+func testWritesOnlyPending(t *testing.T, b Backend) {
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}))
+	lease := 10 * b.Unit
+	p := policy(b, 5)
+	claim(t, b, "a", 10, lease)
+	if ok, err := b.Store.Park(context.Background(), "a", ID(1), "poison"); err != nil || !ok {
+		t.Fatalf("park = %v, %v; want true", ok, err)
+	}
+	if got := mark(t, b, "a", ID(2)); !slices.Equal(got, []uuid.UUID{ID(2)}) {
+		t.Fatalf("a marked %v, want [%s]", got, ID(2))
+	}
+	parked, marked := row(t, b, ID(1)), row(t, b, ID(2))
+	b.Advance(t, b.Unit)
+	for _, id := range []uuid.UUID{ID(1), ID(2)} {
+		if res := retry(t, b, "a", id, p); res.Applied {
+			t.Errorf("retry of row %s, no longer pending, applied: %+v", id, res)
+		}
+		if ok, err := b.Store.Park(context.Background(), "a", id, "again"); err != nil || ok {
+			t.Errorf("park of row %s, no longer pending = %v, %v; want false", id, ok, err)
+		}
+	}
+	if got := mark(t, b, "a", ID(1), ID(2)); len(got) != 0 {
+		t.Errorf("mark of rows no longer pending marked %v", got)
+	}
+	if r := row(t, b, ID(1)); r != parked {
+		t.Errorf("parked row changed by later writes: %+v, was %+v", r, parked)
+	}
+	if r := row(t, b, ID(2)); r != marked {
+		t.Errorf("processed row changed by later writes: %+v, was %+v", r, marked)
 	}
 }
 
@@ -480,10 +568,152 @@ func testSweep(t *testing.T, b Backend) {
 	}
 }
 
+// testSweepOrder checks that a sweep limited to fewer rows than are due
+// deletes the rows processed first, whatever their place in the table,
+// and never a faulted row, even one an operator faulted after it was
+// processed.
+func testSweepOrder(t *testing.T, b Backend) {
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}), event(3, "t", time.Time{}), event(4, "t", time.Time{}))
+	lease := 10 * b.Unit
+	retention := 2 * b.Unit
+	claim(t, b, "a", 10, lease)
+	mark(t, b, "a", ID(1))
+	b.Advance(t, b.Unit/2)
+	mark(t, b, "a", ID(2), ID(4))
+	b.Advance(t, b.Unit/2)
+	mark(t, b, "a", ID(3))
+	if b.Rewrite != nil {
+		// Row 1, processed first, now lies after the others.
+		b.Rewrite(t, ID(1))
+	}
+	if b.FaultByHand != nil {
+		b.FaultByHand(t, ID(4))
+	}
+	b.Advance(t, retention+2*b.Unit)
+	if n, err := b.Store.Sweep(context.Background(), retention, 1); err != nil || n != 1 {
+		t.Fatalf("sweep with limit 1 deleted %d (%v), want 1", n, err)
+	}
+	if _, ok := b.Row(t, ID(1)); ok {
+		t.Fatal("a sweep limited to one row left the row processed first")
+	}
+	if n, err := b.Store.Sweep(context.Background(), retention, 10); err != nil {
+		t.Fatalf("sweep: %v", err)
+	} else if want := 2 + btoi(b.FaultByHand == nil); n != want {
+		t.Fatalf("second sweep deleted %d, want %d", n, want)
+	}
+	if b.FaultByHand != nil {
+		if _, ok := b.Row(t, ID(4)); !ok {
+			t.Fatal("a sweep deleted a row an operator faulted")
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// testSweepSkipsLocked holds a lock on an old processed row in another
+// session and sweeps: the sweep must delete the other rows at once, not
+// wait for the lock.
+func testSweepSkipsLocked(t *testing.T, b Backend) {
+	if b.LockElsewhere == nil {
+		t.Skip("the backend's calls are atomic: no lock outlives a call")
+	}
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}))
+	retention := 2 * b.Unit
+	claim(t, b, "a", 10, 10*b.Unit)
+	mark(t, b, "a", ID(1), ID(2))
+	b.Advance(t, retention+b.Unit)
+	release := b.LockElsewhere(t, ID(1))
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	n, err := b.Store.Sweep(ctx, retention, 10)
+	if err != nil {
+		t.Fatalf("sweep beside a row locked elsewhere: %v after %s (it waited on the lock)", err, time.Since(start).Round(time.Millisecond))
+	}
+	if n != 1 {
+		t.Fatalf("sweep beside locked row 1 deleted %d, want 1", n)
+	}
+	if _, ok := b.Row(t, ID(1)); !ok {
+		t.Fatal("the locked row was swept")
+	}
+}
+
+// testStoreClock checks that every time the store writes or reports is its
+// own clock's (the database's) at the call: processed_at, faulted_at, a
+// retry's time, a timed mark's and sweep's time.
+func testStoreClock(t *testing.T, b Backend) {
+	b.Stage(t, event(1, "t", time.Time{}), event(2, "t", time.Time{}), event(3, "t", time.Time{}))
+	claim(t, b, "a", 10, 10*b.Unit)
+	within := func(what string, got, before, after time.Time) {
+		t.Helper()
+		if got.Before(before.Truncate(time.Microsecond)) || got.After(after) {
+			t.Errorf("%s = %s, want the store's clock at the call, between %s and %s", what, got, before, after)
+		}
+	}
+	before := b.Now(t)
+	res := retry(t, b, "a", ID(1), policy(b, 1))
+	after := b.Now(t)
+	if !res.Applied || !res.Parked {
+		t.Fatalf("retry at the limit = %+v, want applied and parked", res)
+	}
+	if !res.At.IsZero() {
+		within("the retry's time", res.At, before, after)
+	}
+	within("faulted_at of the row parked by its retry", row(t, b, ID(1)).FaultedAt, before, after)
+	b.Advance(t, b.Unit)
+	before = b.Now(t)
+	if ok, err := b.Store.Park(context.Background(), "a", ID(2), "poison"); err != nil || !ok {
+		t.Fatalf("park = %v, %v; want true", ok, err)
+	}
+	after = b.Now(t)
+	within("faulted_at of the parked row", row(t, b, ID(2)).FaultedAt, before, after)
+	b.Advance(t, b.Unit)
+	before = b.Now(t)
+	ts, timed := b.Store.(relay.TimedStore)
+	if timed {
+		got, at, err := ts.MarkAt(context.Background(), "a", []uuid.UUID{ID(3)})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("timed mark = %v, %v; want row 3", got, err)
+		}
+		within("the timed mark's time", at, before, b.Now(t))
+	} else {
+		mark(t, b, "a", ID(3))
+	}
+	after = b.Now(t)
+	within("processed_at", row(t, b, ID(3)).ProcessedAt, before, after)
+	if !timed {
+		return
+	}
+	b.Advance(t, 3*b.Unit)
+	before = b.Now(t)
+	gone, at, err := ts.SweepIDs(context.Background(), 2*b.Unit, 10)
+	if err != nil || !slices.Equal(gone, []uuid.UUID{ID(3)}) {
+		t.Fatalf("timed sweep = %v, %v; want row 3", gone, err)
+	}
+	within("the timed sweep's time", at, before, b.Now(t))
+}
+
 func testStats(t *testing.T, b Backend) {
+	stats := func() relay.Stats {
+		t.Helper()
+		st, err := b.Store.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := stats(); st != (relay.Stats{}) {
+		t.Fatalf("stats of an empty table = %+v, want zeros", st)
+	}
 	now := b.Now(t)
 	b.Stage(t, event(1, "t", now.Add(-time.Hour)), event(2, "t", now.Add(-2*time.Hour)),
-		event(3, "t", now.Add(-30*time.Minute)), event(4, "t", now.Add(-10*time.Minute)))
+		event(3, "t", now.Add(-30*time.Minute)), event(4, "t", now.Add(-10*time.Minute)), event(5, "t", now.Add(-5*time.Minute)))
 	lease := 10 * b.Unit
 	claim(t, b, "a", 2, lease) // 2 and 1
 	mark(t, b, "a", ID(1))
@@ -491,11 +721,8 @@ func testStats(t *testing.T, b Backend) {
 		t.Fatal("park failed")
 	}
 	claim(t, b, "a", 1, lease) // 3, leased
-	st, err := b.Store.Stats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := relay.Stats{Pending: 2, Eligible: 1, Faulted: 1, Processed: 1}
+	st := stats()
+	want := relay.Stats{Pending: 3, Eligible: 2, Faulted: 1, Processed: 1}
 	got := st
 	got.OldestEligibleAge = 0
 	if got != want {
@@ -504,5 +731,22 @@ func testStats(t *testing.T, b Backend) {
 	// The oldest eligible row is 4, occurred 10 minutes before now.
 	if st.OldestEligibleAge < 10*time.Minute || st.OldestEligibleAge > 10*time.Minute+time.Minute {
 		t.Fatalf("oldest eligible age = %s, want about 10m", st.OldestEligibleAge)
+	}
+	// Every lease runs out: row 3 is eligible again; the processed and
+	// the parked row, whose leases ran out too, are neither.
+	b.Advance(t, lease+b.Unit)
+	st = stats()
+	got = st
+	got.OldestEligibleAge = 0
+	if want := (relay.Stats{Pending: 3, Eligible: 3, Faulted: 1, Processed: 1}); got != want {
+		t.Fatalf("stats after the leases ran out = %+v, want %+v", st, want)
+	}
+	if age := 30*time.Minute + lease + b.Unit; st.OldestEligibleAge < age || st.OldestEligibleAge > age+time.Minute {
+		t.Fatalf("oldest eligible age after the leases ran out = %s, want about %s (row 3's)", st.OldestEligibleAge, age)
+	}
+	// Nothing eligible: no age.
+	claim(t, b, "a", 10, lease)
+	if st := stats(); st.Eligible != 0 || st.OldestEligibleAge != 0 {
+		t.Fatalf("stats with every pending row leased = %+v, want no eligible row and no age", st)
 	}
 }

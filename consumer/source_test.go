@@ -1,0 +1,121 @@
+package consumer
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// closingBroker accepts connections and closes each at once, as a node
+// whose broker refuses clients does; it records which node was dialled
+// when, in one log shared by every node of a test.
+type closingBroker struct {
+	mu    sync.Mutex
+	order []int
+	at    []time.Time
+}
+
+func (b *closingBroker) node(t *testing.T, n int) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.order = append(b.order, n)
+			b.at = append(b.at, time.Now())
+			b.mu.Unlock()
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close(); <-done })
+	return "amqp://" + l.Addr().String() + "/"
+}
+
+// TestAMQPSourceDefaults checks the settings Run applies when the caller
+// leaves them out (zero or negative) and keeps those it gives.
+func TestAMQPSourceDefaults(t *testing.T) {
+	cons, err := New(Config{Name: "c"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b closingBroker
+	url := b.node(t, 0)
+	for _, c := range []struct {
+		name     string
+		in, want AMQPSource
+	}{
+		{"zero", AMQPSource{}, AMQPSource{Prefetch: 16, HandleTimeout: 10 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, MaxTracked: 100_000}},
+		{"negative", AMQPSource{Prefetch: -1, HandleTimeout: -1, MinBackoff: -1, MaxBackoff: -1, MaxTracked: -1},
+			AMQPSource{Prefetch: 16, HandleTimeout: 10 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, MaxTracked: 100_000}},
+		{"a minimum above the default maximum", AMQPSource{MinBackoff: 8 * time.Second},
+			AMQPSource{Prefetch: 16, HandleTimeout: 10 * time.Second, MinBackoff: 8 * time.Second, MaxBackoff: 8 * time.Second, MaxTracked: 100_000}},
+		{"given", AMQPSource{Prefetch: 1, HandleTimeout: time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond, MaxTracked: 1},
+			AMQPSource{Prefetch: 1, HandleTimeout: time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond, MaxTracked: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.in
+			s.URL, s.Queue = url, "q"
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			if err := s.Run(ctx, cons); err != nil {
+				t.Fatal(err)
+			}
+			got := AMQPSource{Prefetch: s.Prefetch, HandleTimeout: s.HandleTimeout, MinBackoff: s.MinBackoff, MaxBackoff: s.MaxBackoff, MaxTracked: s.MaxTracked}
+			if got.Prefetch != c.want.Prefetch || got.HandleTimeout != c.want.HandleTimeout || got.MinBackoff != c.want.MinBackoff ||
+				got.MaxBackoff != c.want.MaxBackoff || got.MaxTracked != c.want.MaxTracked {
+				t.Errorf("settings %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestAMQPSourceReconnects: while no node takes it, the source tries the
+// nodes of its URL in turn, the next at once, and backs off after each
+// round from MinBackoff, doubling up to MaxBackoff, until its context
+// ends.
+func TestAMQPSourceReconnects(t *testing.T) {
+	cons, err := New(Config{Name: "c"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b closingBroker
+	s := &AMQPSource{URL: b.node(t, 0) + "," + b.node(t, 1), Queue: "q", MinBackoff: 40 * time.Millisecond, MaxBackoff: 160 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.Run(ctx, cons); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, n := range b.order {
+		if n != i%2 {
+			t.Fatalf("dialled nodes %v, want 0, 1, 0, 1, ...", b.order)
+		}
+	}
+	// Rounds start at about 0, 40, 120, 280, 440, ... ms: 13 in 2 s.
+	// Without the doubling there would be 50, without the cap 6, and
+	// without a backoff hundreds.
+	rounds := (len(b.order) + 1) / 2
+	if rounds < 9 || rounds > 25 {
+		t.Fatalf("%d rounds of dials in 2 s, want about 13", rounds)
+	}
+	for i := 1; i+1 < len(b.at); i += 2 {
+		if gap := b.at[i].Sub(b.at[i-1]); gap > 30*time.Millisecond {
+			t.Errorf("round %d: node 1 dialled %s after node 0, want at once", i/2, gap)
+		}
+	}
+	if first := b.at[2].Sub(b.at[0]); first < 30*time.Millisecond {
+		t.Errorf("second round %s after the first, want MinBackoff (40ms) later", first)
+	}
+}

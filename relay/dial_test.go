@@ -1,0 +1,166 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// TestAMQPPublisherDefaults checks the settings a publisher applies when
+// the caller leaves them out (zero or negative) and keeps those it gives.
+func TestAMQPPublisherDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		dial, beat         time.Duration
+		wantDial, wantBeat time.Duration
+	}{
+		{"zero", 0, 0, 5 * time.Second, 10 * time.Second},
+		{"negative", -time.Second, -time.Second, 5 * time.Second, 10 * time.Second},
+		{"given", time.Millisecond, 3 * time.Second, time.Millisecond, 3 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: "amqp://127.0.0.1:1/", Exchange: "events", DialTimeout: c.dial, Heartbeat: c.beat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			cfg, opts := p.Settings()
+			if cfg.DialTimeout != c.wantDial || cfg.Heartbeat != c.wantBeat {
+				t.Errorf("dial timeout %s, heartbeat %s; want %s and %s", cfg.DialTimeout, cfg.Heartbeat, c.wantDial, c.wantBeat)
+			}
+			if opts != relay.DefaultPublishOptions() {
+				t.Errorf("options %+v, want the defaults %+v", opts, relay.DefaultPublishOptions())
+			}
+		})
+	}
+	transient := relay.PublishOptions{}
+	p, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: "amqp://127.0.0.1:1/", Exchange: "events", Options: &transient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, opts := p.Settings(); opts != transient {
+		t.Errorf("options %+v, want the given %+v", opts, transient)
+	}
+}
+
+// silentBroker accepts connections and never says a word, as a broker
+// whose host is up but whose process hangs: an AMQP handshake with it
+// never ends on its own.
+func silentBroker(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	return "amqp://outbox:s3cret@" + l.Addr().String() + "/"
+}
+
+// TestAMQPPublisherDialTimeout: a dial to a broker that never answers
+// gives up after DialTimeout, or at the caller's deadline when that comes
+// first, as broker-unavailable; a deadline already past fails at once.
+func TestAMQPPublisherDialTimeout(t *testing.T) {
+	url := silentBroker(t)
+	publish := func(dialTimeout, ctxTimeout time.Duration) (time.Duration, error) {
+		p, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: url, Exchange: "events", DialTimeout: dialTimeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), ctxTimeout)
+		defer cancel()
+		start := time.Now()
+		_, err = p.Publish(ctx, relay.Message{ID: "x", Type: "t", Payload: []byte(`{}`)})
+		return time.Since(start), err
+	}
+	for _, c := range []struct {
+		name          string
+		dial, ctx     time.Duration
+		least, most   time.Duration
+		deadlineFirst bool
+	}{
+		{"dial timeout first", 300 * time.Millisecond, 20 * time.Second, 250 * time.Millisecond, 5 * time.Second, false},
+		{"caller's deadline first", 20 * time.Second, 300 * time.Millisecond, 250 * time.Millisecond, 5 * time.Second, true},
+		{"deadline already past", 20 * time.Second, -time.Second, 0, time.Second, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			took, err := publish(c.dial, c.ctx)
+			if !errors.Is(err, relay.ErrBrokerUnavailable) {
+				t.Fatalf("publish to a silent broker: %v, want ErrBrokerUnavailable", err)
+			}
+			if took < c.least || took > c.most {
+				t.Errorf("gave up after %s, want between %s and %s", took, c.least, c.most)
+			}
+			if regexp.MustCompile(`s3cret`).MatchString(err.Error()) {
+				t.Errorf("error leaks the password: %v", err)
+			}
+		})
+	}
+}
+
+// TestDialAnyTriesEveryNodeFromStart: nodes are tried in turn from the
+// start index, wrapping around, and when none answers every node's error
+// comes back, in that order, with the start index.
+func TestDialAnyTriesEveryNodeFromStart(t *testing.T) {
+	var urls []string
+	for i := 0; i < 3; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, "amqp://"+l.Addr().String()+"/")
+		_ = l.Close() // nothing listens there any more: refused at once
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k, err := relay.DialAny(ctx, relay.AMQPConfig{URL: urls[0], Exchange: "events", DialTimeout: 2 * time.Second, Heartbeat: time.Second}, urls, 1)
+	if err == nil {
+		t.Fatal("dialled a node nothing listens on")
+	}
+	if k != 1 {
+		t.Errorf("failed dial returned node %d, want the start 1", k)
+	}
+	msg := err.Error()
+	var at []int
+	for _, i := range []int{1, 2, 0} {
+		if loc := regexp.MustCompile(regexp.QuoteMeta(urls[i])).FindStringIndex(msg); loc != nil {
+			at = append(at, loc[0])
+		}
+	}
+	if len(at) != 3 || !(at[0] < at[1] && at[1] < at[2]) {
+		t.Errorf("errors %q: want every node's, 1, 2, 0 in that order (found at %s)", msg, fmt.Sprint(at))
+	}
+}
