@@ -699,15 +699,20 @@ func redactErr(err error, rawURL string) error {
 	}
 	text := err.Error()
 	secret := urlPassword(rawURL)
-	// The secret goes where a URL or a connection string carries it: a
-	// password that is also a word of the text ("outbox") must not blank
-	// out queue and table names.
+	// The secret goes where a URL or a connection string carries it, and
+	// wherever it stands as a word of its own; inside a longer name (the
+	// password outbox in the queue outboxlab.orders.q) it stays, so that
+	// errors still name their queues and tables.
 	redacted := strings.ReplaceAll(text, rawURL, RedactURL(rawURL))
 	if secret != "" {
 		for _, esc := range []string{secret, url.UserPassword("", secret).String()[1:]} {
 			redacted = strings.ReplaceAll(redacted, ":"+esc+"@", ":xxxxx@")
 		}
 		redacted = passwordKV.ReplaceAllString(redacted, "${1}xxxxx")
+		word := regexp.MustCompile(`(^|[^A-Za-z0-9_.\-])` + regexp.QuoteMeta(secret) + `($|[^A-Za-z0-9_.\-])`)
+		for prev := ""; prev != redacted; {
+			prev, redacted = redacted, word.ReplaceAllString(redacted, "${1}xxxxx${2}")
+		}
 	}
 	if redacted == text {
 		return err

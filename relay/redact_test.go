@@ -51,7 +51,8 @@ func TestRedactError(t *testing.T) {
 	// password: the names of queues and tables stay readable.
 	broker := "amqp://outbox:outbox@rabbitmq-1:5672/,amqp://outbox:outbox@rabbitmq-2:5672/"
 	err = RedactError(errors.New(`dialing amqp://outbox:outbox@rabbitmq-2:5672/: no queue 'outboxlab.sc_x.orders.q' in vhost '/'`), broker)
-	want := `dialing amqp://outbox:xxxxx@rabbitmq-2:5672/: no queue 'outboxlab.sc_x.orders.q' in vhost '/'`
+	// The user, the same word as the password, goes too.
+	want := `dialing amqp://xxxxx:xxxxx@rabbitmq-2:5672/: no queue 'outboxlab.sc_x.orders.q' in vhost '/'`
 	if err.Error() != want {
 		t.Errorf("RedactError = %q, want %q", err, want)
 	}
