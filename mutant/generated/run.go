@@ -277,13 +277,7 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 		sk.Seeds, sk.Seconds = k.Seeds, k.Seconds
 		k = sk
 	}
-	k.Seconds = time.Since(start).Seconds()
-	o.Kill = k
-	o.Status = StatusSurvived
-	if k.Tier != "" {
-		o.Status = StatusKilled
-	}
-	return o, nil
+	return finished(o, k, start), nil
 }
 
 // StoreSuiteTest is the test of relay/storetest that runs the store's
@@ -441,13 +435,7 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	if k.Tier == "" && !onFakes && !onSQL && !unitReached {
 		k.Detail = "unreached: neither the simulation (fakes, SQL) nor the unit tests run this line of the unmutated code"
 	}
-	k.Seconds = time.Since(start).Seconds()
-	o.Kill = k
-	o.Status = StatusSurvived
-	if k.Tier != "" {
-		o.Status = StatusKilled
-	}
-	return o, nil
+	return finished(o, k, start), nil
 }
 
 // pgFiles are the Go files of PostgreSQL code, whose mutants the SQL tier
@@ -545,4 +533,16 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte(" | ")))
+}
+
+// finished sets o's kill, its time since start, and its status: killed
+// when a tier killed it, survived otherwise.
+func finished(o Outcome, k Kill, start time.Time) Outcome {
+	k.Seconds = time.Since(start).Seconds()
+	o.Kill = k
+	o.Status = StatusSurvived
+	if k.Tier != "" {
+		o.Status = StatusKilled
+	}
+	return o
 }
