@@ -136,6 +136,14 @@ func (b *hb) fault(name string, class history.FaultClass, targets ...string) *hb
 	return b.rec("nemesis", history.Info, history.FaultStart, history.Meta{Fault: &f})
 }
 
+// dbKill opens a window of a database kill (class db, kind kill) on
+// every process.
+func (b *hb) dbKill(name string) *hb {
+	f := history.Fault{Name: name, Kind: "kill", Class: history.ClassDB}
+	b.faults[name] = f
+	return b.rec("nemesis", history.Info, history.FaultStart, history.Meta{Fault: &f})
+}
+
 // heal closes the window fault opened under name.
 func (b *hb) heal(name string) *hb {
 	f, ok := b.faults[name]

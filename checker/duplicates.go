@@ -49,6 +49,10 @@ const CauseMarkFailed = "mark-failed"
 //     never marked it) crashed or restarted then ("crash <relay>",
 //     "restart <relay>"), or a fault of any class but clock hit that relay
 //     then (a pause, a kill, a cut or slow link: the fault's name);
+//   - the database was killed (a fault of class db and kind kill) after
+//     a claim or mark of the row was acknowledged and before the row was
+//     claimed again: asynchronous commits may be undone (the fault's
+//     name);
 //   - the row was claimed again after an earlier claim's lease had run
 //     out on the database clock (Claim ok DBTime >= the earlier Until)
 //     with no mark of it in between (CauseLeaseExpired);
@@ -225,6 +229,21 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 			continue
 		}
 		c.consider(CauseMarkFailed+" "+inv.Process, inv.Index)
+	}
+	// The database was killed after a claim or mark of the row was
+	// acknowledged and before the row was claimed again: claims and marks
+	// commit asynchronously (relay.PGStore), so the crash may have undone
+	// them and freed the row.
+	for _, w := range a.windows {
+		if w.fault.Class != history.ClassDB || w.fault.Kind != "kill" || w.start >= to {
+			continue
+		}
+		before := slices.ContainsFunc(e.claims, func(o history.Op) bool { return o.Index < w.start }) ||
+			slices.ContainsFunc(e.marks, func(o history.Op) bool { return o.Index < w.start })
+		after := slices.ContainsFunc(e.claims, func(o history.Op) bool { return o.Index > w.start && o.Index < to })
+		if before && after {
+			c.consider(w.name, w.start)
+		}
 	}
 	if cause, ok := c.found(); ok {
 		return cause, true

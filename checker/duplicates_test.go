@@ -191,6 +191,20 @@ func TestDuplicatesNeedACauseOnTheirRow(t *testing.T) {
 			offending: []string{"e1"},
 		}},
 		{checkCase: checkCase{
+			name: "marked, the database killed, claimed again: the crash undid the asynchronous mark",
+			h: build().commit("producer-1", "e1").claimAt("relay-a", db, "e1").publish("relay-a", "e1").markAt("relay-a", db, "e1").
+				dbKill("postgres kill").heal("postgres kill").
+				claimAt("relay-b", db.Add(time.Second), "e1").publish("relay-b", "e1").mark("relay-b", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"postgres kill": 1}},
+		{checkCase: checkCase{
+			name: "a database kill before the row was ever claimed explains nothing",
+			h: build().commit("producer-1", "e1").dbKill("postgres kill").heal("postgres kill").
+				claimAt("relay-a", db, "e1").publish("relay-a", "e1").markAt("relay-a", db, "e1").
+				claimAt("relay-b", db.Add(time.Second), "e1").publish("relay-b", "e1").h(),
+			offending: []string{"e1"},
+		}},
+		{checkCase: checkCase{
 			name: "its relay was killed holding it (records lost up to the claim)",
 			h: build().commit("producer-1", "e1").claim("relay-a", "e1").deliver("consumer-1", "e1").apply("consumer-1", "e1").
 				crash("relay-a").claim("relay-b", "e1").publish("relay-b", "e1").mark("relay-b", "e1").
