@@ -54,6 +54,9 @@ type AMQPSource struct {
 	// whose queue went with a lost node, declares what it needs again.
 	// Its Queue must be Queue.
 	Topology *relay.Topology
+	// Identity says where a delivery carries its event id; the zero value
+	// reads the AMQP message_id.
+	Identity Identity
 }
 
 // Run consumes queue at url into c with prefetch until ctx ends; it is
@@ -144,13 +147,14 @@ func (s *AMQPSource) consume(ctx context.Context, c *Consumer, sess *amqpConn, d
 			if !ok {
 				return errors.New("delivery channel closed")
 			}
+			id := s.Identity.ID(d)
 			m := Message{
-				ID:            d.MessageId,
-				Type:          d.Type,
+				ID:            id,
+				Type:          s.Identity.Type(d),
 				CorrelationID: d.CorrelationId,
 				Payload:       d.Body,
 				Redelivered:   d.Redelivered,
-				Deliveries:    counts.inc(d.MessageId),
+				Deliveries:    counts.inc(id),
 			}
 			if n, ok := d.Headers["x-delivery-count"]; ok {
 				if k, ok := asInt(n); ok {

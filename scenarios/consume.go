@@ -109,7 +109,7 @@ func (in *recordingInbox) effect() consumer.Effect {
 		in.staged = st
 		in.mu.Unlock()
 		in.record(history.Op{Type: history.Invoke, F: history.Commit, Events: st.ids, Meta: history.Meta{CausedBy: []string{m.ID}}})
-		if err := outbox.Stage(ctx, tx, next.table, ev, outbox.StageOptions{Notify: true}); err != nil {
+		if err := in.r.relay.Outbox.StageIn(ctx, tx, next.table, ev); err != nil {
 			st.failed = true
 			return err
 		}

@@ -159,7 +159,7 @@ func (f *pauseHolding) Kind() string              { return chaos.KindPause }
 // heldRows lists the rows the replica holds under an unexpired lease and
 // has not marked.
 func (f *pauseHolding) heldRows(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := f.db.Query(ctx, `SELECT id FROM `+f.slot.bc.table.Ident()+`
+	rows, err := f.db.Query(ctx, `SELECT id::uuid FROM `+f.slot.bc.rows+`
 		WHERE locked_by = $1 AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL ORDER BY id`, f.slot.name)
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (f *pauseHolding) settledHeldRows(ctx context.Context) ([]uuid.UUID, error)
 func (f *pauseHolding) leaseLeft(ctx context.Context, ids []uuid.UUID) (time.Duration, error) {
 	var left time.Duration
 	err := f.db.QueryRow(ctx, `SELECT (COALESCE(EXTRACT(EPOCH FROM max(locked_until) - now()), 0) * 1e9)::bigint FROM `+
-		f.slot.bc.table.Ident()+` WHERE id = ANY($1)`, ids).Scan(&left)
+		f.slot.bc.rows+` WHERE id::uuid = ANY($1)`, ids).Scan(&left)
 	return left, err
 }
 
@@ -260,8 +260,8 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		snap := map[uuid.UUID]time.Time{}
 		err := chaos.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 			clear(snap)
-			rows, err := f.db.Query(ctx, `SELECT id, processed_at FROM `+f.slot.bc.table.Ident()+`
-				WHERE id = ANY($1) AND processed_at IS NOT NULL AND locked_by <> $2`, held, f.slot.name)
+			rows, err := f.db.Query(ctx, `SELECT id::uuid, processed_at FROM `+f.slot.bc.rows+`
+				WHERE id::uuid = ANY($1) AND processed_at IS NOT NULL AND locked_by <> $2`, held, f.slot.name)
 			if err != nil {
 				return false, nil
 			}
@@ -301,7 +301,7 @@ func (f *pauseHolding) verdict(ctx context.Context) ([]string, int) {
 		return []string{fmt.Sprintf("lease-expiry: no other replica marked the %d rows %s held while it was paused", len(held), f.slot.name)}, 0
 	}
 	var problems []string
-	rows, err := f.db.Query(ctx, `SELECT id, processed_at, locked_by FROM `+f.slot.bc.table.Ident()+` WHERE id = ANY($1)`, held)
+	rows, err := f.db.Query(ctx, `SELECT id::uuid, processed_at, locked_by FROM `+f.slot.bc.rows+` WHERE id::uuid = ANY($1)`, held)
 	if err != nil {
 		return []string{fmt.Sprintf("lease-expiry: reading the held rows: %v", err)}, 0
 	}

@@ -22,6 +22,9 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 	switch {
 	case ours:
 		// Our relay runs by default.
+	case relay.Replay != "":
+		// A target file or a named target declares its own capabilities.
+		return cmd + " " + relay.Replay + sizeArgs(events, duration)
 	case len(relay.Command) > 0:
 		cmd += " --relay " + QuoteArg("cmd:"+JoinCommand(relay.Command))
 	case relay.Image != "":
@@ -32,13 +35,20 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 	if !ours && (len(relay.Command) > 0 || relay.Image != "") && relay.CapabilitiesString() != "none" {
 		cmd += " --capabilities " + QuoteArg(relay.CapabilitiesString())
 	}
+	return cmd + sizeArgs(events, duration)
+}
+
+// sizeArgs are the run verb's arguments for a workload size or safety
+// phase that was given.
+func sizeArgs(events int, duration time.Duration) string {
+	s := ""
 	if events > 0 {
-		cmd += fmt.Sprintf(" --events %d", events)
+		s += fmt.Sprintf(" --events %d", events)
 	}
 	if duration > 0 {
-		cmd += fmt.Sprintf(" --duration %s", duration)
+		s += fmt.Sprintf(" --duration %s", duration)
 	}
-	return cmd
+	return s
 }
 
 // QueueArg is the run verb's argument that gives a broker cluster's queue

@@ -93,6 +93,7 @@ const DrainWithin = 60 * time.Second
 type boundedCtx struct {
 	name     string
 	table    outbox.Table
+	rows     string // the relation showing the outbox's rows (fixture.Context.Rows)
 	exchange string
 	queue    string
 	inbox    string

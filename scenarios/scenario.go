@@ -34,6 +34,9 @@ package scenarios
 import (
 	"time"
 
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/outbox"
+
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -72,6 +75,18 @@ type RelayUnderTest struct {
 	// mutants tag, instead of testenv.ImageRelay: for a relay-side mutant
 	// that Env names in OUTBOX_MUTANT, which the relay image refuses.
 	Mutants bool
+	// Outbox is the relay's own outbox schema: how the harness creates it,
+	// stages into it and reads its rows back. The zero value is package
+	// outbox's table, which the black-box contract's relays read.
+	Outbox outbox.Schema
+	// Identity says where the relay's deliveries carry their event id;
+	// the zero value is the AMQP message_id of the contract.
+	Identity consumer.Identity
+	// Replay, when set, is what selects this relay on the run verb's
+	// command line ("--target FILE", "--relay watermill"), which the
+	// replay command then uses instead of one derived from Image or
+	// Command.
+	Replay string
 }
 
 // FaultHits is how often one fault of a run fired.

@@ -107,7 +107,7 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 	if r.mode == workload.Outbox {
 		faulted := map[string]bool{}
 		for _, bc := range r.contexts {
-			rows, err := r.fx.Admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.table.Ident())
+			rows, err := r.fx.Admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.rows)
 			if err != nil {
 				return false, err
 			}

@@ -44,14 +44,14 @@ func (r *run) setup(ctx context.Context) error {
 	var err error
 	r.fx, err = fixture.New(sctx, r.env, fixture.Options{
 		Prefix: r.schemaPrefix(), Contexts: r.contextNames(), AppConns: int32(2*r.workload.Producers + 4),
-		QueueType: r.queueType(),
+		QueueType: r.queueType(), Outbox: r.relay.Outbox, Identity: r.relay.Identity,
 	})
 	if err != nil {
 		return err
 	}
 	for _, c := range r.fx.Contexts {
 		r.contexts = append(r.contexts, &boundedCtx{
-			name: c.Name, table: c.Table, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name, topology: c.Topology,
+			name: c.Name, table: c.Table, rows: c.Rows, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name, topology: c.Topology,
 		})
 	}
 	for i := 0; i+1 < len(r.contexts); i++ {
@@ -230,7 +230,7 @@ func (r *run) startConsumers() error {
 			src := &consumer.AMQPSource{
 				URL: r.env.AMQPURL(testenv.LinkConsumerBroker), Queue: bc.queue, Prefetch: 8,
 				HandleTimeout: 5 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
-				Topology: &bc.topology,
+				Topology: &bc.topology, Identity: r.relay.Identity,
 			}
 			r.consumersDone.Go(func() { _ = src.Run(cctx, c) })
 		}
@@ -246,7 +246,7 @@ func (r *run) makeProducers() error {
 		clk := chaos.NewClock(0)
 		p := &workload.Producer{
 			Name:  fmt.Sprintf("producer-%d", i+1),
-			Store: workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true},
+			Store: workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true, Schema: r.relay.Outbox},
 			Mode:  r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
 			StampOccurredAt: true,
 		}

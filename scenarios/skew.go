@@ -109,7 +109,7 @@ func claimLease(h []history.Op, skews []skewed) time.Duration {
 func rowLease(ctx context.Context, s stage) (time.Duration, error) {
 	var secs *float64
 	err := s.DB().QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM locked_until - locked_at))
-		FROM `+s.Slot(0, 0).bc.table.Ident()+` WHERE locked_until > locked_at`).Scan(&secs)
+		FROM `+s.Slot(0, 0).bc.rows+` WHERE locked_until > locked_at`).Scan(&secs)
 	if err != nil || secs == nil {
 		return 0, err
 	}

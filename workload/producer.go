@@ -101,6 +101,9 @@ type PG struct {
 	Business string // business table, a validated identifier
 	// Notify wakes listening relays at COMMIT.
 	Notify bool
+	// Schema, when it is an own schema (outbox.Schema.Own), stages the
+	// events instead of package outbox (and Notify is its business).
+	Schema outbox.Schema
 }
 
 // Begin implements Store.
@@ -122,7 +125,10 @@ func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
 		uuid.New(), e.ID, e.Type); err != nil {
 		return fmt.Errorf("business write: %w", err)
 	}
-	if stage {
+	switch {
+	case stage && t.s.Schema.Own():
+		return t.s.Schema.StageIn(ctx, t.tx, t.s.Table, e)
+	case stage:
 		return outbox.Stage(ctx, t.tx, t.s.Table, e, outbox.StageOptions{Notify: t.s.Notify})
 	}
 	return nil

@@ -20,7 +20,7 @@ func runVerb() verb {
 	return verb{
 		name:    "run",
 		summary: "run chaos scenarios on containers against a relay",
-		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST]] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--queue TYPE] [--json] [--out DIR]",
+		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST] | --target FILE] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--queue TYPE] [--json] [--out DIR]",
 		about: `Runs named chaos scenarios on real PostgreSQL, RabbitMQ and toxiproxy
 containers (built by ` + "`make images`" + `; a Docker engine is needed): a workload,
 a fault schedule drawn from the seed, a heal-and-drain phase and the
@@ -28,7 +28,10 @@ checkers. --scenario may be repeated; without it every scenario of the
 catalogue runs. --relay is ours, a mutant's name, image:REF for any relay
 image that follows the black-box contract, or cmd:COMMAND for one run as a
 host process (its arguments split as a shell splits words, single and
-double quotes included, but no shell runs it). Before any container
+double quotes included, but no shell runs it). --target FILE puts an
+outbox with its own schema under test instead: a YAML file that gives its
+migration, staging and row-reading SQL, its relay (image or command), how
+a delivery names its event and what the relay promises. Before any container
 starts, the relay's image must be in the local Docker engine (ours come
 from ` + "`make images`" + `) or the command's program must be found, as a path or
 on PATH. A live progress line shows events committed and delivered,
@@ -50,6 +53,7 @@ run only when named, on a three-node RabbitMQ cluster with quorum queues;
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, image:REF or cmd:COMMAND")
+			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see the README, \"Putting your own outbox under test\")")
 			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, or none (default none)")
 			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds each scenario runs on (`N`)")
@@ -68,6 +72,8 @@ run only when named, on a three-node RabbitMQ cluster with quorum queues;
 type runOptions struct {
 	scenarios stringList
 	relay     string
+	// target is a target file, instead of relay.
+	target string
 	// capabilities is what an image: or cmd: relay declares.
 	capabilities string
 	seed         seedFlag
@@ -91,6 +97,17 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	relay, err := parseRelay(o.relay)
 	if err != nil {
 		return usageErr(std, "run", "%v", err)
+	}
+	if o.target != "" {
+		if o.relay != "ours" {
+			return usageErr(std, "run", "give --target or --relay, not both: a target file names its relay")
+		}
+		if o.capabilities != "" {
+			return usageErr(std, "run", "--capabilities is for image: and cmd: relays; a target file declares its own (capabilities:)")
+		}
+		if relay, err = scenarios.LoadTarget(o.target); err != nil {
+			return usageErr(std, "run", "%v", err)
+		}
 	}
 	if o.capabilities != "" {
 		if relay.Image == "" && len(relay.Command) == 0 {

@@ -8,40 +8,38 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/suite"
 )
 
-// Image is the Python relay's image, built by `make images` (make
-// image-pyrelay) from docker/pyrelay with relay.py.
-const Image = "outboxlab/pyrelay:dev"
-
-// Relay is the Python relay as the catalogue runs it, with what it
-// promises: it parks poison rows within the attempt limit (parks), marks,
-// retries and parks only under its own live lease (fenced), and leases
-// for OUTBOX_LEASE, which the harness sets to scenarios.Lease (4s), on
-// the database clock. It has no sweep, failpoints or records.
-func Relay() scenarios.RelayUnderTest {
-	return scenarios.RelayUnderTest{
-		Name:     Image,
-		Image:    Image,
-		Features: checker.Features{Parks: true, Fenced: true},
-		Lease:    scenarios.Lease,
+// Target is the Python relay with its own outbox table, as target.yaml
+// describes it: the schema and staging statement, the image (built by
+// `make images` from docker/pyrelay with relay.py), how a delivery names
+// its event, and what the relay promises: it parks poison rows within the
+// attempt limit (parks), marks, retries and parks only under its own live
+// lease (fenced), and leases for OUTBOX_LEASE, which the harness sets to
+// 4s, on the database clock. It has no sweep, failpoints or records.
+func Target(t *testing.T) suite.Target {
+	u, err := scenarios.LoadTarget("target.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return suite.Target{Relay: u}
 }
 
 // TestCatalogue runs broker-down (the relay's link to the broker goes down
-// twice while producers commit: no attempt may be consumed, nothing lost)
-// and poison (unknown types, undecodable payloads and an unroutable type:
-// parked within the attempt limit, never published) on seed 1 against the
-// image, in about 25 seconds. The whole catalogue is `outboxlab
-// run --relay image:outboxlab/pyrelay:dev --capabilities
-// parks,fenced,lease=4s`. It starts containers: skipped under -short, and
-// without a Docker engine unless OUTBOXLAB_REQUIRE_DOCKER is set.
+// twice while producers commit: no attempt may be consumed, nothing lost),
+// poison (unknown types, undecodable payloads and an unroutable type:
+// parked within the attempt limit, never published) and lease-expiry (a
+// replica paused past its lease: the rows it held, read through the
+// target's rows view, are taken over and its late marks change nothing)
+// on seed 1 against the image. The whole catalogue is `outboxlab run
+// --target examples/pyrelay/target.yaml`. It starts containers: skipped
+// under -short, and without a Docker engine unless
+// OUTBOXLAB_REQUIRE_DOCKER is set.
 func TestCatalogue(t *testing.T) {
-	suite.Run(t, suite.Target{Relay: Relay()}, suite.Options{
-		Scenarios: []string{scenarios.BrokerDown, scenarios.Poison},
+	suite.Run(t, Target(t), suite.Options{
+		Scenarios: []string{scenarios.BrokerDown, scenarios.Poison, scenarios.LeaseExpiry},
 		Seed:      1,
 		Timeout:   5 * time.Minute,
 	})

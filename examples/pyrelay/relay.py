@@ -1,29 +1,37 @@
 #!/usr/bin/env python3
-"""pyrelay: a transactional-outbox relay in Python, following only
-outboxlab's black-box contract (DESIGN.md section 3).
+"""pyrelay: a transactional-outbox relay in Python, with an outbox table of
+its own, put under outboxlab's chaos catalogue through a target file
+(target.yaml beside this file: its schema, its staging statement, how the
+harness reads its rows).
 
 It is the example for teams whose relay is not written in Go: one file, the
 standard library, psycopg2 and pika (Debian bookworm: python3-psycopg2
 2.9.5, python3-pika 1.2.0). One sequential loop, one PostgreSQL
 connection, one AMQP channel in confirm mode, one message in flight.
 
+Its table (target.yaml creates it): event_id uuid primary key, kind text,
+body jsonb, trace_id uuid, created_at timestamptz, sent_at timestamptz
+(NULL until published), tries integer, dead_at timestamptz (parked),
+owner text, owned_at and lease_until timestamptz (the lease).
+
 What it does, every poll:
 
-1. claims up to OUTBOX_BATCH_SIZE pending rows whose lease is free, oldest
-   occurred_at first, with one statement (FOR UPDATE SKIP LOCKED), leased
-   for OUTBOX_LEASE on the database clock: locked_until = now() + lease;
-2. for each row, in order: a type OUTBOX_TYPES does not list, or a payload
-   without the fields it requires, is parked at once (faulted_at = now())
+1. claims up to OUTBOX_BATCH_SIZE pending rows (sent_at and dead_at NULL)
+   whose lease is free, oldest created_at first, with one statement (FOR
+   UPDATE SKIP LOCKED), leased for OUTBOX_LEASE on the database clock:
+   lease_until = now() + lease;
+2. for each row, in order: a kind OUTBOX_TYPES does not list, or a body
+   without the fields it requires, is parked at once (dead_at = now())
    and never published; any other row is published to OUTBOX_EXCHANGE,
-   routing key = message_type, persistent, mandatory, content type
-   application/json, message_id = id, type = message_type,
-   correlation_id, body = payload, and the relay waits at most
+   routing key = kind, persistent, mandatory, content type
+   application/json, message_id = event_id, type = kind,
+   correlation_id = trace_id, body = body, and the relay waits at most
    OUTBOX_PUBLISH_TIMEOUT for the broker's confirm;
-3. a confirmed row is marked processed only under its own live lease
-   (... AND locked_by = me AND locked_until > now()); a mark that finds no
+3. a confirmed row is marked sent only under its own live lease
+   (... AND owner = me AND lease_until > now()); a mark that finds no
    row lost its lease, which is logged;
-4. a nack or a return (unroutable) is a failure of the row: attempts + 1,
-   eligible again after min(2^attempts x OUTBOX_BACKOFF_BASE,
+4. a nack or a return (unroutable) is a failure of the row: tries + 1,
+   eligible again after min(2^tries x OUTBOX_BACKOFF_BASE,
    OUTBOX_BACKOFF_MAX) on the database clock, parked at
    OUTBOX_MAX_ATTEMPTS; a broker outage (no connection, a publish error,
    no confirm in time) stops the batch, consumes no attempt and releases
@@ -525,30 +533,30 @@ class Relay:
         t = psycopg2.sql.Identifier(*cfg.table)
         self.sql_claim = psycopg2.sql.SQL("""
 WITH picked AS (
-    SELECT id FROM {t}
-    WHERE processed_at IS NULL AND faulted_at IS NULL
-      AND (locked_until IS NULL OR locked_until <= now())
-    ORDER BY occurred_at, id
+    SELECT event_id FROM {t}
+    WHERE sent_at IS NULL AND dead_at IS NULL
+      AND (lease_until IS NULL OR lease_until <= now())
+    ORDER BY created_at, event_id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 UPDATE {t} AS o
-SET locked_by = %(me)s, locked_at = now(),
-    locked_until = now() + make_interval(secs => %(lease)s::float8)
-FROM picked WHERE o.id = picked.id
-RETURNING o.id::text, o.message_type, o.payload::text, o.correlation_id::text, o.attempts, o.occurred_at""").format(t=t)
+SET owner = %(me)s, owned_at = now(),
+    lease_until = now() + make_interval(secs => %(lease)s::float8)
+FROM picked WHERE o.event_id = picked.event_id
+RETURNING o.event_id::text, o.kind, o.body::text, o.trace_id::text, o.tries, o.created_at""").format(t=t)
         # fence: this relay still holds the row's unexpired lease, and the
         # row is still pending.
-        fence = "locked_by = %(me)s AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL"
+        fence = "owner = %(me)s AND lease_until > now() AND sent_at IS NULL AND dead_at IS NULL"
         self.sql_mark = psycopg2.sql.SQL(
-            "UPDATE {t} SET processed_at = now() WHERE id = %(id)s::uuid AND " + fence).format(t=t)
+            "UPDATE {t} SET sent_at = now() WHERE event_id = %(id)s::uuid AND " + fence).format(t=t)
         self.sql_fail = psycopg2.sql.SQL("""
-UPDATE {t} SET attempts = attempts + 1,
-    locked_until = now() + make_interval(secs => %(backoff)s::float8),
-    faulted_at = CASE WHEN attempts + 1 >= %(max)s THEN now() END
-WHERE id = %(id)s::uuid AND """ + fence + """
-RETURNING attempts, faulted_at IS NOT NULL""").format(t=t)
+UPDATE {t} SET tries = tries + 1,
+    lease_until = now() + make_interval(secs => %(backoff)s::float8),
+    dead_at = CASE WHEN tries + 1 >= %(max)s THEN now() END
+WHERE event_id = %(id)s::uuid AND """ + fence + """
+RETURNING tries, dead_at IS NOT NULL""").format(t=t)
         self.sql_park = psycopg2.sql.SQL(
-            "UPDATE {t} SET faulted_at = now() WHERE id = %(id)s::uuid AND " + fence).format(t=t)
+            "UPDATE {t} SET dead_at = now() WHERE event_id = %(id)s::uuid AND " + fence).format(t=t)
 
     # The loop.
 

@@ -1,0 +1,97 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Schema is an outbox's schema as a harness sees it: how to create the
+// outbox of one bounded context, how to stage an event into it inside the
+// caller's business transaction, and how to read its rows back in this
+// package's columns. The zero value is this package's table (Migrate,
+// Stage with NOTIFY, the table itself); a team's own outbox, with its own
+// table, columns and staging call, sets all three functions.
+type Schema struct {
+	// Name names the schema in reports and errors ("watermill-sql", a
+	// target file's name); empty for this package's.
+	Name string
+	// Migrate creates the outbox that table names (schema-qualified, in
+	// a schema of its own that the harness drops after the run; the relay
+	// is given the same name as OUTBOX_TABLE). It may create more than one
+	// object, all in table's schema.
+	Migrate func(ctx context.Context, db *pgxpool.Pool, table Table) error
+	// Stage stages e in the outbox inside tx, the caller's business
+	// transaction, and publishes nothing: the harness commits or rolls
+	// tx back. It wakes a listening relay if the outbox has a wake-up.
+	Stage func(ctx context.Context, tx pgx.Tx, table Table, e Event) error
+	// Rows returns a SELECT over the outbox of table with this package's
+	// row columns, by name: id (the event id), message_type,
+	// processed_at, faulted_at, attempts, occurred_at, locked_by,
+	// locked_at and locked_until. A column the outbox does not keep is
+	// NULL of its type (0 for attempts). The harness reads the final
+	// rows, the backlog and the leases a paused replica holds through it.
+	Rows func(table Table) string
+}
+
+// Own reports whether s is a schema of its own rather than this
+// package's.
+func (s Schema) Own() bool { return s.Migrate != nil || s.Stage != nil || s.Rows != nil }
+
+// Validate checks that an own schema sets all three functions.
+func (s Schema) Validate() error {
+	if !s.Own() {
+		return nil
+	}
+	var missing []error
+	if s.Migrate == nil {
+		missing = append(missing, errors.New("no Migrate"))
+	}
+	if s.Stage == nil {
+		missing = append(missing, errors.New("no Stage"))
+	}
+	if s.Rows == nil {
+		missing = append(missing, errors.New("no Rows"))
+	}
+	if err := errors.Join(missing...); err != nil {
+		return fmt.Errorf("outbox schema %s: %w", s.label(), err)
+	}
+	return nil
+}
+
+func (s Schema) label() string {
+	if s.Name == "" {
+		return "(unnamed)"
+	}
+	return s.Name
+}
+
+// Create creates the outbox of table: s.Migrate, or this package's
+// migrations.
+func (s Schema) Create(ctx context.Context, db *pgxpool.Pool, table Table) error {
+	if s.Migrate == nil {
+		return Migrate(ctx, db, table)
+	}
+	if err := s.Migrate(ctx, db, table); err != nil {
+		return fmt.Errorf("creating outbox %s of schema %s: %w", table, s.label(), err)
+	}
+	return nil
+}
+
+// StageIn stages e inside tx: s.Stage, or this package's Stage with
+// NOTIFY.
+func (s Schema) StageIn(ctx context.Context, tx pgx.Tx, table Table, e Event) error {
+	if s.Stage == nil {
+		return Stage(ctx, tx, table, e, StageOptions{Notify: true})
+	}
+	return s.Stage(ctx, tx, table, e)
+}
+
+// RowsView is the view a harness reads an own schema's rows through,
+// beside table: "<table>_rows", length-bounded like the table's indexes.
+func (t Table) RowsView() Table {
+	return Table{schema: t.schema, name: t.derivedName("", "_rows")}
+}
