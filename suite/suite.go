@@ -37,13 +37,16 @@ import (
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
-// Target is the outbox under test. Today it is a relay that follows the
-// black-box contract of DESIGN.md §3 over the harness's outbox table: an
-// image, a command, or outboxlab's own relay (the zero Relay).
+// Target is the outbox under test: a relay (an image, a command, or
+// outboxlab's own relay, the zero Relay) and the outbox it reads, the
+// harness's table of the black-box contract (DESIGN.md §3) or one with its
+// own schema (Relay.Outbox, Relay.Identity; scenarios.LoadTarget reads
+// both from a target file).
 type Target struct {
 	// Relay is the relay under test; its Features, Failpoints, Records
 	// and Lease say what it promises, and so what the checkers expect
-	// of it. The zero value is outboxlab's relay.
+	// of it; its Outbox and Identity say how events are staged, read back
+	// and recognised. The zero value is outboxlab's relay.
 	Relay scenarios.RelayUnderTest
 }
 
