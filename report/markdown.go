@@ -62,9 +62,20 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		sectionMeta(&s, b.Scenarios.Meta, meta)
 		writeParts(&s, b.Scenarios.Part, b.Scenarios.Parts)
 		writeUnfinished(&s, b.Scenarios)
+		detail := b.Scenarios.Runs
+		if first, many := campaignSeeds(detail); many {
+			s.WriteString("### False-verdict figure\n\n")
+			s.WriteString("Every scenario of the catalogue on every seed of the campaign, against our relay, which is correct by the catalogue: ")
+			s.WriteString("a failed cell is a false verdict unless it is a real bug of the relay, and each one is listed below with its evidence.\n\n")
+			writeSeedTable(&s, detail, true)
+			fmt.Fprintf(&s, "\nThe table below shows every cell of seed %d and every cell of another seed that did not pass; `scenarios.json` of the bundle has them all.\n\n", first)
+			detail = slices.DeleteFunc(slices.Clone(detail), func(r ScenarioRun) bool {
+				return r.Seed != first && verdictOf(r.Valid, r.Problems, r.Inconclusive) == "PASS"
+			})
+		}
 		s.WriteString("| scenario | relay | producer | seed | verdict | faults fired | committed | delivered | duplicate deliveries | unexplained | duplicate causes | lost | phantom | duplicate effects | drain time |\n")
 		s.WriteString("|---|---|---|--:|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
-		for _, r := range b.Scenarios.Runs {
+		for _, r := range detail {
 			c := r.Counts
 			fmt.Fprintf(&s, "| %s | %s | %s | %d | %s | %s | %d | %d | %d | %d | %s | %d | %d | %d | %s |\n",
 				cell(r.Scenario), cell(r.Relay), cell(r.Variant), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)), cell(faultList(r.Faults)),
@@ -438,63 +449,96 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 		sectionMeta(s, f.Meta, meta)
 		writeParts(s, f.Part, f.Parts)
 		writeUnfinished(s, f)
-		s.WriteString("| scenario | seeds | passed | failed | inconclusive | failed by (first seed) | replay of the first failure |\n")
-		s.WriteString("|---|---|--:|--:|--:|---|---|\n")
-		type row struct {
-			seeds               []uint64
-			pass, fail, inconcl int
-			checkers            []string
-			firstFail           map[string]uint64
-			replay              string
-		}
-		var order []string
-		rows := map[string]*row{}
-		for _, r := range f.Runs {
-			w := rows[r.Scenario]
-			if w == nil {
-				w = &row{firstFail: map[string]uint64{}}
-				rows[r.Scenario] = w
-				order = append(order, r.Scenario)
-			}
-			w.seeds = append(w.seeds, r.Seed)
-			switch verdictOf(r.Valid, r.Problems, r.Inconclusive) {
-			case "PASS":
-				w.pass++
-			case "INCONCLUSIVE":
-				w.inconcl++
-			default:
-				w.fail++
-				if w.replay == "" {
-					w.replay = r.Replay
-				}
-				for _, c := range r.Checkers {
-					if c.Valid || c.Skipped {
-						continue
-					}
-					if _, ok := w.firstFail[c.Name]; !ok {
-						w.firstFail[c.Name] = r.Seed
-						w.checkers = append(w.checkers, c.Name)
-					}
-				}
-				if len(r.Problems) > 0 && len(w.checkers) == 0 {
-					if _, ok := w.firstFail["expectations"]; !ok {
-						w.firstFail["expectations"] = r.Seed
-						w.checkers = append(w.checkers, "expectations")
-					}
-				}
-			}
-		}
-		for _, sc := range order {
-			w := rows[sc]
-			var by []string
-			for _, c := range w.checkers {
-				by = append(by, fmt.Sprintf("%s (%d)", c, w.firstFail[c]))
-			}
-			fmt.Fprintf(s, "| %s | %s | %d | %d | %d | %s | %s |\n", cell(sc), cell(seedList(w.seeds)), w.pass, w.fail, w.inconcl,
-				cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay))
-		}
+		writeSeedTable(s, f.Runs, false)
 		s.WriteString("\n")
 		writeUnchecked(s, f.Runs)
+	}
+}
+
+// campaignSeeds returns the smallest seed of runs and whether some
+// scenario ran on more than one seed (a campaign over seeds).
+func campaignSeeds(runs []ScenarioRun) (first uint64, many bool) {
+	seen := map[string]uint64{}
+	for i, r := range runs {
+		if i == 0 || r.Seed < first {
+			first = r.Seed
+		}
+		if s, ok := seen[r.Scenario]; ok && s != r.Seed {
+			many = true
+		}
+		seen[r.Scenario] = r.Seed
+	}
+	return first, many
+}
+
+// writeSeedTable writes one row per scenario of a campaign over several
+// seeds: the seeds run, how many passed, failed and were inconclusive, the
+// checkers that failed it with their first seed, and the replay of its
+// first failure; with total, a last row sums the cells.
+func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
+	s.WriteString("| scenario | seeds | passed | failed | inconclusive | failed by (first seed) | replay of the first failure |\n")
+	s.WriteString("|---|---|--:|--:|--:|---|---|\n")
+	type row struct {
+		seeds               []uint64
+		pass, fail, inconcl int
+		checkers            []string
+		firstFail           map[string]uint64
+		replay              string
+	}
+	var order []string
+	rows := map[string]*row{}
+	for _, r := range runs {
+		w := rows[r.Scenario]
+		if w == nil {
+			w = &row{firstFail: map[string]uint64{}}
+			rows[r.Scenario] = w
+			order = append(order, r.Scenario)
+		}
+		w.seeds = append(w.seeds, r.Seed)
+		switch verdictOf(r.Valid, r.Problems, r.Inconclusive) {
+		case "PASS":
+			w.pass++
+		case "INCONCLUSIVE":
+			w.inconcl++
+		default:
+			w.fail++
+			if w.replay == "" {
+				w.replay = r.Replay
+			}
+			for _, c := range r.Checkers {
+				if c.Valid || c.Skipped {
+					continue
+				}
+				if _, ok := w.firstFail[c.Name]; !ok {
+					w.firstFail[c.Name] = r.Seed
+					w.checkers = append(w.checkers, c.Name)
+				}
+			}
+			if len(r.Problems) > 0 && len(w.checkers) == 0 {
+				if _, ok := w.firstFail["expectations"]; !ok {
+					w.firstFail["expectations"] = r.Seed
+					w.checkers = append(w.checkers, "expectations")
+				}
+			}
+		}
+	}
+	for _, sc := range order {
+		w := rows[sc]
+		var by []string
+		for _, c := range w.checkers {
+			by = append(by, fmt.Sprintf("%s (%d)", c, w.firstFail[c]))
+		}
+		fmt.Fprintf(s, "| %s | %s | %d | %d | %d | %s | %s |\n", cell(sc), cell(seedList(w.seeds)), w.pass, w.fail, w.inconcl,
+			cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay))
+	}
+	if total {
+		var cells, pass, fail, inconcl int
+		for _, sc := range order {
+			w := rows[sc]
+			cells += len(w.seeds)
+			pass, fail, inconcl = pass+w.pass, fail+w.fail, inconcl+w.inconcl
+		}
+		fmt.Fprintf(s, "| **all %d cells** | | **%d** | **%d** | **%d** | | |\n", cells, pass, fail, inconcl)
 	}
 }
 

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +128,52 @@ func TestBenchSectionPrintsItsTables(t *testing.T) {
 	want := "## Benchmark\n\nThroughput: draining 1000 events\n\n| contender | msgs/s |\n|---|---|\n| raw | 9000 |\n| relay-1 | 7500 |\n\n- watermill did not finish\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("REPORT.md lacks\n%s\nin\n%s", want, out.String())
+	}
+}
+
+func TestFalseVerdictFigureCountsEveryCellAndShowsWhatDidNotPass(t *testing.T) {
+	meta := Meta{Date: "2026-01-02T03:04:05Z", Commit: "abc", Machine: Machine{Cores: 2, OS: "Debian", Go: "go1.26"}}
+	var runs []ScenarioRun
+	for _, sc := range []string{"baseline", "db-down"} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			r := ScenarioRun{Scenario: sc, Relay: "ours", Seed: seed, Valid: true, Replay: fmt.Sprintf("replay %s %d", sc, seed)}
+			if sc == "db-down" && seed == 3 {
+				r.Valid, r.Problems = false, []string{"duplicate-deliveries: 2 unexplained"}
+				r.Checkers = []CheckerVerdict{{Name: "duplicate-deliveries"}}
+			}
+			if sc == "baseline" && seed == 2 {
+				r.Valid, r.Inconclusive = false, []string{"fault x could not bite"}
+			}
+			runs = append(runs, r)
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: runs}}); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"### False-verdict figure",
+		"| baseline | 1..3 | 2 | 0 | 1 |",
+		"| db-down | 1..3 | 2 | 1 | 0 | duplicate-deliveries (3) | `replay db-down 3` |",
+		"| **all 6 cells** | | **4** | **1** | **1** | | |",
+		"| db-down | ours |  | 3 | **FAIL** |", // a failure of a later seed keeps its row
+		"| baseline | ours |  | 2 | _INCONCLUSIVE_ |",
+		"`db-down` (seed 3) failed:\n- duplicate-deliveries: 2 unexplained",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| db-down | ours |  | 2 |") {
+		t.Errorf("a passing cell of a later seed has a detail row:\n%s", out)
+	}
+	// One seed per scenario is no campaign: no figure.
+	md.Reset()
+	if err := WriteMarkdown(&md, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: runs[:1]}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(md.String(), "False-verdict") {
+		t.Errorf("a single-seed run got a false-verdict figure")
 	}
 }
