@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/outboxlab/outboxlab/campaign"
@@ -471,4 +472,75 @@ func ReadHistory(dir, rel string) ([]history.Op, error) {
 	}
 	defer f.Close()
 	return history.ReadJSONL(f)
+}
+
+// Archive writes b's results files to dir, small enough to keep beside
+// the code: the histories of the runs that passed and the HTML pages are
+// left out (REPORT.md is made from the files alone), the histories of the
+// runs that failed or were inconclusive and of the simulation's failures
+// are copied, as their evidence. A later `outboxlab report --in dir`
+// merges the archive with new runs without running it again; its page
+// shows the passing runs without timelines.
+func (b Bundle) Archive(dir string) error {
+	keep := func(rel string) (string, error) {
+		if rel == "" {
+			return "", nil
+		}
+		h, err := ReadHistory(b.Dir, rel)
+		if err != nil {
+			return "", err
+		}
+		return WriteHistory(dir, filepath.Base(rel), h)
+	}
+	scenarioFile := func(name string, f *ScenarioFile) error {
+		if f == nil {
+			return nil
+		}
+		out := *f
+		out.HTML = ""
+		out.Runs = slices.Clone(f.Runs)
+		for i, r := range out.Runs {
+			if r.Valid {
+				out.Runs[i].History = ""
+				continue
+			}
+			var err error
+			if out.Runs[i].History, err = keep(r.History); err != nil {
+				return fmt.Errorf("archiving %s, %s seed %d: %w", name, r.Scenario, r.Seed, err)
+			}
+		}
+		return WriteFile(dir, name, out)
+	}
+	if err := scenarioFile(FileScenarios, b.Scenarios); err != nil {
+		return err
+	}
+	if err := scenarioFile(FileDemo, b.Demo); err != nil {
+		return err
+	}
+	if b.Sim != nil {
+		out := *b.Sim
+		out.Failures = slices.Clone(b.Sim.Failures)
+		for i, f := range out.Failures {
+			var err error
+			if out.Failures[i].History, err = keep(f.History); err != nil {
+				return fmt.Errorf("archiving %s, seed %d: %w", FileSim, f.Seed, err)
+			}
+		}
+		if err := WriteFile(dir, FileSim, out); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    any
+		set  bool
+	}{{FileMutants, b.Mutants, b.Mutants != nil}, {FileGenerated, b.Generated, b.Generated != nil}, {FileBench, b.Bench, b.Bench != nil}} {
+		if !f.set {
+			continue
+		}
+		if err := WriteFile(dir, f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

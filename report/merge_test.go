@@ -271,3 +271,46 @@ func TestMergeKeepsClusterCampaignsApart(t *testing.T) {
 		t.Errorf("the one-node table lists a cluster run:\n%s", one)
 	}
 }
+
+func TestArchiveKeepsTheFiguresAndTheEvidenceOfFailures(t *testing.T) {
+	b := shardBundle(t, 1, "abc",
+		ScenarioRun{Scenario: "a", Seed: 1, Valid: true, Replay: "replay-a-1"},
+		ScenarioRun{Scenario: "a", Seed: 2, Valid: false, Problems: []string{"lost: 1 event"}, Replay: "replay-a-2"})
+	b.Scenarios.HTML = "run.html"
+	dir := filepath.Join(t.TempDir(), "archive")
+	if err := b.Archive(dir); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runs := a.Scenarios.Runs
+	if len(runs) != 2 || runs[0].History != "" || runs[1].History == "" || a.Scenarios.HTML != "" {
+		t.Fatalf("archived runs %+v, html %q: want the passing run's history and the page left out, the failing one's kept", runs, a.Scenarios.HTML)
+	}
+	if h, err := ReadHistory(dir, runs[1].History); err != nil || len(h) != 1 {
+		t.Errorf("the failing run's history in the archive: %v, %v", h, err)
+	}
+	if a.Sim == nil || a.Sim.Summary.HistorySHA256 != b.Sim.Summary.HistorySHA256 || a.Sim.Summary.Seeds != b.Sim.Summary.Seeds {
+		t.Errorf("archived simulation %+v, want %+v", a.Sim, b.Sim)
+	}
+	var before, after bytes.Buffer
+	b.Dirs, a.Dirs = []string{"x"}, []string{"x"}
+	b.Scenarios.HTML = ""
+	if err := WriteMarkdown(&before, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&after, a); err != nil {
+		t.Fatal(err)
+	}
+	if before.String() != after.String() {
+		t.Errorf("REPORT.md from the archive differs:\n%s\nfrom the bundle:\n%s", after.String(), before.String())
+	}
+	if _, err := BundlePage(a); err != nil {
+		t.Errorf("the page of an archive: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -63,9 +64,10 @@ func (m Meta) Validate() error {
 // no git tree (an image of the outboxlab command, built with the commit).
 const EnvCommit = "OUTBOXLAB_COMMIT"
 
-// CollectMeta describes this machine and the git tree of the working
-// directory, now, or the commit EnvCommit names when there is no git
-// tree. Whatever cannot be found out is left empty.
+// CollectMeta describes this machine and what runs: the commit the
+// running binary was built from (go build stamps it), else the git tree
+// of the working directory now (go run stamps nothing), else the commit
+// EnvCommit names. Whatever cannot be found out is left empty.
 func CollectMeta(ctx context.Context, now time.Time) Meta {
 	m := Meta{Date: now.UTC().Format(time.RFC3339)}
 	m.Machine = Machine{
@@ -75,7 +77,12 @@ func CollectMeta(ctx context.Context, now time.Time) Meta {
 		Go:          runtime.Version(),
 		Docker:      output(ctx, "docker", "version", "--format", "{{.Server.Version}}"),
 	}
-	if c := output(ctx, "git", "rev-parse", "--short=12", "HEAD"); c != "" {
+	if c := builtCommit(); c != "" {
+		// The binary that runs says what it was built from, whatever the
+		// working tree holds by now (a campaign runs for an hour while the
+		// tree moves on).
+		m.Commit = c
+	} else if c := output(ctx, "git", "rev-parse", "--short=12", "HEAD"); c != "" {
 		m.Commit = c
 		if output(ctx, "git", "status", "--porcelain", "--untracked-files=no") != "" {
 			m.Commit += "-dirty"
@@ -136,4 +143,30 @@ func (m Machine) Memory() string {
 		return "unknown"
 	}
 	return strconv.FormatFloat(float64(m.MemoryBytes)/(1<<30), 'f', 1, 64) + " GiB"
+}
+
+// builtCommit is the commit the running binary was built from, with
+// "-dirty" when its tree had changes; "" when the build recorded none.
+func builtCommit() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, modified string
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			modified = kv.Value
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	rev = rev[:min(len(rev), 12)]
+	if modified == "true" {
+		rev += "-dirty"
+	}
+	return rev
 }

@@ -16,7 +16,7 @@ func reportVerb() verb {
 	return verb{
 		name:    "report",
 		summary: "write REPORT.md and its HTML page from results bundles",
-		args:    "--in DIR [--in DIR]... [--allow-mixed-commits] [--md FILE] [--html FILE]",
+		args:    "--in DIR [--in DIR]... [--allow-mixed-commits] [--md FILE] [--html FILE] [--archive DIR]",
 		about: `Reads a results bundle, the directory that demo, run, sim, mutants and
 bench write their results to (demo.json, scenarios.json, sim.json,
 mutants.json, bench.json, histories/), and writes REPORT.md: the machine, date and commit of the run, per scenario
@@ -31,13 +31,18 @@ split the same way; the report names the shards it lacks and the cells
 that did not finish. A kind of run the bundles lack is reported as not
 run; no figure is ever invented, and a results file without the metadata
 of its run (its date and the machine's cores, OS and Go version) is
-refused with exit 2.`,
+refused with exit 2. --archive DIR also copies each bundle's results files
+to DIR/NAME (NAME the bundle directory's own name) without the histories of
+the runs that passed and without the HTML pages: small enough to keep in
+the repository (results/), so that a later report merges them with new
+runs without running them again.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &reportOptions{}
 			fs.Var(&o.in, "in", "a results bundle `DIR` to read (required); repeat to merge the bundles of a campaign's shards")
 			fs.BoolVar(&o.allowMixed, "allow-mixed-commits", false, "merge bundles whose runs come from different commits")
 			fs.StringVar(&o.md, "md", "REPORT.md", "the Markdown `FILE` to write")
 			fs.StringVar(&o.html, "html", "", "the HTML `FILE` to write (default: the Markdown file's name with .html)")
+			fs.StringVar(&o.archive, "archive", "", "also copy each bundle's results files, without the passing runs' histories and the HTML, to `DIR`/NAME")
 			return o.run
 		},
 	}
@@ -47,6 +52,7 @@ type reportOptions struct {
 	in         stringList
 	allowMixed bool
 	md, html   string
+	archive    string
 }
 
 func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
@@ -68,6 +74,22 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 				"write the bundle again with the verb's --out %s (files written by hand or by an older outboxlab lack them)", dir, err, dir)
 		}
 		bundles = append(bundles, b)
+	}
+	if o.archive != "" {
+		seen := map[string]string{}
+		for _, b := range bundles {
+			name := filepath.Base(filepath.Clean(b.Dir))
+			if prev, ok := seen[name]; ok {
+				return usageErr(std, "report", "--archive: %s and %s have the same name %s; rename one", prev, b.Dir, name)
+			}
+			seen[name] = b.Dir
+			if filepath.Clean(filepath.Join(o.archive, name)) == filepath.Clean(b.Dir) {
+				continue // already the archive
+			}
+			if err := b.Archive(filepath.Join(o.archive, name)); err != nil {
+				return unavailable(std, "report", "--archive: %v", err)
+			}
+		}
 	}
 	b, err := report.Merge(bundles, report.MergeOptions{AllowMixedCommits: o.allowMixed})
 	switch {
