@@ -16,7 +16,10 @@ import (
 //   - no relay claims a row whose lease is live: a claim's locked_at must
 //     not be before the locked_until that the row's previous claim or
 //     retry left, whoever made it (unless a retry of the row whose outcome
-//     is unknown came in between: it may have left another one);
+//     is unknown came in between: it may have left another one; or the
+//     database was killed in between, a fault of class db and kind kill:
+//     claims commit asynchronously, and a crash may undo one already
+//     acknowledged);
 //   - with Features.Fenced, a relay marks a row only under its own lease:
 //     a Mark ok by P naming the row carries a processed_at (DBTime)
 //     before the end of the lease P's latest claim of it took, and no
@@ -83,6 +86,13 @@ func (a *analysis) leases() Result {
 				v.counts["claims_unchecked"]++
 				continue
 			}
+			if ev.at.Before(prev.until) && a.dbKilledBetween(prev.op.Index, ev.op.Index) {
+				// Claims commit asynchronously (relay.PGStore): a database
+				// killed after the earlier claim was acknowledged may have
+				// undone it, and freed the row for this one.
+				v.counts["claims_after_db_kill"]++
+				continue
+			}
 			if ev.at.Before(prev.until) {
 				v.offend(id, "claimed by %s at #%d at %s while the lease %s left at #%d ran until %s (%s early)",
 					ev.op.Process, ev.op.Index, fmtDB(ev.at), prev.op.Process, prev.op.Index, fmtDB(prev.until), prev.until.Sub(ev.at))
@@ -126,6 +136,14 @@ func (a *analysis) leases() Result {
 		return skipped(NameLeases, "no claim records with their lease on the database clock")
 	}
 	return v.result(fmt.Sprintf("%d claims against the leases before them, %d marks against their own lease, on the database clock", claims, marks))
+}
+
+// dbKilledBetween reports whether a database kill (a fault of class db
+// and kind kill) started between the records at indexes from and to.
+func (a *analysis) dbKilledBetween(from, to int64) bool {
+	return slices.ContainsFunc(a.windows, func(w window) bool {
+		return w.fault.Class == history.ClassDB && w.fault.Kind == "kill" && w.start > from && w.start < to
+	})
 }
 
 // leaseSlack is how far a claim's recorded lease may stray from the

@@ -46,6 +46,18 @@ func TestLeasesFromRecords(t *testing.T) {
 			cfg: fenced(), valid: false, offending: []string{"e1"},
 		},
 		{
+			name: "claimed while another relay's lease was live, after a database kill undid that claim",
+			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").dbKill("postgres kill").heal("postgres kill").
+				claimAt("relay-b", db.Add(5*time.Second), "e1").h(),
+			cfg: fenced(), valid: true,
+		},
+		{
+			name: "a database kill before both claims excuses neither",
+			h: build().commit("p", "e1").dbKill("postgres kill").heal("postgres kill").claimAt("relay-a", db, "e1").
+				claimAt("relay-b", db.Add(5*time.Second), "e1").h(),
+			cfg: fenced(), valid: false, offending: []string{"e1"},
+		},
+		{
 			name: "claimed during its own backoff",
 			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").retryAt("relay-a", "e1", 1, db.Add(time.Second), time.Minute).
 				claimAt("relay-b", db.Add(30*time.Second), "e1").h(),
