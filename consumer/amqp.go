@@ -312,15 +312,36 @@ func (d *amqpDelivery) Nack(ctx context.Context, requeue bool) error {
 }
 
 // deliveryCounts counts deliveries per message id, forgetting the oldest
-// ids beyond its bound.
+// ids beyond its bound. order lists the ids in the order they were first
+// counted, each entry with the generation of its count: an id forgotten
+// and counted again has a new generation, so the stale entry it left
+// behind never evicts the new count.
 type deliveryCounts struct {
 	max   int
-	n     map[string]int
-	order []string
+	gen   uint64
+	n     map[string]tracked
+	order []orderEntry
+}
+
+// tracked is one id's count and the generation of its order entry.
+type tracked struct {
+	count int
+	gen   uint64
+}
+
+type orderEntry struct {
+	id  string
+	gen uint64
 }
 
 func newDeliveryCounts(max int) *deliveryCounts {
-	return &deliveryCounts{max: max, n: make(map[string]int)}
+	return &deliveryCounts{max: max, n: make(map[string]tracked)}
+}
+
+// live reports whether e is the order entry of a count still kept.
+func (c *deliveryCounts) live(e orderEntry) bool {
+	t, ok := c.n[e.id]
+	return ok && t.gen == e.gen
 }
 
 // inc counts one more delivery of id and returns the count so far.
@@ -328,27 +349,34 @@ func (c *deliveryCounts) inc(id string) int {
 	if id == "" {
 		return 1
 	}
-	if _, ok := c.n[id]; !ok {
+	t, ok := c.n[id]
+	if !ok {
 		for len(c.n) >= c.max && len(c.order) > 0 {
-			delete(c.n, c.order[0])
+			if e := c.order[0]; c.live(e) {
+				delete(c.n, e.id)
+			}
 			c.order = c.order[1:]
 		}
-		c.order = append(c.order, id)
+		c.gen++
+		t = tracked{gen: c.gen}
+		c.order = append(c.order, orderEntry{id, c.gen})
 	}
-	c.n[id]++
-	return c.n[id]
+	t.count++
+	c.n[id] = t
+	return t.count
 }
 
 // forget drops id once it is settled for good.
 func (c *deliveryCounts) forget(id string) {
 	delete(c.n, id)
-	// order keeps the id until it reaches the front; compact when it is
-	// mostly stale.
+	// order keeps the id's entry until it reaches the front; compact
+	// when it is mostly stale (how often changes memory only: eviction
+	// skips stale entries).
 	if len(c.order) > 2*len(c.n)+64 {
 		kept := c.order[:0]
-		for _, o := range c.order {
-			if _, ok := c.n[o]; ok {
-				kept = append(kept, o)
+		for _, e := range c.order {
+			if c.live(e) {
+				kept = append(kept, e)
 			}
 		}
 		c.order = kept

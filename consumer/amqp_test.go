@@ -61,3 +61,22 @@ func TestAMQPSourceRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveryCountsEvictTheOldest: an id forgotten and counted again is
+// the newest; the entry it left behind when forgotten does not evict its
+// new count before older ids.
+func TestDeliveryCountsEvictTheOldest(t *testing.T) {
+	c := newDeliveryCounts(2)
+	c.inc("x")
+	c.forget("x")
+	c.inc("y")
+	c.inc("x")
+	c.inc("x") // x counted twice since it came back
+	c.inc("z") // the bound: evicts y, the oldest kept
+	if _, ok := c.n["y"]; ok {
+		t.Errorf("y, the oldest id, was kept: tracking %v", c.n)
+	}
+	if got := c.inc("x"); got != 3 {
+		t.Errorf("x counted %d, want 3: its count was evicted before y's", got)
+	}
+}

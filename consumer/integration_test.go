@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/testenv/pgserver"
+
 	seedpkg "github.com/outboxlab/outboxlab/seed"
 
 	"github.com/jackc/pgx/v5"
@@ -48,11 +50,32 @@ func infraURLs(t testing.TB) (db, broker string) {
 	return db, broker
 }
 
-// newInboxDB creates a schema for the test, migrates the inbox in it and
-// returns a pool whose search path is that schema.
+// newInboxDB creates a schema for the test on the integration tests'
+// PostgreSQL, migrates the inbox in it and returns a pool whose search
+// path is that schema.
 func newInboxDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	base, _ := infraURLs(t)
+	return newInboxDBOn(t, base)
+}
+
+// newPGInboxDB is newInboxDB for a test that needs PostgreSQL alone: on
+// OUTBOX_TEST_DATABASE_URL, else on a throwaway server of the test's own
+// from the local binaries (testenv/pgserver), so that it runs under -short
+// too; without the binaries, on the postgres container (skipped under
+// -short).
+func newPGInboxDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	base := os.Getenv("OUTBOX_TEST_DATABASE_URL")
+	if base == "" {
+		base = pgserver.StartT(t).AdminURL()
+	}
+	return newInboxDBOn(t, base)
+}
+
+// newInboxDBOn is newInboxDB on the server base names.
+func newInboxDBOn(t testing.TB, base string) *pgxpool.Pool {
+	t.Helper()
 	schema := testName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -386,7 +409,7 @@ func TestConsumerDeadLettersAfterMaxDeliveries(t *testing.T) {
 }
 
 func TestPGInboxApplyIsAtomic(t *testing.T) {
-	pool := newInboxDB(t)
+	pool := newPGInboxDB(t)
 	ctx := context.Background()
 	var calls int
 	fail := true
@@ -436,7 +459,7 @@ func TestPGInboxApplyIsAtomic(t *testing.T) {
 // TestPGInboxConcurrentDuplicates applies one message from many goroutines
 // at once: the unique key lets exactly one effect through.
 func TestPGInboxConcurrentDuplicates(t *testing.T) {
-	pool := newInboxDB(t)
+	pool := newPGInboxDB(t)
 	in, err := consumer.NewPGInbox(pool, "c", consumer.RecordEffect("c"))
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,10 @@ type Message struct {
 	MessageID, Type, CorrelationID, ContentType string
 	DeliveryMode                                uint8
 	Body                                        []byte
+	// DeliveryCount, when above 0, is the x-delivery-count header of a
+	// message Enqueue put in a queue, as a quorum queue counts a
+	// message's earlier deliveries.
+	DeliveryCount int64
 
 	header      []byte // the raw content header
 	queue       string // the queue it waits in, once routed
@@ -59,6 +63,7 @@ type Server struct {
 	consumers []*consumer
 	conns     map[*conn]bool
 	dials     int
+	beats     []uint16
 	wg        sync.WaitGroup
 }
 
@@ -111,6 +116,15 @@ func (s *Server) Dials() int {
 	return s.dials
 }
 
+// Heartbeats returns the heartbeat, in seconds, that each connection
+// asked for in its connection.tune-ok, in the order they connected (the
+// broker proposes none, so a client's own setting stands).
+func (s *Server) Heartbeats() []uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint16(nil), s.beats...)
+}
+
 // NackPublishes makes the broker nack every publish from now on (or ack
 // again with false), as a quorum queue without a leader does.
 func (s *Server) NackPublishes(on bool) {
@@ -151,7 +165,13 @@ func (s *Server) Bindings(queue string) []string {
 // queue, as a publisher's routed message would be; a consumer of queue
 // gets it at once.
 func (s *Server) Enqueue(queue, id, typ string, body []byte) {
-	m := &Message{MessageID: id, Type: typ, RoutingKey: typ, Body: body, ContentType: "application/json", DeliveryMode: 2}
+	s.EnqueueCounted(queue, id, typ, body, 0)
+}
+
+// EnqueueCounted is Enqueue with the x-delivery-count header a quorum
+// queue sets on a message delivered n times before (none for 0).
+func (s *Server) EnqueueCounted(queue, id, typ string, body []byte, n int64) {
+	m := &Message{MessageID: id, Type: typ, RoutingKey: typ, Body: body, ContentType: "application/json", DeliveryMode: 2, DeliveryCount: n}
 	m.header = buildHeader(m)
 	s.mu.Lock()
 	if _, ok := s.bindings[queue]; !ok {
@@ -296,6 +316,12 @@ func (c *conn) serve() error {
 				return err
 			}
 		case class == 10 && method == 31: // connection.tune-ok
+			rd.u16() // channel-max
+			rd.u32() // frame-max
+			beat := rd.u16()
+			c.s.mu.Lock()
+			c.s.beats = append(c.s.beats, beat)
+			c.s.mu.Unlock()
 		case class == 10 && method == 40: // connection.open
 			if err := reply(10, 41, (&wbuf{}).shortstr("")); err != nil {
 				return err
@@ -630,8 +656,15 @@ func parseProps(m *Message, b []byte) {
 func buildHeader(m *Message) []byte {
 	b := &wbuf{}
 	b.u16(60).u16(0).u64(uint64(len(m.Body)))
-	b.u16(flagContentType | flagDeliveryMode | flagMessageID | flagType)
-	b.shortstr(m.ContentType).u8(m.DeliveryMode).shortstr(m.MessageID).shortstr(m.Type)
+	if m.DeliveryCount <= 0 {
+		b.u16(flagContentType | flagDeliveryMode | flagMessageID | flagType)
+		b.shortstr(m.ContentType).u8(m.DeliveryMode).shortstr(m.MessageID).shortstr(m.Type)
+		return b.b
+	}
+	// A field table of one long-long integer ('l'), as amqp091 reads it.
+	table := (&wbuf{}).shortstr("x-delivery-count").u8('l').u64(uint64(m.DeliveryCount))
+	b.u16(flagContentType | flagHeaders | flagDeliveryMode | flagMessageID | flagType)
+	b.shortstr(m.ContentType).u32(uint32(len(table.b))).raw(table.b).u8(m.DeliveryMode).shortstr(m.MessageID).shortstr(m.Type)
 	return b.b
 }
 
