@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,4 +101,33 @@ func unwrapAll(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// TestValidateZeroLeaseSaysSoOnce: a zero lease is reported as a lease
+// that must be positive, not also as one shorter than twice the publish
+// timeout.
+func TestValidateZeroLeaseSaysSoOnce(t *testing.T) {
+	c := Config{RelayID: "r"}.WithDefaults()
+	c.Lease = 0
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "Lease must be positive") {
+		t.Fatalf("Validate with a zero lease = %v", err)
+	}
+	if strings.Contains(err.Error(), "twice") {
+		t.Errorf("a zero lease is also reported against the publish timeout: %v", err)
+	}
+}
+
+// TestClassZeroIsNoClass: the zero Class is no class of failure, so that
+// an unclassified failure is never taken for one.
+func TestClassZeroIsNoClass(t *testing.T) {
+	var zero Class
+	for _, c := range []Class{ClassBroker, ClassRow, ClassPoison} {
+		if zero == c {
+			t.Errorf("the zero Class is %v", c)
+		}
+	}
+	if got := zero.String(); got != "Class(0)" {
+		t.Errorf("zero Class prints %q", got)
+	}
 }

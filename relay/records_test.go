@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -412,5 +413,25 @@ func TestNewRefusesMissingParts(t *testing.T) {
 	}
 	if _, err := New(Config{}, &fakeStore{}, &hookPublisher{}, Options{}); err == nil {
 		t.Error("New accepted a configuration without a relay id")
+	}
+}
+
+// failingWriter fails every write, as a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestFileRecordsKeepTheFirstWriteError: a record the file could not
+// take is reported by Err at once, and nothing more is written after it.
+func TestFileRecordsKeepTheFirstWriteError(t *testing.T) {
+	fr := &FileRecords{process: "relay-a", now: time.Now, w: bufio.NewWriterSize(failingWriter{}, 16)}
+	fr.Record(oplog.Op{Type: oplog.Invoke, F: oplog.Claim, Events: []string{"a record longer than the buffer"}})
+	if err := fr.Err(); err == nil || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("Err after a failed write = %v, want the write's error", err)
+	}
+	index := fr.index
+	fr.Record(oplog.Op{Type: oplog.OK, F: oplog.Claim})
+	if fr.index != index {
+		t.Errorf("a record after the failure was written (index %d, was %d)", fr.index, index)
 	}
 }
