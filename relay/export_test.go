@@ -17,6 +17,14 @@ func (p *AMQPPublisher) DropConnection() {
 	}
 }
 
+// SessionClosed reports whether the publisher's current connection is
+// closed (none counts as closed).
+func (p *AMQPPublisher) SessionClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess == nil || p.sess.conn.IsClosed()
+}
+
 // EditSQL replaces old by new in the statement of s named stmt (claim,
 // mark, retry, park, sweep or stats): a test's regression of one
 // statement. It fails when the statement does not contain old.

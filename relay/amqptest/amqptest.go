@@ -56,6 +56,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	nack      bool
+	hold      bool
 	bindings  map[string][]string // queue -> binding keys
 	queues    map[string][]*Message
 	published []Message
@@ -130,6 +131,15 @@ func (s *Server) Heartbeats() []uint16 {
 func (s *Server) NackPublishes(on bool) {
 	s.mu.Lock()
 	s.nack = on
+	s.mu.Unlock()
+}
+
+// HoldConfirms makes the broker take publishes without ever confirming
+// them from now on (or confirm again with false), as a confirm lost on
+// the way does.
+func (s *Server) HoldConfirms(on bool) {
+	s.mu.Lock()
+	s.hold = on
 	s.mu.Unlock()
 }
 
@@ -480,7 +490,7 @@ func (c *conn) published(ch uint16, m *Message) error {
 			}
 		}
 	}
-	nack := s.nack
+	nack, hold := s.nack, s.hold
 	tag, confirming := s.tags(c, ch)
 	if !nack {
 		for _, q := range routed {
@@ -498,7 +508,7 @@ func (c *conn) published(ch uint16, m *Message) error {
 			return err
 		}
 	}
-	if !confirming {
+	if !confirming || hold {
 		return nil
 	}
 	b := &wbuf{}
