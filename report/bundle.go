@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/outboxlab/outboxlab/campaign"
@@ -35,6 +36,11 @@ const (
 	FileGenerated = "generated.json"
 	// FileBench holds a BenchFile from `outboxlab bench`.
 	FileBench = "bench.json"
+	// FileFindings, beside a scenarios.json, is what its runs showed when
+	// their histories were read: each failure's cause, with its evidence
+	// and replay (Markdown, written by whoever read them). REPORT.md
+	// prints it under the runs' table, as written.
+	FileFindings = "findings.md"
 	// DirHistories holds the JSONL history of every run a file lists,
 	// named by ScenarioRun.History.
 	DirHistories = "histories"
@@ -123,6 +129,9 @@ type ScenarioFile struct {
 	Stopped string `json:"stopped,omitempty"`
 	// HTML is the HTML report written for these runs, if any.
 	HTML string `json:"html,omitempty"`
+	// Findings is the bundle's FileFindings, if any: what reading the
+	// runs' histories showed.
+	Findings string `json:"-"`
 	// Parts are the parts merged into this file by Merge, in shard order;
 	// empty for a file as read.
 	Parts []Part `json:"-"`
@@ -349,6 +358,15 @@ func ReadBundle(dir string) (Bundle, error) {
 	if b.Scenarios, err = readFile[ScenarioFile](dir, FileScenarios); err != nil {
 		return b, err
 	}
+	if b.Scenarios != nil {
+		data, err := os.ReadFile(filepath.Join(dir, FileFindings))
+		switch {
+		case err == nil:
+			b.Scenarios.Findings = strings.TrimSpace(string(data))
+		case !errors.Is(err, fs.ErrNotExist):
+			return b, fmt.Errorf("reading %s: %w", FileFindings, err)
+		}
+	}
 	if b.Demo, err = readFile[ScenarioFile](dir, FileDemo); err != nil {
 		return b, err
 	}
@@ -513,6 +531,11 @@ func (b Bundle) Archive(dir string) error {
 	}
 	if err := scenarioFile(FileScenarios, b.Scenarios); err != nil {
 		return err
+	}
+	if b.Scenarios != nil && b.Scenarios.Findings != "" {
+		if err := WriteAtomic(filepath.Join(dir, FileFindings), []byte(b.Scenarios.Findings+"\n")); err != nil {
+			return fmt.Errorf("archiving %s: %w", FileFindings, err)
+		}
 	}
 	if err := scenarioFile(FileDemo, b.Demo); err != nil {
 		return err

@@ -101,6 +101,9 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 				fmt.Fprintf(&s, "- %s\n", p)
 			}
 		}
+		if f := b.Scenarios.Findings; f != "" {
+			fmt.Fprintf(&s, "\n### Findings\n\n_What reading these runs' histories showed (%s of the bundle)._\n\n%s\n", mdCode(FileFindings), f)
+		}
 		if b.Scenarios.HTML != "" {
 			fmt.Fprintf(&s, "\nHTML report: %s\n", mdCode(b.Scenarios.HTML))
 		}
@@ -452,6 +455,9 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 		writeSeedTable(s, f.Runs, false)
 		s.WriteString("\n")
 		writeUnchecked(s, f.Runs)
+		if f.Findings != "" {
+			fmt.Fprintf(s, "#### Findings\n\n_What reading these runs' histories showed (%s of the bundle)._\n\n%s\n\n", mdCode(FileFindings), f.Findings)
+		}
 	}
 }
 

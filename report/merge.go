@@ -323,6 +323,9 @@ func mergeScenarios(bundles []Bundle) (*ScenarioFile, error) {
 		if f.f.Stopped != "" {
 			stopped = append(stopped, fmt.Sprintf("shard %s: %s", f.shard, f.f.Stopped))
 		}
+		if f.f.Findings != "" && !strings.Contains(out.Findings, f.f.Findings) {
+			out.Findings = strings.TrimSpace(out.Findings + "\n\n" + f.f.Findings)
+		}
 	}
 	out.Meta = newest(metas)
 	out.Stopped = strings.Join(stopped, "; ")

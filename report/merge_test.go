@@ -314,3 +314,53 @@ func TestArchiveKeepsTheFiguresAndTheEvidenceOfFailures(t *testing.T) {
 		t.Errorf("the page of an archive: %v", err)
 	}
 }
+
+// TestFindingsFollowTheirRuns: a bundle's findings.md is printed under
+// its relay's table, once however many shards carry it, and an archive
+// keeps it.
+func TestFindingsFollowTheirRuns(t *testing.T) {
+	ours := shardBundle(t, 1, "abc", ScenarioRun{Scenario: "a", Relay: "ours", Seed: 1, Valid: true})
+	var theirs []Bundle
+	for k := 1; k <= 2; k++ {
+		b := shardBundle(t, k, "abc", ScenarioRun{Scenario: "a", Relay: "watermill", Seed: uint64(k), Valid: k == 1, Problems: []string{"lost: 1"}[:k-1]})
+		b.Sim = nil
+		for _, f := range []string{FileSim} {
+			_ = os.Remove(filepath.Join(b.Dir, f))
+		}
+		if err := os.WriteFile(filepath.Join(b.Dir, FileFindings), []byte("Seed 2 lost one event: the forwarder acked it before the confirm.\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if b, err = ReadBundle(b.Dir); err != nil {
+			t.Fatal(err)
+		}
+		theirs = append(theirs, b)
+	}
+	ours.Sim = nil
+	m, err := Merge([]Bundle{ours, theirs[0], theirs[1]}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, m); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	if n := strings.Count(out, "the forwarder acked it before the confirm"); n != 1 {
+		t.Errorf("the findings appear %d times, want once:\n%s", n, out)
+	}
+	if i, j := strings.Index(out, "### `watermill`"), strings.Index(out, "#### Findings"); i < 0 || j < i {
+		t.Errorf("the findings are not under watermill's table:\n%s", out)
+	}
+	dir := filepath.Join(t.TempDir(), "archive")
+	if err := theirs[0].Archive(dir); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Scenarios.Findings != theirs[0].Scenarios.Findings {
+		t.Errorf("archived findings %q", a.Scenarios.Findings)
+	}
+}
