@@ -117,3 +117,23 @@ func TestFakeBrokerConfirmThatArrivedWinsOverADeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeBrokerClosedChannelIsAnOutageNotANack: when the broker closes
+// the channel with a publish in flight, amqp091 resolves its confirm as a
+// nack; the publisher reports an outage (the message's fate is unknown),
+// not a broker's nack, and dials afresh.
+func TestFakeBrokerClosedChannelIsAnOutageNotANack(t *testing.T) {
+	b, p := fakeBroker(t, "#")
+	b.CloseChannelOnPublish(true)
+	err := fakePublish(t, p, "e1", "t")
+	if !errors.Is(err, relay.ErrBrokerUnavailable) || errors.Is(err, relay.ErrNacked) {
+		t.Fatalf("a publish whose channel the broker closed: %v, want ErrBrokerUnavailable and no ErrNacked", err)
+	}
+	b.CloseChannelOnPublish(false)
+	if err := fakePublish(t, p, "e2", "t"); err != nil {
+		t.Fatalf("the publish after: %v", err)
+	}
+	if n := p.Dials(); n != 2 {
+		t.Errorf("%d dials, want 2", n)
+	}
+}

@@ -57,6 +57,7 @@ type Server struct {
 	mu        sync.Mutex
 	nack      bool
 	hold      bool
+	refuse    bool
 	bindings  map[string][]string // queue -> binding keys
 	queues    map[string][]*Message
 	published []Message
@@ -140,6 +141,16 @@ func (s *Server) NackPublishes(on bool) {
 func (s *Server) HoldConfirms(on bool) {
 	s.mu.Lock()
 	s.hold = on
+	s.mu.Unlock()
+}
+
+// CloseChannelOnPublish makes the broker answer every publish from now
+// on (or no longer, with false) by closing the publisher's channel with
+// PRECONDITION_FAILED, as RabbitMQ closes a channel on a channel-level
+// error; the connection stays open.
+func (s *Server) CloseChannelOnPublish(on bool) {
+	s.mu.Lock()
+	s.refuse = on
 	s.mu.Unlock()
 }
 
@@ -480,6 +491,12 @@ type publish struct {
 func (c *conn) published(ch uint16, m *Message) error {
 	s := c.s
 	s.mu.Lock()
+	if s.refuse {
+		s.mu.Unlock()
+		b := &wbuf{}
+		b.u16(20).u16(40).u16(406).shortstr("PRECONDITION_FAILED - refused by the test").u16(60).u16(40)
+		return c.send(1, ch, b.b)
+	}
 	s.published = append(s.published, *m)
 	var routed []string
 	for q, keys := range s.bindings {
