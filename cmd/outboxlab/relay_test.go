@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -199,5 +200,51 @@ func TestRunChecksTheRelayBeforeStartingContainers(t *testing.T) {
 	d.imageExists = func(context.Context, string) (bool, error) { return false, errors.New("engine hung up") }
 	if code, _, errOut := invokeWith(t, d, "run"); code != exitUsage || !strings.Contains(errOut, "engine hung up") {
 		t.Errorf("inspect error: exit %d, %s", code, errOut)
+	}
+}
+
+// TestRunTargetFile: --target reads a target file whose outbox has other
+// column names than ours, and its relay, identity and capabilities reach
+// the runner; the replay names the file again. --target with --relay or
+// --capabilities, and a file that cannot be read, are usage errors.
+func TestRunTargetFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orders.yaml")
+	if err := os.WriteFile(path, []byte(`name: orders
+relay:
+  command: /bin/true --flag
+capabilities: parks,lease=5s
+outbox:
+  migrate: CREATE TABLE {table} (event_id uuid PRIMARY KEY, kind text NOT NULL, body jsonb NOT NULL, sent_at timestamptz)
+  stage: INSERT INTO {table} (event_id, kind, body) VALUES (:id, :type, :payload)
+  rows: SELECT event_id AS id, kind AS message_type, sent_at AS processed_at FROM {table}
+delivery:
+  id: body:event_id
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var specs []runSpec
+	d := capturingRunner(testDeps(), &specs)
+	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "3", "--json", "--target", path)
+	if code != exitOK || len(specs) != 1 {
+		t.Fatalf("exit %d, %d specs\n%s%s", code, len(specs), out, errOut)
+	}
+	u := specs[0].Relay
+	if u.Name != "orders" || !u.Outbox.Own() || u.Identity.BodyField != "event_id" || !u.Features.Parks || u.Lease != 5*time.Second ||
+		strings.Join(u.Command, " ") != "/bin/true --flag" {
+		t.Errorf("the runner got %+v", u)
+	}
+	if !strings.Contains(out, "--target "+scenarios.QuoteArg(path)) {
+		t.Errorf("the replay does not name the target file:\n%s", out)
+	}
+	for _, args := range [][]string{
+		{"run", "--target", path, "--relay", "ours2"},
+		{"run", "--target", path, "--relay", "image:x"},
+		{"run", "--target", path, "--capabilities", "parks"},
+		{"run", "--target", filepath.Join(dir, "missing.yaml")},
+	} {
+		if code, _, errOut := invokeWith(t, d, args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want 2\n%s", args, code, errOut)
+		}
 	}
 }
