@@ -15,21 +15,8 @@ func TestContainerFaultsOnPostgres(t *testing.T) {
 	env := newFixture(t)
 	ctx := context.Background()
 	url := env.dbURL
-	rec := &history.Recorder{}
 	pg := env.postgres
-	kill := chaos.KillContainer(pg, history.ClassDB)
-	stop := chaos.StopContainer(pg, history.ClassDB, 10*time.Second)
-	pause := chaos.PauseContainer(pg, history.ClassDB)
-	restart := chaos.RestartContainer(pg, history.ClassDB)
-	n, err := chaos.NewNemesis(rec, kill, stop, pause, restart)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.HealAll(context.Background()); err != nil {
-			t.Errorf("healing all: %v", err)
-		}
-	})
+	rec, n, kill, stop, pause, restart := containerFaults(t, pg, history.ClassDB)
 	waitPG(t, ctx, url, 3*time.Minute)
 
 	for _, f := range []*chaos.ContainerFault{kill, stop} {
@@ -101,21 +88,8 @@ func TestContainerFaultsOnPostgres(t *testing.T) {
 func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 	env := newFixture(t)
 	ctx := context.Background()
-	rec := &history.Recorder{}
 	rmq := env.rabbitmq
-	kill := chaos.KillContainer(rmq, history.ClassBroker)
-	stop := chaos.StopContainer(rmq, history.ClassBroker, 10*time.Second)
-	pause := chaos.PauseContainer(rmq, history.ClassBroker)
-	restart := chaos.RestartContainer(rmq, history.ClassBroker)
-	n, err := chaos.NewNemesis(rec, kill, stop, pause, restart)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.HealAll(context.Background()); err != nil {
-			t.Errorf("healing all: %v", err)
-		}
-	})
+	rec, n, kill, stop, pause, restart := containerFaults(t, rmq, history.ClassBroker)
 	exchange := fmt.Sprintf("chaos.container.%d", time.Now().UnixNano())
 	queue := exchange + ".q"
 	// declare waits for the broker and (re)declares the topology; the
@@ -154,24 +128,10 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 	}
 	for _, f := range []*chaos.ContainerFault{kill, stop, pause} {
 		t.Run(f.Name(), func(t *testing.T) {
-			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: env.amqpURL, Exchange: exchange, DialTimeout: 3 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Close()
-			if err := publishWith(ctx, pub, "before-"+f.Kind()); err != nil {
-				t.Fatal(err)
-			}
+			pub := warmPublisher(t, ctx, env.amqpURL, exchange, 3*time.Second, "before-"+f.Kind())
 			confirmed++
 			startStop(t, ctx, rec, n, f, func() {
-				pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				defer cancel()
-				err := publishWith(pctx, pub, "during-"+f.Kind())
-				if err == nil {
-					t.Errorf("publish confirmed after %s", f.Name())
-				} else if relay.Classify(err) != relay.ClassBroker {
-					t.Errorf("publish after %s: %v, classified %s, want broker", f.Name(), err, relay.Classify(err))
-				}
+				publishFailsAsBroker(t, ctx, pub, "during-"+f.Kind(), "after "+f.Name())
 			})
 			healed(t)
 		})
@@ -208,4 +168,26 @@ func TestContainerFaultsOnRabbitMQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", n.Summary())
+}
+
+// containerFaults registers a kill, a stop, a pause and a restart of c
+// (faults of class) with a nemesis of a fresh recorder, and heals them
+// all when the test ends.
+func containerFaults(t *testing.T, c chaos.Container, class history.FaultClass) (rec *history.Recorder, n *chaos.Nemesis, kill, stop, pause, restart *chaos.ContainerFault) {
+	t.Helper()
+	rec = &history.Recorder{}
+	kill = chaos.KillContainer(c, class)
+	stop = chaos.StopContainer(c, class, 10*time.Second)
+	pause = chaos.PauseContainer(c, class)
+	restart = chaos.RestartContainer(c, class)
+	n, err := chaos.NewNemesis(rec, kill, stop, pause, restart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.HealAll(context.Background()); err != nil {
+			t.Errorf("healing all: %v", err)
+		}
+	})
+	return rec, n, kill, stop, pause, restart
 }

@@ -371,6 +371,36 @@ func publishOnce(ctx context.Context, url, exchange, id string, timeout time.Dur
 	return publishWith(ctx, pub, id)
 }
 
+// warmPublisher connects a publisher to url that has had id confirmed,
+// and closes it when the test ends.
+func warmPublisher(t *testing.T, ctx context.Context, url, exchange string, dial time.Duration, id string) *relay.AMQPPublisher {
+	t.Helper()
+	pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: url, Exchange: exchange, DialTimeout: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	if err := publishWith(ctx, pub, id); err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+// publishFailsAsBroker fails the test unless publishing id through pub,
+// within 3 seconds, fails as a broker-level failure, as it must while a
+// fault (what: "under down", "after kill") keeps the broker away.
+func publishFailsAsBroker(t *testing.T, ctx context.Context, pub *relay.AMQPPublisher, id, what string) {
+	t.Helper()
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err := publishWith(pctx, pub, id)
+	if err == nil {
+		t.Errorf("publish confirmed %s", what)
+	} else if relay.Classify(err) != relay.ClassBroker {
+		t.Errorf("publish %s failed with %v, classified %s, want broker", what, err, relay.Classify(err))
+	}
+}
+
 func publishWith(ctx context.Context, pub *relay.AMQPPublisher, id string) error {
 	conf, err := pub.Publish(ctx, relay.Message{ID: id, Type: "chaos.probe", Payload: []byte(`{}`)})
 	if err != nil {
@@ -438,24 +468,10 @@ func TestToxicsOnRelayBroker(t *testing.T) {
 		t.Run(f.Name(), func(t *testing.T) {
 			// A publisher connected before the fault: its next publish
 			// must fail as a broker-level failure.
-			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: env.amqpURL, Exchange: exchange, DialTimeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Close()
-			if err := publishWith(ctx, pub, "warm-"+f.Kind()); err != nil {
-				t.Fatal(err)
-			}
+			pub := warmPublisher(t, ctx, env.amqpURL, exchange, 5*time.Second, "warm-"+f.Kind())
 			published++
 			startStop(t, ctx, rec, n, f, func() {
-				pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				defer cancel()
-				err := publishWith(pctx, pub, "lost-"+f.Kind())
-				if err == nil {
-					t.Errorf("publish confirmed under %s", f.Name())
-				} else if relay.Classify(err) != relay.ClassBroker {
-					t.Errorf("publish under %s failed with %v, classified %s, want broker", f.Name(), err, relay.Classify(err))
-				}
+				publishFailsAsBroker(t, ctx, pub, "lost-"+f.Kind(), "under "+f.Name())
 				if err := publishOnce(ctx, env.amqpURL, exchange, "new-"+f.Kind(), 3*time.Second); err == nil {
 					t.Errorf("new publisher confirmed under %s", f.Name())
 				}
