@@ -35,6 +35,12 @@ type Schema struct {
 	// NULL of its type (0 for attempts). The harness reads the final
 	// rows, the backlog and the leases a paused replica holds through it.
 	Rows func(table Table) string
+	// NoLeases says the outbox keeps no lease of a row: Rows shows
+	// locked_by, locked_at and locked_until NULL whatever its relay does
+	// (watermill's SQL subscriber locks its consumer group's offset
+	// instead). What judges the leases a relay takes on rows cannot run on
+	// it.
+	NoLeases bool
 }
 
 // Own reports whether s is a schema of its own rather than this

@@ -163,7 +163,7 @@ const Name = "watermill-sql"
 // the tables of the topic derived from the table the harness names,
 // Stage publishes the event inside the caller's transaction through the
 // forwarder's publisher (destination topic = the event's type), Rows is
-// Tables.Rows.
+// Tables.Rows, and it keeps no lease of a row.
 func Schema() outbox.Schema {
 	return outbox.Schema{
 		Name: Name,
@@ -179,6 +179,7 @@ func Schema() outbox.Schema {
 			}
 			return nil
 		},
-		Rows: func(table outbox.Table) string { return For(table).Rows() },
+		Rows:     func(table outbox.Table) string { return For(table).Rows() },
+		NoLeases: true,
 	}
 }
