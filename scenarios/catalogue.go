@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -412,9 +411,12 @@ func confirmLost() Scenario {
 			// With records, a duplicate of a row whose confirm was lost is
 			// explained by that unconfirmed publish; without, by the fault
 			// that hit the relays.
-			by := res.Counts.DuplicatesBy
-			if by[checker.CauseUnconfirmed]+by[s.PublisherLink().Name()+" confirms lost"] == 0 {
-				res.Problems = append(res.Problems, "confirm-lost: no duplicate delivery is explained by the lost confirms, so no unconfirmed row was published again")
+			problem, inconclusive := judgeConfirmLost(res.History, res.Counts.DuplicatesBy, s.PublisherLink().Name()+" confirms lost")
+			if problem != "" {
+				res.Problems = append(res.Problems, problem)
+			}
+			if inconclusive != "" {
+				res.Inconclusive = append(res.Inconclusive, inconclusive)
 			}
 		},
 	}
