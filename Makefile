@@ -37,13 +37,16 @@ IMAGE_relay-mutants := outboxlab/relay-mutants:dev
 # The example relay in Python (examples/pyrelay), on Debian's python3-psycopg2
 # and python3-pika; its test in examples/pyrelay runs it under the catalogue.
 IMAGE_pyrelay   := outboxlab/pyrelay:dev
+# watermill's forwarder under the black-box contract (./cmd/watermill-relay,
+# target/watermill): `outboxlab run --relay watermill` runs it.
+IMAGE_watermill-relay := outboxlab/watermill-relay:dev
 
 # The relay images are built once ./cmd/relay exists: relay from the
 # binary as it is, relay-mutants from the binary built with -tags mutants
 # (the relay-side mutants that only the harness runs).
 HAVE_RELAY := $(if $(wildcard cmd/relay/*.go),yes)
-IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants) pyrelay
-ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants pyrelay
+IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants) pyrelay watermill-relay
+ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants pyrelay watermill-relay
 
 # docker-build TAG ARGS... builds an image with no pull; its log is shown
 # only when the build fails.
@@ -71,7 +74,7 @@ images:
 	@$(MAKE) --no-print-directory -j3 image-stamps
 	@$(if $(HAVE_RELAY),,echo "relay: ./cmd/relay does not exist yet; images $(IMAGE_relay) and $(IMAGE_relay-mutants) not built")
 
-## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants, pyrelay) and what it needs
+## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants, pyrelay, watermill-relay) and what it needs
 .PHONY: $(addprefix image-,$(ALL_IMAGES))
 $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 	@:
@@ -80,7 +83,7 @@ $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 image-stamps: $(addprefix $(STAMPS)/,$(IMAGES))
 	@:
 
-$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay $(CTX)/relay-mutants:
+$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay $(CTX)/relay-mutants $(CTX)/watermill-relay:
 	@mkdir -p $@
 
 # write-stamp records the ID of image $(IMAGE_$1) in its stamp file.
@@ -116,6 +119,11 @@ $(STAMPS)/relay-mutants: docker/build-image.sh $(STAMPS)/debian docker/relay-mut
 	@$(DOCKER_BUILD) $(IMAGE_relay-mutants) -f docker/relay-mutants/Dockerfile $(CTX)/relay-mutants
 	@$(call write-stamp,relay-mutants)
 
+$(STAMPS)/watermill-relay: docker/build-image.sh $(STAMPS)/debian docker/watermill-relay/Dockerfile $(CTX)/watermill-relay/watermill-relay.sum
+	@echo "image: building $(IMAGE_watermill-relay)"
+	@$(DOCKER_BUILD) $(IMAGE_watermill-relay) -f docker/watermill-relay/Dockerfile $(CTX)/watermill-relay
+	@$(call write-stamp,watermill-relay)
+
 # The Python relay's build context is examples/pyrelay: the image copies
 # relay.py alone.
 $(STAMPS)/pyrelay: docker/build-image.sh $(STAMPS)/debian docker/pyrelay/Dockerfile examples/pyrelay/relay.py
@@ -148,6 +156,9 @@ $(CTX)/relay/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay
 $(CTX)/relay-mutants/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay-mutants
 	@test -d cmd/relay || { echo "relay: ./cmd/relay does not exist yet" >&2; exit 1; }
 	$(call go-static,$@,-tags mutants ./cmd/relay)
+
+$(CTX)/watermill-relay/watermill-relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/watermill-relay
+	$(call go-static,$@,./cmd/watermill-relay)
 
 # The checksum files are written by the binaries' recipes.
 $(CTX)/%.sum: $(CTX)/%

@@ -16,47 +16,44 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/target/watermill/wmoutbox"
+	"github.com/outboxlab/outboxlab/target/watermill/wmrelay"
 )
 
-// watermillTopic is the SQL topic the forwarder reads from.
-const watermillTopic = "outboxlab_bench_forwarder"
+// watermillTable is the messages table of the forwarder's SQL topic, in
+// the run's schema (its offsets table is beside it: wmoutbox.For).
+const watermillTable = "watermill_outboxlab_bench_forwarder"
 
 // watermillStageChunk is how many events one staging transaction inserts
 // through watermill's SQL publisher (three parameters each; PostgreSQL
 // takes at most 65,535 per statement). Staging is not timed.
 const watermillStageChunk = 5000
 
-// watermillPeer is watermill's outbox: producers publish through the SQL
-// publisher, wrapped in the forwarder's envelope, inside their own
-// transaction; the forwarder subscribes with the SQL subscriber and
-// publishes each message to RabbitMQ with watermill-amqp.
+// watermillPeer is watermill's outbox (package wmoutbox, the same tables,
+// staging and forwarder configuration as the watermill target of the
+// chaos catalogue): producers publish through the SQL publisher, wrapped
+// in the forwarder's envelope, inside their own transaction; the
+// forwarder subscribes with the SQL subscriber and publishes each message
+// to RabbitMQ with watermill-amqp.
 type watermillPeer struct {
 	in     *infra
 	pool   *pgxpool.Pool
-	schema wsql.DefaultPostgreSQLSchema
-	offs   wsql.DefaultPostgreSQLOffsetsAdapter
+	tables wmoutbox.Tables
 	logger *errorLogger
 }
 
 func newWatermillPeer(ctx context.Context, in *infra) (*watermillPeer, error) {
+	table, err := outbox.ParseTable(in.schema + "." + watermillTable)
+	if err != nil {
+		return nil, fmt.Errorf("watermill: %w", err)
+	}
 	pool, err := pgxpool.New(ctx, in.dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("watermill: connecting to PostgreSQL: %w", err)
 	}
-	q := func(name string) string { return pgx.Identifier{in.schema, name}.Sanitize() }
-	return &watermillPeer{
-		in:   in,
-		pool: pool,
-		schema: wsql.DefaultPostgreSQLSchema{
-			GenerateMessagesTableName: func(topic string) string { return q("watermill_" + topic) },
-			// The payload column holds the forwarder's JSON envelope.
-			GeneratePayloadType: func(string) string { return "JSON" },
-		},
-		offs: wsql.DefaultPostgreSQLOffsetsAdapter{
-			GenerateMessagesOffsetsTableName: func(topic string) string { return q("watermill_offsets_" + topic) },
-		},
-		logger: &errorLogger{},
-	}, nil
+	return &watermillPeer{in: in, pool: pool, tables: wmoutbox.For(table), logger: &errorLogger{}}, nil
 }
 
 // errorLogger is a watermill logger that keeps the first error it is
@@ -90,11 +87,7 @@ func (l *errorLogger) summary() (int, string) {
 func (p *watermillPeer) close() { p.pool.Close() }
 
 func (p *watermillPeer) subscriber() (*wsql.Subscriber, error) {
-	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(p.pool), wsql.SubscriberConfig{
-		SchemaAdapter:    p.schema,
-		OffsetsAdapter:   p.offs,
-		InitializeSchema: true,
-	}, p.logger)
+	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(p.pool), wmrelay.SubscriberConfig(p.tables, 0), p.logger)
 	if err != nil {
 		return nil, fmt.Errorf("watermill: SQL subscriber: %w", err)
 	}
@@ -105,37 +98,25 @@ func (p *watermillPeer) subscriber() (*wsql.Subscriber, error) {
 // chunk in one transaction through forwarder.Publisher over the SQL
 // publisher: what a watermill producer does in its business transaction.
 func (p *watermillPeer) stage(ctx context.Context, w *workload) error {
-	sub, err := p.subscriber()
-	if err != nil {
-		return err
-	}
-	if err := sub.SubscribeInitialize(watermillTopic); err != nil {
-		return fmt.Errorf("watermill: creating tables: %w", err)
-	}
-	if err := sub.Close(); err != nil {
-		return fmt.Errorf("watermill: closing subscriber: %w", err)
+	if err := p.tables.Migrate(ctx, p.pool); err != nil {
+		return fmt.Errorf("watermill: %w", err)
 	}
 	for start := 0; start < w.len(); start += watermillStageChunk {
 		end := min(start+watermillStageChunk, w.len())
 		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			pub, err := wsql.NewPublisher(wsql.TxFromPgx(tx), wsql.PublisherConfig{SchemaAdapter: p.schema}, p.logger)
-			if err != nil {
-				return err
-			}
-			fwd := forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: watermillTopic})
 			msgs := make([]*message.Message, 0, end-start)
 			for i := start; i < end; i++ {
 				m := message.NewMessage(w.idStr[i], w.payloads[i])
 				m.SetContext(ctx)
 				msgs = append(msgs, m)
 			}
-			return fwd.Publish(MessageType, msgs...)
+			return p.tables.Stage(tx, MessageType, msgs...)
 		})
 		if err != nil {
 			return fmt.Errorf("watermill: staging events %d-%d: %w", start, end, err)
 		}
 	}
-	if _, err := p.pool.Exec(ctx, `ANALYZE `+p.schema.MessagesTable(watermillTopic)); err != nil {
+	if _, err := p.pool.Exec(ctx, `ANALYZE `+p.tables.Messages.Ident()); err != nil {
 		return fmt.Errorf("watermill: analyzing: %w", err)
 	}
 	return nil
@@ -150,15 +131,12 @@ type watermillRun struct {
 }
 
 // start runs the forwarder: SQL subscriber in, watermill-amqp publisher
-// out, with publisher confirms on and a pooled channel (its default opens
-// a channel for every publish).
+// out, configured as the watermill target's replica (publisher confirms,
+// mandatory, the durable exchange), but with a pooled channel (its
+// default opens a channel for every publish) and the relay's message
+// properties, for a like-for-like rate.
 func (p *watermillPeer) start(ctx context.Context) (*watermillRun, error) {
-	cfg := wamqp.NewDurableTopicConfig(p.in.amqpURL, p.in.exchange, p.in.queue)
-	// The exchange exists already, durable; watermill declares it again
-	// before its first publish and must ask for the same kind.
-	cfg.Exchange.Durable = true
-	cfg.Publish.ConfirmDelivery = true
-	cfg.Publish.Mandatory = true
+	cfg := wmrelay.AMQPConfig(p.in.amqpURL, p.in.exchange)
 	cfg.Publish.ChannelPoolSize = 1
 	cfg.Marshaler = wamqp.DefaultMarshaler{
 		PostprocessPublishing: func(pub amqp.Publishing) amqp.Publishing {
@@ -191,11 +169,9 @@ func (p *watermillPeer) start(ctx context.Context) (*watermillRun, error) {
 			return res, err
 		}
 	}
-	fwd, err := forwarder.NewForwarder(sub, out, p.logger, forwarder.Config{
-		ForwarderTopic: watermillTopic,
-		Middlewares:    []message.HandlerMiddleware{count},
-		CloseTimeout:   30 * time.Second,
-	})
+	fcfg := wmrelay.ForwarderConfig(p.tables)
+	fcfg.Middlewares = []message.HandlerMiddleware{count}
+	fwd, err := forwarder.NewForwarder(sub, out, p.logger, fcfg)
 	if err != nil {
 		_ = out.Close()
 		return nil, fmt.Errorf("watermill: forwarder: %w", err)

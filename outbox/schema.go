@@ -35,6 +35,12 @@ type Schema struct {
 	// NULL of its type (0 for attempts). The harness reads the final
 	// rows, the backlog and the leases a paused replica holds through it.
 	Rows func(table Table) string
+	// NoLeases says the outbox keeps no lease of a row: Rows shows
+	// locked_by, locked_at and locked_until NULL whatever its relay does
+	// (watermill's SQL subscriber locks its consumer group's offset
+	// instead). What judges the leases a relay takes on rows cannot run on
+	// it.
+	NoLeases bool
 }
 
 // Own reports whether s is a schema of its own rather than this
@@ -92,6 +98,13 @@ func (s Schema) StageIn(ctx context.Context, tx pgx.Tx, table Table, e Event) er
 
 // RowsView is the view a harness reads an own schema's rows through,
 // beside table: "<table>_rows", length-bounded like the table's indexes.
-func (t Table) RowsView() Table {
-	return Table{schema: t.schema, name: t.derivedName("", "_rows")}
+func (t Table) RowsView() Table { return t.Sibling("_rows") }
+
+// Sibling names another object of an own schema beside table, in its
+// schema: the table's name with its dot as "_" and suffix, length-bounded
+// and kept distinct like the table's indexes (see Channel). An outbox
+// that keeps more than one table (an offsets table beside the messages)
+// names the others so, and the harness drops them with the schema.
+func (t Table) Sibling(suffix string) Table {
+	return Table{schema: t.schema, name: t.derivedName("", suffix)}
 }

@@ -3,12 +3,14 @@ package scenarios
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/workload"
 )
 
@@ -98,6 +100,23 @@ func TestRunNotApplicable(t *testing.T) {
 	_, err = Run(context.Background(), nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1"}})
 	if !errors.Is(err, ErrNotApplicable) {
 		t.Fatalf("crash-between-publish-and-mark with a relay without failpoints: err = %v, want ErrNotApplicable", err)
+	}
+	// The scenarios that act on row leases do not apply to an outbox that
+	// keeps none, whatever the relay declares; the others do.
+	noLeases := RelayUnderTest{Image: "example/relay:1", Failpoints: true, Outbox: outbox.Schema{Name: "lockless", NoLeases: true}}
+	for _, name := range Names() {
+		sc, _ := Lookup(name)
+		err := newRun(nil, sc, Options{Seed: 3, Relay: noLeases}).applicable()
+		want := name == LeaseExpiry || name == ClockSkew
+		if got := errors.Is(err, ErrNotApplicable); got != want {
+			t.Errorf("%s on an outbox without leases: err = %v, want not applicable %v", name, err, want)
+		}
+		if want && !strings.Contains(fmt.Sprint(err), "lockless") {
+			t.Errorf("%s: %v does not name the outbox", name, err)
+		}
+		if err := newRun(nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1", Failpoints: true}}).applicable(); err != nil {
+			t.Errorf("%s on outboxlab's table: %v", name, err)
+		}
 	}
 }
 

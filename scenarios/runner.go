@@ -321,6 +321,8 @@ func (r *run) applicable() error {
 		return fmt.Errorf("%w: %s acts on relay replicas, and the %s variant runs without a relay", ErrNotApplicable, r.sc.Name, r.mode)
 	case r.mode == workload.Outbox && r.sc.NeedsFailpoints && !r.relay.Failpoints:
 		return fmt.Errorf("%w: %s needs a relay that honours %s, and %s does not declare it", ErrNotApplicable, r.sc.Name, chaos.FailpointsEnv, r.relay.Name)
+	case r.mode == workload.Outbox && r.sc.NeedsLeases && r.relay.Outbox.NoLeases:
+		return fmt.Errorf("%w: %s judges the leases a relay takes on outbox rows, and the %s outbox keeps none", ErrNotApplicable, r.sc.Name, r.relay.Outbox.Name)
 	}
 	return nil
 }

@@ -94,6 +94,9 @@ const (
 	// runs the relay-side mutant that OUTBOX_MUTANT names, for the
 	// harness's kill matrix. Only the harness uses it.
 	ImageRelayMutants = "outboxlab/relay-mutants:dev"
+	// ImageWatermillRelay is watermill's forwarder under the black-box
+	// contract (./cmd/watermill-relay, package target/watermill).
+	ImageWatermillRelay = "outboxlab/watermill-relay:dev"
 )
 
 // Credentials baked into the images. The PostgreSQL role is a superuser and

@@ -116,6 +116,7 @@ func TestMakefileAgrees(t *testing.T) {
 	for name, tag := range map[string]string{
 		"debian": ImageBase, "postgres": ImagePostgres, "rabbitmq": ImageRabbitMQ,
 		"toxiproxy": ImageToxiproxy, "relay": ImageRelay, "relay-mutants": ImageRelayMutants,
+		"watermill-relay": ImageWatermillRelay,
 	} {
 		re := regexp.MustCompile(`(?m)^IMAGE_` + name + `\s*:=\s*(\S+)\s*$`)
 		m := re.FindSubmatch(b)

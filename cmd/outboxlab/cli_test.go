@@ -377,6 +377,12 @@ func TestParseRelay(t *testing.T) {
 	if got, _ := parseRelay("ours"); got.Mutants || len(got.Env) > 0 {
 		t.Errorf("ours = %+v, want the relay image without a mutant", got)
 	}
+	// watermill is its own target: its image, its outbox, its identity,
+	// and it replays as itself.
+	if got, err := parseRelay("watermill"); err != nil || got.Image != testenv.ImageWatermillRelay || !got.Outbox.Own() ||
+		got.Identity.Header == "" || got.Replay != "--relay watermill" {
+		t.Errorf("watermill = %+v, %v; want the watermill target", got, err)
+	}
 	for _, in := range []string{"image:", "cmd:  ", "image:a b", "nope", "consumer-no-dedupe"} {
 		if _, err := parseRelay(in); err == nil {
 			t.Errorf("parseRelay(%q) accepted", in)

@@ -171,6 +171,8 @@ func TestRunChecksTheRelayBeforeStartingContainers(t *testing.T) {
 	}{
 		{[]string{"run"}, []string{testenv.ImageRelay}, []string{testenv.ImageRelay, "`make images`"}},
 		{[]string{"run", "--relay", "no-lease"}, []string{testenv.ImageRelayMutants}, []string{testenv.ImageRelayMutants, "`make images`"}},
+		{[]string{"run", "--relay", "watermill"}, []string{testenv.ImageWatermillRelay}, []string{testenv.ImageWatermillRelay, "`make images`"}},
+		{[]string{"run", "--relay", "watermill", "--capabilities", "parks"}, nil, []string{"watermill declares its own"}},
 		{[]string{"run", "--relay", "image:acme/relay:1.2"}, []string{"acme/relay:1.2"}, []string{"acme/relay:1.2", "docker load", "nothing is pulled"}},
 		{[]string{"run", "--relay", "cmd:" + filepath.Join(dir, "missing") + " --fast"}, nil, []string{"missing", "give the path of an executable file"}},
 		{[]string{"run", "--relay", "cmd:" + notExe}, nil, []string{"not-executable", "give the path of an executable file"}},

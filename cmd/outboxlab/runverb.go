@@ -25,10 +25,12 @@ func runVerb() verb {
 containers (built by ` + "`make images`" + `; a Docker engine is needed): a workload,
 a fault schedule drawn from the seed, a heal-and-drain phase and the
 checkers. --scenario may be repeated; without it every scenario of the
-catalogue runs. --relay is ours, a mutant's name, image:REF for any relay
-image that follows the black-box contract, or cmd:COMMAND for one run as a
-host process (its arguments split as a shell splits words, single and
-double quotes included, but no shell runs it). --target FILE puts an
+catalogue runs. --relay is ours, a mutant's name, watermill (watermill's
+SQL forwarder with its own outbox tables, image
+outboxlab/watermill-relay:dev, judged by the core guarantee alone),
+image:REF for any relay image that follows the black-box contract, or
+cmd:COMMAND for one run as a host process (its arguments split as a shell
+splits words, single and double quotes included, but no shell runs it). --target FILE puts an
 outbox with its own schema under test instead: a YAML file that gives its
 migration, staging and row-reading SQL, its relay (image or command), how
 a delivery names its event and what the relay promises. Before any container
@@ -52,7 +54,7 @@ run only when named, on a three-node RabbitMQ cluster with quorum queues;
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
-			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, image:REF or cmd:COMMAND")
+			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, watermill, image:REF or cmd:COMMAND")
 			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see the README, \"Putting your own outbox under test\")")
 			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, or none (default none)")
 			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
@@ -110,7 +112,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	if o.capabilities != "" {
-		if relay.Image == "" && len(relay.Command) == 0 {
+		if relay.Replay != "" || relay.Image == "" && len(relay.Command) == 0 {
 			return usageErr(std, "run", "--capabilities is for image: and cmd: relays; %s declares its own", relay.Name)
 		}
 		if relay, err = relay.WithCapabilities(o.capabilities); err != nil {

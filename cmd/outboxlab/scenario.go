@@ -18,6 +18,7 @@ import (
 	"github.com/outboxlab/outboxlab/mutant/infra"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
+	wmtarget "github.com/outboxlab/outboxlab/target/watermill"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -43,7 +44,8 @@ type runOutcome struct {
 	NotApplicable string
 }
 
-// parseRelay reads --relay: "ours", "image:REF" for a relay image that
+// parseRelay reads --relay: "ours", "watermill" for watermill's SQL
+// forwarder with its own outbox (package wmtarget), "image:REF" for a relay image that
 // follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
 // a host process (split as a shell splits words, quotes included, by
 // splitArgs; no shell runs it), or the name of a relay-side mutant of the
@@ -53,6 +55,8 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	switch {
 	case s == "" || s == "ours":
 		return scenarios.RelayUnderTest{Name: "ours"}, nil
+	case s == wmtarget.Name:
+		return wmtarget.Target(), nil
 	case strings.HasPrefix(s, "image:"):
 		ref := strings.TrimPrefix(s, "image:")
 		if ref == "" || strings.ContainsAny(ref, " \t") {
@@ -71,7 +75,7 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
-		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
 	}
 	if !m.HasRelayForm() {
 		return scenarios.RelayUnderTest{}, fmt.Errorf("mutant %s breaks the %s, not the relay process, so it cannot run as --relay: run `outboxlab mutants --mutant %s`", s, m.Side, s)
@@ -105,7 +109,7 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 		return unavailable(std, verb, "cannot look for the relay image %s: %v", img, err)
 	case ok:
 		return exitOK
-	case img == testenv.ImageRelay || img == testenv.ImageRelayMutants:
+	case img == testenv.ImageRelay || img == testenv.ImageRelayMutants || img == testenv.ImageWatermillRelay:
 		return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it with `make images` (nothing is pulled from a registry)", img)
 	}
 	return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it (docker build -t %s ...) or load it (docker load); nothing is pulled from a registry", img, img)

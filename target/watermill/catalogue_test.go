@@ -1,0 +1,35 @@
+package wmtarget_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/suite"
+	wmtarget "github.com/outboxlab/outboxlab/target/watermill"
+)
+
+// TestCatalogue runs baseline (no fault: every committed event delivered
+// once, no duplicate at all) and broker-down (the replicas' link to the
+// broker goes down twice while producers commit: nothing lost, every
+// duplicate explained) on seed 1 against the watermill-relay image,
+// through the public suite. The whole catalogue is `outboxlab run
+// --relay watermill`. It starts containers: skipped under -short, and
+// without a Docker engine unless OUTBOXLAB_REQUIRE_DOCKER is set.
+func TestCatalogue(t *testing.T) {
+	suite.Run(t, suite.Target{Relay: wmtarget.Target()}, suite.Options{
+		Scenarios: []string{scenarios.Baseline, scenarios.BrokerDown},
+		Seed:      1,
+		Timeout:   5 * time.Minute,
+	})
+}
+
+// TestMain keeps Ryuk, testcontainers' reaper, off: it would pull an
+// image, and outboxlab's environment removes its own containers.
+func TestMain(m *testing.M) {
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+	os.Exit(m.Run())
+}
