@@ -81,6 +81,10 @@ type TargetOutbox struct {
 	// occurred_at, locked_by, locked_at, locked_until (NULL of its type
 	// where the outbox keeps no such column).
 	Rows string `yaml:"rows"`
+	// NoLeases says the outbox keeps no lease of a row (rows shows
+	// locked_by, locked_at and locked_until NULL): the scenarios that
+	// judge the leases a relay takes are not applicable to it.
+	NoLeases bool `yaml:"no_leases"`
 }
 
 // TargetDeliver is how a delivery names its event.
@@ -229,7 +233,8 @@ func (o TargetOutbox) schema(name string) (outbox.Schema, error) {
 			}
 			return nil
 		},
-		Rows: func(table outbox.Table) string { return expand(o.Rows, table) },
+		Rows:     func(table outbox.Table) string { return expand(o.Rows, table) },
+		NoLeases: o.NoLeases,
 	}, nil
 }
 

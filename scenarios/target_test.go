@@ -47,6 +47,7 @@ outbox:
     - INSERT INTO {table} (event_id, kind, body, at) VALUES (:id, :type, :payload, :occurred_at)
     - SELECT pg_notify('{channel}', '')
   rows: SELECT event_id AS id, kind AS message_type FROM {table}
+  no_leases: true
 delivery:
   id: header:x-event-id
 `
@@ -64,6 +65,9 @@ func TestParseTarget(t *testing.T) {
 	}
 	if u.Env["OTHER_POLL"] != "100ms" || !u.Features.Parks || u.Features.Fenced || u.Lease.String() != "3s" {
 		t.Errorf("env %v, features %+v, lease %s", u.Env, u.Features, u.Lease)
+	}
+	if !u.Outbox.NoLeases {
+		t.Error("no_leases was not read")
 	}
 	if u.Identity != (consumer.Identity{Header: "x-event-id"}) {
 		t.Errorf("identity %+v", u.Identity)
