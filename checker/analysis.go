@@ -147,6 +147,9 @@ type window struct {
 	name       string
 	fault      history.Fault
 	start, end int64
+	// took is the index by which the fault had taken effect: its start's
+	// ok (start when the start was recorded done alone, or never done).
+	took int64
 }
 
 // analysis indexes a history and a state once for every checker.
@@ -440,6 +443,7 @@ func faultWindows(pairs []history.Pair) []window {
 		at    int64
 		fault history.Fault
 		open  bool
+		took  int64
 	}
 	var edges []edge
 	for _, p := range pairs {
@@ -453,16 +457,20 @@ func faultWindows(pairs []history.Pair) []window {
 			if p.Invoke == nil && p.Done.Type == history.Fail {
 				continue
 			}
-			edges = append(edges, edge{start.Index, f, true})
+			took := start.Index
+			if p.Done != nil {
+				took = p.Done.Index
+			}
+			edges = append(edges, edge{start.Index, f, true, took})
 			if p.Invoke != nil && p.Done != nil && p.Done.Type == history.Fail {
-				edges = append(edges, edge{p.Done.Index, f, false})
+				edges = append(edges, edge{p.Done.Index, f, false, 0})
 			}
 		case history.FaultStop:
 			switch {
 			case p.Invoke != nil && p.Done != nil && p.Done.Type == history.OK:
-				edges = append(edges, edge{p.Done.Index, f, false})
+				edges = append(edges, edge{p.Done.Index, f, false, 0})
 			case p.Invoke == nil && p.Done.Type != history.Fail:
-				edges = append(edges, edge{p.Done.Index, f, false})
+				edges = append(edges, edge{p.Done.Index, f, false, 0})
 			}
 		}
 	}
@@ -482,7 +490,7 @@ func faultWindows(pairs []history.Pair) []window {
 		switch {
 		case e.open && !isOpen:
 			open[e.fault.Name] = len(out)
-			out = append(out, window{name: e.fault.Name, fault: e.fault, start: e.at, end: math.MaxInt64})
+			out = append(out, window{name: e.fault.Name, fault: e.fault, start: e.at, end: math.MaxInt64, took: e.took})
 		case !e.open && isOpen:
 			out[pos].end = e.at
 			delete(open, e.fault.Name)

@@ -144,6 +144,20 @@ func (b *hb) dbKill(name string) *hb {
 	return b.rec("nemesis", history.Info, history.FaultStart, history.Meta{Fault: &f})
 }
 
+// dbKillInvoke begins a database kill whose effect dbKillTook records
+// later: what the harness acknowledges in between the kill may undo.
+func (b *hb) dbKillInvoke(name string) *hb {
+	f := history.Fault{Name: name, Kind: "kill", Class: history.ClassDB}
+	b.faults[name] = f
+	return b.rec("nemesis", history.Invoke, history.FaultStart, history.Meta{Fault: &f})
+}
+
+// dbKillTook records that the kill dbKillInvoke began took effect.
+func (b *hb) dbKillTook(name string) *hb {
+	f := b.faults[name]
+	return b.rec("nemesis", history.OK, history.FaultStart, history.Meta{Fault: &f})
+}
+
 // heal closes the window fault opened under name.
 func (b *hb) heal(name string) *hb {
 	f, ok := b.faults[name]

@@ -231,17 +231,23 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 		c.consider(CauseMarkFailed+" "+inv.Process, inv.Index)
 	}
 	// The database was killed after a claim or mark of the row was
-	// acknowledged and before the row was claimed again: claims and marks
+	// acknowledged (before the kill had taken effect: the acknowledgement
+	// may come between the kill's invoke and its ok) and before the row
+	// was claimed again: claims and marks
 	// commit asynchronously (relay.PGStore), so the crash may have undone
 	// them and freed the row.
 	for _, w := range a.windows {
 		if w.fault.Class != history.ClassDB || w.fault.Kind != "kill" || w.start >= to {
 			continue
 		}
-		before := slices.ContainsFunc(e.claims, func(o history.Op) bool { return o.Index < w.start }) ||
-			slices.ContainsFunc(e.marks, func(o history.Op) bool { return o.Index < w.start })
-		after := slices.ContainsFunc(e.claims, func(o history.Op) bool { return o.Index > w.start && o.Index < to })
-		if before && after {
+		// An acknowledgement the kill had not yet overtaken (before its
+		// start's ok), then a claim after the kill began.
+		undone := func(x history.Op) bool {
+			return x.Index < w.took && slices.ContainsFunc(e.claims, func(y history.Op) bool {
+				return y.Index > max(x.Index, w.start) && y.Index < to
+			})
+		}
+		if slices.ContainsFunc(e.claims, undone) || slices.ContainsFunc(e.marks, undone) {
 			c.consider(w.name, w.start)
 		}
 	}

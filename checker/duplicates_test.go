@@ -198,6 +198,13 @@ func TestDuplicatesNeedACauseOnTheirRow(t *testing.T) {
 			valid: true,
 		}, by: map[string]int{"postgres kill": 1}},
 		{checkCase: checkCase{
+			name: "marked while the database kill was under way, claimed again after: the crash undid the mark",
+			h: build().commit("producer-1", "e1").claimAt("relay-a", db, "e1").publish("relay-a", "e1").
+				dbKillInvoke("postgres kill").markAt("relay-a", db, "e1").dbKillTook("postgres kill").heal("postgres kill").
+				claimAt("relay-b", db.Add(time.Second), "e1").publish("relay-b", "e1").mark("relay-b", "e1").h(),
+			valid: true,
+		}, by: map[string]int{"postgres kill": 1}},
+		{checkCase: checkCase{
 			name: "a database kill before the row was ever claimed explains nothing",
 			h: build().commit("producer-1", "e1").dbKill("postgres kill").heal("postgres kill").
 				claimAt("relay-a", db, "e1").publish("relay-a", "e1").markAt("relay-a", db, "e1").

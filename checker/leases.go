@@ -139,10 +139,12 @@ func (a *analysis) leases() Result {
 }
 
 // dbKilledBetween reports whether a database kill (a fault of class db
-// and kind kill) started between the records at indexes from and to.
+// and kind kill) may have undone what the record at index from
+// acknowledged, before the record at index to: it had not taken effect
+// yet at from (its start's ok comes after), and it began before to.
 func (a *analysis) dbKilledBetween(from, to int64) bool {
 	return slices.ContainsFunc(a.windows, func(w window) bool {
-		return w.fault.Class == history.ClassDB && w.fault.Kind == "kill" && w.start > from && w.start < to
+		return w.fault.Class == history.ClassDB && w.fault.Kind == "kill" && w.took > from && w.start < to
 	})
 }
 

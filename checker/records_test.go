@@ -52,6 +52,18 @@ func TestLeasesFromRecords(t *testing.T) {
 			cfg: fenced(), valid: true,
 		},
 		{
+			name: "claimed while the database kill was under way, before it took: the kill undid that claim",
+			h: build().commit("p", "e1").dbKillInvoke("postgres kill").claimAt("relay-a", db, "e1").dbKillTook("postgres kill").
+				heal("postgres kill").claimAt("relay-b", db.Add(5*time.Second), "e1").h(),
+			cfg: fenced(), valid: true,
+		},
+		{
+			name: "claimed after the database was killed and back: a second claim in its lease is not excused",
+			h: build().commit("p", "e1").dbKill("postgres kill").heal("postgres kill").claimAt("relay-a", db, "e1").
+				claimAt("relay-b", db.Add(5*time.Second), "e1").h(),
+			cfg: fenced(), valid: false, offending: []string{"e1"},
+		},
+		{
 			name: "a database kill before both claims excuses neither",
 			h: build().commit("p", "e1").dbKill("postgres kill").heal("postgres kill").claimAt("relay-a", db, "e1").
 				claimAt("relay-b", db.Add(5*time.Second), "e1").h(),
