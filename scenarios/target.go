@@ -74,7 +74,8 @@ type TargetOutbox struct {
 	// Stage is the statement, or list of statements, that stages one
 	// event inside the business transaction, with named parameters :id
 	// (uuid), :type (text), :payload (the JSON body as text),
-	// :correlation_id (uuid or NULL) and :occurred_at (timestamptz).
+	// :correlation_id (uuid or NULL) and :occurred_at (timestamptz: the
+	// event's time, or the transaction's now() when it has none).
 	Stage stringList `yaml:"stage"`
 	// Rows is a SELECT that shows the outbox's rows in the harness's
 	// columns: id, message_type, processed_at, faulted_at, attempts,
@@ -331,7 +332,15 @@ func bindNamed(sql string, names []string) (string, []int, error) {
 				args = append(args, p)
 				n = len(args) - 1
 			}
-			fmt.Fprintf(&out, "$%d", n+1)
+			if name == "occurred_at" {
+				// An event without a time of its own (a pipeline's next
+				// hop) takes the transaction's, on the database clock, as
+				// package outbox's Stage does: NULL would defeat a NOT NULL
+				// column's default.
+				fmt.Fprintf(&out, "coalesce($%d::timestamptz, now())", n+1)
+			} else {
+				fmt.Fprintf(&out, "$%d", n+1)
+			}
 			i = j - 1
 		default:
 			out.WriteByte(c)

@@ -24,6 +24,10 @@ func TestBindNamed(t *testing.T) {
 	if got := []string{stageParams[args[0]], stageParams[args[1]], stageParams[args[2]]}; strings.Join(got, ",") != "id,payload,type" || len(args) != 3 {
 		t.Errorf("args %v name %v, want id, payload, type", args, got)
 	}
+	sql, _, err = bindNamed(`INSERT INTO t (at) VALUES (:occurred_at)`, stageParams)
+	if err != nil || sql != `INSERT INTO t (at) VALUES (coalesce($1::timestamptz, now()))` {
+		t.Errorf("occurred_at bound as %q (%v): an event without a time takes the transaction's", sql, err)
+	}
 	for _, bad := range []string{
 		`INSERT INTO t VALUES (:ids)`, // not a parameter
 		`INSERT INTO t VALUES (':id)`, // unterminated literal
