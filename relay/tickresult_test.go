@@ -47,14 +47,14 @@ func (p *returningPublisher) Publish(_ context.Context, m Message) (Confirmation
 }
 
 // TestTickCountsItsOutcomes: one batch of a healthy row, a row whose mark
-// finds its lease lost, two rows the broker returns (one retried, one
-// parked at its last attempt) and a row of an unknown type (parked at
-// once): the tick's result counts each, and the records say each park and
+// finds its lease lost, three rows the broker returns (one retried, one
+// parked at its last attempt, one whose retry finds its lease lost) and a
+// row of an unknown type (parked at once): the tick's result counts each, and the records say each park and
 // retry went through.
 func TestTickCountsItsOutcomes(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	rows := rowsOf(5)
-	lost, retried, parkedLate, poison := rows[1], rows[2], rows[3], rows[4]
+	rows := rowsOf(6)
+	lost, retried, parkedLate, poison, retryLost := rows[1], rows[2], rows[3], rows[4], rows[5]
 	rows[4].Type = "unknown"
 	store := &outcomeStore{
 		scriptedStore: scriptedStore{claims: [][]Row{rows}, now: &now},
@@ -62,9 +62,10 @@ func TestTickCountsItsOutcomes(t *testing.T) {
 		retries: map[uuid.UUID]RetryResult{
 			retried.ID:    {Applied: true, Attempts: 1},
 			parkedLate.ID: {Applied: true, Attempts: 5, Parked: true},
+			retryLost.ID:  {Applied: false},
 		},
 	}
-	pub := &returningPublisher{returned: map[uuid.UUID]bool{retried.ID: true, parkedLate.ID: true}}
+	pub := &returningPublisher{returned: map[uuid.UUID]bool{retried.ID: true, parkedLate.ID: true, retryLost.ID: true}}
 	reg := outbox.NewRegistry()
 	reg.Register("t", struct{}{})
 	rec := &memRecords{}
@@ -77,7 +78,7 @@ func TestTickCountsItsOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := TickResult{Batches: 1, Claimed: 5, Published: 1, LostLeases: 1, Attempts: 2, Parked: 2}
+	want := TickResult{Batches: 1, Claimed: 6, Published: 1, LostLeases: 2, Attempts: 2, Parked: 2}
 	if res != want {
 		t.Errorf("tick result %+v, want %+v", res, want)
 	}
@@ -89,7 +90,7 @@ func TestTickCountsItsOutcomes(t *testing.T) {
 			}
 		}
 	}
-	for id, w := range map[uuid.UUID]string{poison.ID: "park ok;", retried.ID: "retry ok;", parkedLate.ID: "retry ok;"} {
+	for id, w := range map[uuid.UUID]string{poison.ID: "park ok;", retried.ID: "retry ok;", parkedLate.ID: "retry ok;", retryLost.ID: "retry fail;"} {
 		if got[id.String()] != w {
 			t.Errorf("records of %s: %q, want %q", id, got[id.String()], w)
 		}
