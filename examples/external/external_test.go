@@ -1,7 +1,6 @@
 package external_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -24,13 +23,4 @@ func TestOutbox(t *testing.T) {
 		Scenarios: []string{scenarios.BrokerDown},
 		Seed:      7,
 	})
-}
-
-// TestMain keeps Ryuk, testcontainers' reaper, off: it would pull an
-// image, and outboxlab's environment removes its own containers.
-func TestMain(m *testing.M) {
-	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
-		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	}
-	os.Exit(m.Run())
 }

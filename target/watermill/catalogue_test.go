@@ -1,7 +1,6 @@
 package wmtarget_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -23,13 +22,4 @@ func TestCatalogue(t *testing.T) {
 		Seed:      1,
 		Timeout:   5 * time.Minute,
 	})
-}
-
-// TestMain keeps Ryuk, testcontainers' reaper, off: it would pull an
-// image, and outboxlab's environment removes its own containers.
-func TestMain(m *testing.M) {
-	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
-		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	}
-	os.Exit(m.Run())
 }
