@@ -64,9 +64,13 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		writeUnfinished(&s, b.Scenarios)
 		detail := b.Scenarios.Runs
 		if first, many := campaignSeeds(detail); many {
-			s.WriteString("### False-verdict figure\n\n")
-			s.WriteString("Every scenario of the catalogue on every seed of the campaign, against our relay, which is correct by the catalogue: ")
-			s.WriteString("a failed cell is a false verdict unless it is a real bug of the relay, and each one is listed below with its evidence.\n\n")
+			if slices.ContainsFunc(detail, func(r ScenarioRun) bool { return r.Relay != "ours" }) {
+				s.WriteString("### Per scenario, over the campaign's seeds\n\n")
+			} else {
+				s.WriteString("### False-verdict figure\n\n")
+				s.WriteString("Every scenario of the catalogue on every seed of the campaign, against our relay, which is correct by the catalogue: ")
+				s.WriteString("a failed cell is a false verdict unless it is a real bug of the relay, and each one is listed below with its evidence.\n\n")
+			}
 			writeSeedTable(&s, detail, true)
 			fmt.Fprintf(&s, "\nThe table below shows every cell of seed %d and every cell of another seed that did not pass; `scenarios.json` of the bundle has them all.\n\n", first)
 			detail = slices.DeleteFunc(slices.Clone(detail), func(r ScenarioRun) bool {
@@ -482,25 +486,34 @@ func campaignSeeds(runs []ScenarioRun) (first uint64, many bool) {
 // checkers that failed it with their first seed, and the replay of its
 // first failure; with total, a last row sums the cells.
 func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
-	s.WriteString("| scenario | seeds | passed | failed | inconclusive | failed by (first seed) | replay of the first failure |\n")
-	s.WriteString("|---|---|--:|--:|--:|---|---|\n")
+	s.WriteString("| scenario | seeds | passed | failed | inconclusive | failed by (first seed) | replay of the first failure | committed | delivered | lost | phantom | duplicate deliveries (unexplained) | duplicate causes |\n")
+	s.WriteString("|---|---|--:|--:|--:|---|---|--:|--:|--:|--:|--:|---|\n")
 	type row struct {
 		seeds               []uint64
 		pass, fail, inconcl int
 		checkers            []string
 		firstFail           map[string]uint64
 		replay              string
+		// The counts of every seed, summed.
+		committed, delivered, lost, phantom, dups, unexplained int
+		causes                                                 map[string]int
 	}
 	var order []string
 	rows := map[string]*row{}
 	for _, r := range runs {
 		w := rows[r.Scenario]
 		if w == nil {
-			w = &row{firstFail: map[string]uint64{}}
+			w = &row{firstFail: map[string]uint64{}, causes: map[string]int{}}
 			rows[r.Scenario] = w
 			order = append(order, r.Scenario)
 		}
 		w.seeds = append(w.seeds, r.Seed)
+		c := r.Counts
+		w.committed, w.delivered, w.lost, w.phantom = w.committed+c.Committed, w.delivered+c.Delivered, w.lost+c.Lost, w.phantom+c.Phantom
+		w.dups, w.unexplained = w.dups+c.DuplicateDeliveries, w.unexplained+sumOf(c.UnexplainedBy)
+		for k, n := range c.DuplicatesBy {
+			w.causes[k] += n
+		}
 		switch verdictOf(r.Valid, r.Problems, r.Inconclusive) {
 		case "PASS":
 			w.pass++
@@ -534,8 +547,9 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 		for _, c := range w.checkers {
 			by = append(by, fmt.Sprintf("%s (%d)", c, w.firstFail[c]))
 		}
-		fmt.Fprintf(s, "| %s | %s | %d | %d | %d | %s | %s |\n", cell(sc), cell(seedList(w.seeds)), w.pass, w.fail, w.inconcl,
-			cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay))
+		fmt.Fprintf(s, "| %s | %s | %d | %d | %d | %s | %s | %d | %d | %d | %d | %d (%d) | %s |\n", cell(sc), cell(seedList(w.seeds)), w.pass, w.fail, w.inconcl,
+			cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay),
+			w.committed, w.delivered, w.lost, w.phantom, w.dups, w.unexplained, cell(orValue(causeList(w.causes), "-")))
 	}
 	if total {
 		var cells, pass, fail, inconcl int
@@ -544,7 +558,7 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 			cells += len(w.seeds)
 			pass, fail, inconcl = pass+w.pass, fail+w.fail, inconcl+w.inconcl
 		}
-		fmt.Fprintf(s, "| **all %d cells** | | **%d** | **%d** | **%d** | | |\n", cells, pass, fail, inconcl)
+		fmt.Fprintf(s, "| **all %d cells** | | **%d** | **%d** | **%d** | | | | | | | | |\n", cells, pass, fail, inconcl)
 	}
 }
 

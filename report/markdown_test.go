@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,19 @@ func TestFalseVerdictFigureCountsEveryCellAndShowsWhatDidNotPass(t *testing.T) {
 	}
 	if strings.Contains(out, "| db-down | ours |  | 2 |") {
 		t.Errorf("a passing cell of a later seed has a detail row:\n%s", out)
+	}
+	// Another relay's campaign is no false-verdict figure: its failures
+	// may be its own.
+	theirs := slices.Clone(runs)
+	for i := range theirs {
+		theirs[i].Relay = "watermill"
+	}
+	md.Reset()
+	if err := WriteMarkdown(&md, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: theirs}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(md.String(), "False-verdict") || !strings.Contains(md.String(), "| **all 6 cells** |") {
+		t.Errorf("another relay's campaign:\n%s", md.String())
 	}
 	// One seed per scenario is no campaign: no figure.
 	md.Reset()
