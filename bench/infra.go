@@ -254,10 +254,13 @@ type cpuSample struct {
 	wall     time.Time
 	process  time.Duration
 	services map[string]time.Duration
+	// machine is the CPU time every process of the machine used, when
+	// /proc/stat is readable.
+	machine time.Duration
 }
 
 func (c cpuClock) sample() cpuSample {
-	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}}
+	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}, machine: machineCPU()}
 	for role, id := range c.in.containers {
 		if d, ok := containerCPU(id); ok {
 			s.services[role] = d
@@ -273,10 +276,16 @@ type CPU struct {
 	ProcessSeconds  float64 `json:"process_seconds"`
 	PostgresSeconds float64 `json:"postgres_seconds,omitempty"`
 	RabbitMQSeconds float64 `json:"rabbitmq_seconds,omitempty"`
+	// MachineSeconds is the CPU time of the whole machine, every process
+	// of it, when /proc/stat is readable.
+	MachineSeconds float64 `json:"machine_seconds,omitempty"`
 }
 
 func cpuBetween(a, b cpuSample) CPU {
 	c := CPU{ProcessSeconds: (b.process - a.process).Seconds()}
+	if a.machine > 0 && b.machine > a.machine {
+		c.MachineSeconds = (b.machine - a.machine).Seconds()
+	}
 	if x, ok := a.services["postgres"]; ok {
 		if y, ok := b.services["postgres"]; ok {
 			c.PostgresSeconds = (y - x).Seconds()
@@ -306,6 +315,34 @@ func loadAverage() float64 {
 		return 0
 	}
 	return v
+}
+
+// machineCPU returns the CPU time the machine's processors spent busy
+// (every state of /proc/stat's cpu line but idle and iowait), or 0 where it
+// cannot be read.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is in user already
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		busy += n
+	}
+	// /proc/stat counts in USER_HZ, 100 per second on Linux.
+	return time.Duration(busy) * (time.Second / 100)
 }
 
 func processCPU() time.Duration {

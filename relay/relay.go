@@ -69,10 +69,11 @@ func (t realTimer) Stop()                 { t.t.Stop() }
 // Relay drains one outbox table. Several relays with distinct RelayIDs may
 // drain the same table at once.
 type Relay struct {
-	cfg    Config
-	store  Store
-	pub    Publisher
-	dec    Decoder
+	cfg   Config
+	store Store
+	pub   Publisher
+	// check is the Decoder's verdict on a row: its Validate, or Decode.
+	check  func(messageType string, payload []byte) error
 	log    *slog.Logger
 	m      *Metrics
 	fp     Failpoints
@@ -130,13 +131,24 @@ func New(cfg Config, store Store, pub Publisher, opts Options) (*Relay, error) {
 	if opts.Records != nil {
 		timed, _ = store.(TimedStore)
 	}
+	var check func(string, []byte) error
+	switch d := opts.Decoder.(type) {
+	case nil:
+	case Validator:
+		check = d.Validate
+	default:
+		check = func(messageType string, payload []byte) error {
+			_, err := d.Decode(messageType, payload)
+			return err
+		}
+	}
 	return &Relay{
+		check:  check,
 		rec:    opts.Records,
 		timed:  timed,
 		cfg:    cfg,
 		store:  store,
 		pub:    pub,
-		dec:    opts.Decoder,
 		log:    log.With("relay", cfg.RelayID),
 		m:      opts.Metrics,
 		fp:     opts.Failpoints,
@@ -520,8 +532,8 @@ func (d *drain) publish(f *flight, rows []Row) error {
 		if d.halted() || d.stopped() {
 			return nil
 		}
-		if r.dec != nil {
-			if _, derr := r.dec.Decode(row.Type, row.Payload); derr != nil {
+		if r.check != nil {
+			if derr := r.check(row.Type, row.Payload); derr != nil {
 				r.rowFailed(d.ctx, row, derr, &d.res)
 				d.filed(row.ID)
 				continue

@@ -146,6 +146,16 @@ type Decoder interface {
 	Decode(messageType string, payload []byte) (any, error)
 }
 
+// Validator is implemented by a Decoder that can tell whether a payload
+// decodes without building its value: Validate returns the error Decode
+// would return, and nil where Decode would succeed. The relay only needs
+// that verdict, so it calls Validate instead of Decode when its Decoder
+// has it; *outbox.Registry does, at a fraction of Decode's cost for the
+// payloads of plain struct types.
+type Validator interface {
+	Validate(messageType string, payload []byte) error
+}
+
 // Failpoints lets a harness act at named points of a tick. Inject may return
 // an error (the tick fails there), sleep, panic or end the process. A nil
 // Failpoints costs one comparison.
