@@ -155,7 +155,11 @@ func (p *observedPublisher) Publish(ctx context.Context, m relay.Message) (relay
 	if p.onPublish != nil {
 		p.onPublish(m.ID, now)
 	}
-	return &observedConfirmation{Confirmation: c, pub: p, id: m.ID}, nil
+	oc := &observedConfirmation{Confirmation: c, pub: p, id: m.ID}
+	if dc, ok := c.(relay.DoneConfirmation); ok {
+		return observedDoneConfirmation{observedConfirmation: oc, done: dc.Done}, nil
+	}
+	return oc, nil
 }
 
 type observedConfirmation struct {
@@ -163,6 +167,15 @@ type observedConfirmation struct {
 	pub *observedPublisher
 	id  string
 }
+
+// observedDoneConfirmation is an observedConfirmation that tells when its
+// outcome is in, as the one under it does.
+type observedDoneConfirmation struct {
+	*observedConfirmation
+	done func() <-chan struct{}
+}
+
+func (c observedDoneConfirmation) Done() <-chan struct{} { return c.done() }
 
 func (c *observedConfirmation) Wait(ctx context.Context) error {
 	t := time.Now()

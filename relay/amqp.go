@@ -80,7 +80,10 @@ type AMQPPublisher struct {
 	dials  atomic.Int64
 }
 
-var _ Publisher = (*AMQPPublisher)(nil)
+var (
+	_ Publisher        = (*AMQPPublisher)(nil)
+	_ DoneConfirmation = (*amqpConfirmation)(nil)
+)
 
 // NewAMQPPublisher checks cfg and returns a publisher; it does not dial.
 func NewAMQPPublisher(cfg AMQPConfig) (*AMQPPublisher, error) {
@@ -519,6 +522,10 @@ type amqpConfirmation struct {
 // ErrReturned for an ack of a returned one, ErrNacked for a nack,
 // ErrBrokerUnavailable when the channel closed first, and an error wrapping
 // both ErrBrokerUnavailable and ctx's error when ctx ends first.
+// Done implements DoneConfirmation: it is closed when the broker's ack or
+// nack came, or the channel closed.
+func (c *amqpConfirmation) Done() <-chan struct{} { return c.dc.Done() }
+
 func (c *amqpConfirmation) Wait(ctx context.Context) error {
 	var err error
 	select {

@@ -2,7 +2,9 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,6 +193,100 @@ func TestDrainClaimsAgainOnAWakeUpWhileConfirming(t *testing.T) {
 			if res.Published != pub.published || res.Claimed != pub.published {
 				t.Errorf("claimed %d, published %d, marked %d: every claimed row is published and marked",
 					res.Claimed, pub.published, res.Published)
+			}
+		})
+	}
+}
+
+// gatedPublisher's first confirm comes only when gate is closed; every
+// other one at once. Its confirmations tell when they are in.
+type gatedPublisher struct {
+	gate      chan struct{}
+	mu        sync.Mutex
+	published int
+}
+
+type gatedConfirm struct{ done <-chan struct{} }
+
+func (c gatedConfirm) Wait(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c gatedConfirm) Done() <-chan struct{} { return c.done }
+
+func (p *gatedPublisher) Publish(context.Context, Message) (Confirmation, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.published++
+	if p.published == 1 {
+		return gatedConfirm{done: p.gate}, nil
+	}
+	now := make(chan struct{})
+	close(now)
+	return gatedConfirm{done: now}, nil
+}
+
+func (p *gatedPublisher) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.published
+}
+
+// TestDrainPublishesATrickleWithoutWaitingForEarlierConfirms: in a
+// trickle (short claims, each followed by a wake-up), a batch whose claim
+// is back is published while the confirm of the batch before is still
+// awaited, when the confirmations tell when they are in; every row is
+// still published once and marked.
+func TestDrainPublishesATrickleWithoutWaitingForEarlierConfirms(t *testing.T) {
+	for _, serial := range []bool{true, false} {
+		t.Run(fmt.Sprintf("serial=%v", serial), func(t *testing.T) {
+			var mu sync.Mutex
+			claims := [][]Row{rowsOf(1), rowsOf(1), rowsOf(1)}
+			wake := make(chan struct{}, 1)
+			store := &fakeStore{claim: func(context.Context, int) ([]Row, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(claims) == 0 {
+					return nil, nil
+				}
+				rows := claims[0]
+				claims = claims[1:]
+				select {
+				case wake <- struct{}{}: // more rows committed meanwhile
+				default:
+				}
+				return rows, nil
+			}}
+			pub := &gatedPublisher{gate: make(chan struct{})}
+			r, err := New(Config{RelayID: "r", BatchSize: 5, PollInterval: time.Minute}, store, pub, Options{SerialStore: serial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var waited atomic.Bool
+			go func() {
+				// The first confirm comes only once the later batches went
+				// out, or after a deadline a relay that waits for it meets.
+				deadline := time.Now().Add(3 * time.Second)
+				for pub.count() < 3 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				waited.Store(pub.count() < 3)
+				close(pub.gate)
+			}()
+			res, err := r.tick(context.Background(), context.Background(), nil, wake)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if waited.Load() {
+				t.Error("the later batches waited for the first batch's confirm")
+			}
+			if res.Published != 3 || pub.count() != 3 {
+				t.Errorf("published %d, marked %d, want 3 and 3", pub.count(), res.Published)
 			}
 		})
 	}

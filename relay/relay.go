@@ -481,8 +481,11 @@ func (d *drain) run(wake <-chan struct{}) error {
 		}
 		if !full {
 			// A trickle: take this batch's confirms (and start its mark)
-			// while the next claim runs, rather than after it.
-			for len(d.pending) > 0 {
+			// while the next claim runs, rather than after it; but where
+			// the confirms tell when they are in, publish the next batch
+			// as soon as its claim is back: its rows need not wait for
+			// the confirms before them.
+			for len(d.pending) > 0 && !d.claimFirst() {
 				if err := d.settle(); err != nil {
 					return d.abort(err)
 				}
@@ -538,6 +541,28 @@ func (d *drain) linger(wake <-chan struct{}, began time.Time) (bool, error) {
 		}
 	}
 	return again(), nil
+}
+
+// claimFirst waits until the oldest publish in flight is confirmed or the
+// next claim is back, and reports whether the claim came first, when the
+// oldest publish's confirmation tells when it is in (DoneConfirmation);
+// otherwise it reports false at once.
+func (d *drain) claimFirst() bool {
+	dc, ok := d.pending[0].conf.(DoneConfirmation)
+	if !ok || d.next == nil {
+		return false
+	}
+	select {
+	case <-dc.Done():
+		return false
+	default:
+	}
+	select {
+	case <-dc.Done():
+		return false
+	case <-d.next.done:
+		return true
+	}
 }
 
 // woken reports, and takes, a pending wake-up.

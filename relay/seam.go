@@ -139,6 +139,17 @@ type Confirmation interface {
 	Wait(ctx context.Context) error
 }
 
+// DoneConfirmation is implemented by a Confirmation that tells when its
+// outcome is in: Done returns a channel that is closed once Wait would
+// return without blocking. With it, a relay draining a trickle publishes a
+// new batch as soon as its claim is back instead of after the confirms of
+// the batch before; without it, the relay waits for them first.
+// AMQPPublisher's confirmations implement it.
+type DoneConfirmation interface {
+	Confirmation
+	Done() <-chan struct{}
+}
+
 // Decoder resolves a message type and decodes its payload;
 // *outbox.Registry is one. Decode wraps outbox.ErrUnknownType for a type it
 // does not know.
