@@ -300,6 +300,12 @@ type Resources struct {
 	RabbitMQ float64 `json:"rabbitmq"`
 	Other    float64 `json:"other"`
 	Idle     float64 `json:"idle"`
+	// DiskBusy is the share of the phase the busiest disk had I/O in
+	// flight (near 1: the disk was the limit), and FlushesPerSec the
+	// flushes the disks served per second: PostgreSQL's WAL and
+	// RabbitMQ's message store both fsync on them.
+	DiskBusy      float64 `json:"disk_busy"`
+	FlushesPerSec float64 `json:"flushes_per_sec"`
 }
 
 // resourcesOf returns the Resources of a phase, or nil when the machine's
@@ -312,6 +318,8 @@ func resourcesOf(c CPU, wall time.Duration) *Resources {
 	r := &Resources{Cores: runtime.NumCPU(), Process: c.ProcessSeconds / w, Postgres: c.PostgresSeconds / w, RabbitMQ: c.RabbitMQSeconds / w}
 	r.Other = max(0, c.MachineSeconds/w-r.Process-r.Postgres-r.RabbitMQ)
 	r.Idle = max(0, float64(r.Cores)-c.MachineSeconds/w)
+	r.DiskBusy = min(1, c.DiskBusySeconds/w)
+	r.FlushesPerSec = float64(c.DiskFlushes) / w
 	return r
 }
 
@@ -1073,9 +1081,10 @@ func (r Result) WriteTable(out io.Writer) error {
 		if c := ph.Resources; c != nil {
 			if !header {
 				header = true
-				fmt.Fprintf(out, "\nCores busy during each phase (of %d): this process / PostgreSQL / RabbitMQ / other work / idle\n", c.Cores)
+				fmt.Fprintf(out, "\nCores busy during each phase (of %d): this process / PostgreSQL / RabbitMQ / other work / idle; the busiest disk's busy share, flushes/s\n", c.Cores)
 			}
-			fmt.Fprintf(out, "  %-10s %.2f / %.2f / %.2f / %.2f / %.2f\n", ph.Name, c.Process, c.Postgres, c.RabbitMQ, c.Other, c.Idle)
+			fmt.Fprintf(out, "  %-10s %.2f / %.2f / %.2f / %.2f / %.2f; disk %.0f%%, %.0f flushes/s\n", ph.Name, c.Process, c.Postgres, c.RabbitMQ, c.Other, c.Idle,
+				100*c.DiskBusy, c.FlushesPerSec)
 		}
 	}
 	if p := r.Profile; p != nil {

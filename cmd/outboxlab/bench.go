@@ -211,12 +211,13 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	}
 	ct := report.Table{
 		Title:   "Cores busy during each phase (CPU seconds per second; idle near 0: the cores were the limit)",
-		Columns: []string{"phase", "this process", "PostgreSQL", "RabbitMQ", "other work", "idle", "cores"},
+		Columns: []string{"phase", "this process", "PostgreSQL", "RabbitMQ", "other work", "idle", "cores", "disk busy", "flushes/s"},
 	}
 	for _, ph := range r.Phases {
 		if c := ph.Resources; c != nil {
 			ct.Rows = append(ct.Rows, []string{ph.Name, fmt.Sprintf("%.2f", c.Process), fmt.Sprintf("%.2f", c.Postgres),
-				fmt.Sprintf("%.2f", c.RabbitMQ), fmt.Sprintf("%.2f", c.Other), fmt.Sprintf("%.2f", c.Idle), fmt.Sprint(c.Cores)})
+				fmt.Sprintf("%.2f", c.RabbitMQ), fmt.Sprintf("%.2f", c.Other), fmt.Sprintf("%.2f", c.Idle), fmt.Sprint(c.Cores),
+				fmt.Sprintf("%.0f%%", 100*c.DiskBusy), fmt.Sprintf("%.0f", c.FlushesPerSec)})
 		}
 	}
 	if len(ct.Rows) > 0 {
