@@ -256,15 +256,6 @@ type amqpSession struct {
 	ch     *amqp.Channel
 	broken atomic.Bool
 
-	// watched is the context bounded watches, unwatch ends that watch;
-	// inCall is set while a bounded call runs, and cut once a context's
-	// end closed the socket under one.
-	watchMu sync.Mutex
-	watched context.Context
-	unwatch func() bool
-	inCall  atomic.Bool
-	cut     atomic.Bool
-
 	returns chan amqp.Return
 	// guardStop ends returnGuard when the session closes.
 	guardStop chan struct{}
@@ -490,12 +481,6 @@ func (s *amqpSession) breakOff() {
 func (s *amqpSession) close() {
 	s.broken.Store(true)
 	s.closeOnce.Do(func() { close(s.guardStop) })
-	s.watchMu.Lock()
-	if s.unwatch != nil {
-		s.unwatch()
-		s.unwatch, s.watched = nil, nil
-	}
-	s.watchMu.Unlock()
 	if s.conn != nil {
 		_ = s.conn.CloseDeadline(time.Now().Add(time.Second))
 	}
@@ -509,51 +494,21 @@ func (s *amqpSession) close() {
 // socket, which fails the call at once (amqp091 blocks only on the socket
 // and on locks held around socket I/O), the session is broken and bounded
 // returns ctx's error. No goroutine is started unless ctx ends.
-//
-// The watch on ctx's end is registered once for every call bounded by the
-// same context (the relay's publishes share deadlines): it closes the
-// socket only while a call is under way, and a call that starts after ctx
-// ended returns at once.
 func (s *amqpSession) bounded(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.watch(ctx)
-	s.inCall.Store(true)
-	// ctx may have ended between the check and inCall: the watch then
-	// found no call to cut.
-	if err := ctx.Err(); err != nil {
-		s.inCall.Store(false)
-		return err
-	}
+	stop := context.AfterFunc(ctx, func() {
+		s.broken.Store(true)
+		if s.raw != nil {
+			_ = s.raw.Close()
+		}
+	})
 	err := fn()
-	s.inCall.Store(false)
-	if s.cut.Load() {
+	if !stop() {
 		return ctx.Err()
 	}
 	return err
-}
-
-// watch makes the end of ctx cut a call under way, unless it does already.
-func (s *amqpSession) watch(ctx context.Context) {
-	s.watchMu.Lock()
-	defer s.watchMu.Unlock()
-	if s.watched == ctx {
-		return
-	}
-	if s.unwatch != nil {
-		s.unwatch()
-	}
-	s.watched = ctx
-	s.unwatch = context.AfterFunc(ctx, func() {
-		if s.inCall.Load() {
-			s.cut.Store(true)
-			s.broken.Store(true)
-			if s.raw != nil {
-				_ = s.raw.Close()
-			}
-		}
-	})
 }
 
 // amqpConfirmation awaits the confirm of one publish.
