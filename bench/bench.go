@@ -206,7 +206,17 @@ type Result struct {
 	LatencyBrokerP50Ms float64 `json:"latency_broker_p50_ms"`
 	LatencyBrokerP99Ms float64 `json:"latency_broker_p99_ms"`
 	// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
-	Ratio2ToRaw float64 `json:"ratio2_to_raw"`
+	Ratio2ToRaw float64 `json:"relay2_ratio_to_raw"`
+	// NotifyOverBrokerP99 is LatencyNotifyP99Ms / LatencyBrokerP99Ms: what
+	// the relay's tail is against the broker's own at the same rate.
+	NotifyOverBrokerP99 float64 `json:"notify_p99_over_broker_p99"`
+	// CPUMicrosPerMsgRelayPlusDB is the CPU time of this process (the
+	// relay, with the harness's little share) and PostgreSQL per message
+	// of the one-replica drain; CPUMicrosPerMsgBroker is RabbitMQ's in the
+	// same drain, and CPURelayPlusDBOverBroker the first over the second.
+	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
+	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
+	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -273,6 +283,44 @@ type Phase struct {
 	QueueDepth int `json:"queue_depth"`
 	// Breakdown says where the relay's replicas spent the drain.
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	// Resources says how busy the machine's cores were during the phase,
+	// and with what.
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Resources is how many of the machine's cores each party kept busy during
+// a phase, on average (CPU seconds per wall second): this process,
+// PostgreSQL, RabbitMQ, the rest of the machine (work that is not the
+// benchmark's) and what stayed idle. With Idle near 0 the cores were the
+// limit of the phase, and the parties' shares say who had them.
+type Resources struct {
+	Cores    int     `json:"cores"`
+	Process  float64 `json:"process"`
+	Postgres float64 `json:"postgres"`
+	RabbitMQ float64 `json:"rabbitmq"`
+	Other    float64 `json:"other"`
+	Idle     float64 `json:"idle"`
+	// DiskBusy is the share of the phase the busiest disk had I/O in
+	// flight (near 1: the disk was the limit), and FlushesPerSec the
+	// flushes the disks served per second: PostgreSQL's WAL and
+	// RabbitMQ's message store both fsync on them.
+	DiskBusy      float64 `json:"disk_busy"`
+	FlushesPerSec float64 `json:"flushes_per_sec"`
+}
+
+// resourcesOf returns the Resources of a phase, or nil when the machine's
+// CPU time could not be read.
+func resourcesOf(c CPU, wall time.Duration) *Resources {
+	if c.MachineSeconds == 0 || wall <= 0 {
+		return nil
+	}
+	w := wall.Seconds()
+	r := &Resources{Cores: runtime.NumCPU(), Process: c.ProcessSeconds / w, Postgres: c.PostgresSeconds / w, RabbitMQ: c.RabbitMQSeconds / w}
+	r.Other = max(0, c.MachineSeconds/w-r.Process-r.Postgres-r.RabbitMQ)
+	r.Idle = max(0, float64(r.Cores)-c.MachineSeconds/w)
+	r.DiskBusy = min(1, c.DiskBusySeconds/w)
+	r.FlushesPerSec = float64(c.DiskFlushes) / w
+	return r
 }
 
 // TableStats describes an outbox table at one moment.
@@ -483,6 +531,7 @@ func (b *runner) finishPhase(ctx context.Context, name string, timed, total int,
 	if timed > 0 {
 		ph.CPUMicrosPerMsg = (ph.CPU.ProcessSeconds + ph.CPU.PostgresSeconds + ph.CPU.RabbitMQSeconds) * 1e6 / float64(timed)
 	}
+	ph.Resources = resourcesOf(ph.CPU, elapsed)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := b.in.waitQueueDepth(wctx, total)
 	cancel()
@@ -569,7 +618,7 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 		}
 		res.Profile = p
 	}
-	breakdown := rs.breakdown(elapsed)
+	breakdown := rs.breakdown(elapsed, b.o.Relay.PublishWindow)
 	if serr := rs.stop(); serr != nil && err == nil {
 		err = serr
 	}
@@ -596,6 +645,11 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 	if replicas == 1 {
 		res.RelayMsgsPerSec = ph.MsgsPerSec
 		res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
+		if ph.Events > 0 {
+			res.CPUMicrosPerMsgRelayPlusDB = (ph.CPU.ProcessSeconds + ph.CPU.PostgresSeconds) * 1e6 / float64(ph.Events)
+			res.CPUMicrosPerMsgBroker = ph.CPU.RabbitMQSeconds * 1e6 / float64(ph.Events)
+			res.CPURelayPlusDBOverBroker = ratio(res.CPUMicrosPerMsgRelayPlusDB, res.CPUMicrosPerMsgBroker)
+		}
 		if res.Hygiene, err = hygiene(ctx, b.in, store); err != nil {
 			return err
 		}
@@ -859,10 +913,52 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Rate)
 	res.Latency = append(res.Latency, l)
 	res.LatencyBrokerP50Ms, res.LatencyBrokerP99Ms = l.Confirm.P50, l.Confirm.P99
+	res.NotifyOverBrokerP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyBrokerP99Ms)
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"latency broker: no relay and no database; %d messages published from memory at %.0f/s (the rate the notify producers reached), timed from each publish: the broker's own share of every other mode's latency",
 		l.Events, brate))
 	return nil
+}
+
+// Target is one goal of the benchmark and what a run measured against it.
+type Target struct {
+	// Figure names what is measured; Measured is its value in the run.
+	Figure   string  `json:"figure"`
+	Measured float64 `json:"measured"`
+	// Goal is the bound: Measured must be at least Goal, or at most Goal
+	// when AtMost is set.
+	Goal   float64 `json:"goal"`
+	AtMost bool    `json:"at_most"`
+	// Ran is false when the run did not measure the figure (a phase was
+	// left out); Met is then false too.
+	Ran bool `json:"ran"`
+	Met bool `json:"met"`
+}
+
+// Goals of the benchmark: the relay against the broker's limit, its tail
+// latency against the broker's own, against its peer, and its CPU cost
+// against the broker's. Every one is a ratio within one run.
+const (
+	GoalRatioToRaw        = 0.85
+	GoalRatio2ToRaw       = 0.95
+	GoalNotifyOverBroker  = 2.0
+	GoalRatioToWatermill  = 10.0
+	GoalCPUOverBrokerUpTo = 0.5
+)
+
+// Targets returns the run's figures against the goals.
+func (r Result) Targets() []Target {
+	t := func(figure string, measured, goal float64, atMost, ran bool) Target {
+		met := ran && (measured >= goal && !atMost || measured <= goal && atMost)
+		return Target{Figure: figure, Measured: measured, Goal: goal, AtMost: atMost, Ran: ran, Met: met}
+	}
+	return []Target{
+		t("relay-1 / raw, msgs/s", r.RatioToRaw, GoalRatioToRaw, false, r.RawMsgsPerSec > 0 && r.RelayMsgsPerSec > 0),
+		t("relay-2 / raw, msgs/s", r.Ratio2ToRaw, GoalRatio2ToRaw, false, r.RawMsgsPerSec > 0 && r.Relay2MsgsPerSec > 0),
+		t("NOTIFY p99 / broker-alone p99, commit -> confirm", r.NotifyOverBrokerP99, GoalNotifyOverBroker, true, r.LatencyBrokerP99Ms > 0),
+		t("relay-1 / watermill, msgs/s", r.RatioToWatermill, GoalRatioToWatermill, false, r.WatermillMsgsPerSec > 0),
+		t("CPU per message, relay + PostgreSQL / RabbitMQ", r.CPURelayPlusDBOverBroker, GoalCPUOverBrokerUpTo, true, r.CPUMicrosPerMsgBroker > 0),
+	}
 }
 
 // Summary is the JSON the command prints with --json: the summary fields
@@ -879,6 +975,13 @@ type Summary struct {
 	LatencyPollP99Ms    float64 `json:"latency_poll_p99_ms"`
 	LatencyNotifyP50Ms  float64 `json:"latency_notify_p50_ms"`
 	LatencyNotifyP99Ms  float64 `json:"latency_notify_p99_ms"`
+
+	Relay2RatioToRaw           float64 `json:"relay2_ratio_to_raw"`
+	LatencyBrokerP99Ms         float64 `json:"latency_broker_p99_ms"`
+	NotifyOverBrokerP99        float64 `json:"notify_p99_over_broker_p99"`
+	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
+	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
+	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
 }
 
 // Summary returns the summary fields of r.
@@ -889,6 +992,9 @@ func (r Result) Summary() Summary {
 		RatioToRaw: r.RatioToRaw, RatioToWatermill: r.RatioToWatermill,
 		LatencyPollP50Ms: r.LatencyPollP50Ms, LatencyPollP99Ms: r.LatencyPollP99Ms,
 		LatencyNotifyP50Ms: r.LatencyNotifyP50Ms, LatencyNotifyP99Ms: r.LatencyNotifyP99Ms,
+		Relay2RatioToRaw: r.Ratio2ToRaw, LatencyBrokerP99Ms: r.LatencyBrokerP99Ms, NotifyOverBrokerP99: r.NotifyOverBrokerP99,
+		CPUMicrosPerMsgRelayPlusDB: r.CPUMicrosPerMsgRelayPlusDB, CPUMicrosPerMsgBroker: r.CPUMicrosPerMsgBroker,
+		CPURelayPlusDBOverBroker: r.CPURelayPlusDBOverBroker,
 	}
 }
 
@@ -917,8 +1023,25 @@ func (r Result) WriteTable(out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nratio_to_raw %.2f (target >= 0.8), ratio_to_watermill %.1f (target >= 5)\n",
-		r.RatioToRaw, r.RatioToWatermill)
+	fmt.Fprintf(out, "\nTargets\n\n")
+	for _, t := range r.Targets() {
+		op := ">="
+		if t.AtMost {
+			op = "<="
+		}
+		met := "no"
+		switch {
+		case !t.Ran:
+			met = "not run"
+		case t.Met:
+			met = "yes"
+		}
+		fmt.Fprintf(out, "  %-50s %6.2f  (goal %s %g)  met: %s\n", t.Figure, t.Measured, op, t.Goal, met)
+	}
+	if r.CPUMicrosPerMsgBroker > 0 {
+		fmt.Fprintf(out, "  CPU per message in relay-1: relay + PostgreSQL %.1f us, RabbitMQ %.1f us\n",
+			r.CPUMicrosPerMsgRelayPlusDB, r.CPUMicrosPerMsgBroker)
+	}
 	if len(r.Latency) > 0 {
 		fmt.Fprintf(out, "\nLatency at half capacity (%d events at %.0f/s per mode, one replica)\n\n",
 			r.Config.LatencyEvents, r.Config.LatencyRate)
@@ -931,8 +1054,15 @@ func (r Result) WriteTable(out io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms (target <= 20 ms); the broker alone, publish -> confirm at that rate: p99 %.1f ms\n",
-			r.LatencyNotifyP99Ms, r.LatencyBrokerP99Ms)
+		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms; the broker alone, publish -> confirm at that rate: p99 %.1f ms (x%.1f)\n",
+			r.LatencyNotifyP99Ms, r.LatencyBrokerP99Ms, r.NotifyOverBrokerP99)
+		for _, l := range r.Latency {
+			if st := l.Stages; st != nil {
+				fmt.Fprintf(out, "  %s stages, p50 / p99 ms: commit -> claim %.1f / %.1f, claim -> publish %.1f / %.1f, publish -> confirm %.1f / %.1f\n",
+					l.Mode, st.CommitToClaim.P50, st.CommitToClaim.P99, st.ClaimToPublish.P50, st.ClaimToPublish.P99,
+					st.PublishToConfirm.P50, st.PublishToConfirm.P99)
+			}
+		}
 	}
 	for _, ph := range r.Phases {
 		if b := ph.Breakdown; b != nil {
@@ -942,6 +1072,19 @@ func (r Result) WriteTable(out io.Writer) error {
 			fmt.Fprintf(out, "  publish %4.1f%%, confirm wait %4.1f%%, mark %4.1f%% (%.2f ms mean), decode %4.1f%%, lost leases %d\n",
 				100*b.Publish.ShareOfWall, 100*b.ConfirmWait.ShareOfWall, 100*b.Mark.ShareOfWall, b.Mark.MeanMs,
 				100*b.Decode.ShareOfWall, b.LostLeases)
+			fmt.Fprintf(out, "  loop waiting for claims and marks or on its own bookkeeping %4.1f%%; publish window %.0f%% full on average\n",
+				100*b.LoopOther, 100*b.WindowFill)
+		}
+	}
+	header := false
+	for _, ph := range r.Phases {
+		if c := ph.Resources; c != nil {
+			if !header {
+				header = true
+				fmt.Fprintf(out, "\nCores busy during each phase (of %d): this process / PostgreSQL / RabbitMQ / other work / idle; the busiest disk's busy share, flushes/s\n", c.Cores)
+			}
+			fmt.Fprintf(out, "  %-10s %.2f / %.2f / %.2f / %.2f / %.2f; disk %.0f%%, %.0f flushes/s\n", ph.Name, c.Process, c.Postgres, c.RabbitMQ, c.Other, c.Idle,
+				100*c.DiskBusy, c.FlushesPerSec)
 		}
 	}
 	if p := r.Profile; p != nil {

@@ -157,7 +157,8 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 	}
 	want := []string{"events", "raw_msgs_per_sec", "relay_msgs_per_sec", "relay2_msgs_per_sec", "watermill_msgs_per_sec",
 		"ratio_to_raw", "ratio_to_watermill", "latency_poll_p50_ms", "latency_poll_p99_ms",
-		"latency_notify_p50_ms", "latency_notify_p99_ms"}
+		"latency_notify_p50_ms", "latency_notify_p99_ms", "relay2_ratio_to_raw", "latency_broker_p99_ms",
+		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker"}
 	var got []string
 	for k := range m {
 		got = append(got, k)
@@ -247,4 +248,30 @@ func TestRunRejectsBadOptions(t *testing.T) {
 func relayConfigWithLease(d time.Duration) (c relay.Config) {
 	c.Lease = d
 	return c
+}
+
+func TestResourcesOfAPhase(t *testing.T) {
+	a := cpuSample{machine: 10 * time.Second, disk: diskSample{busy: map[string]time.Duration{"vda": time.Second, "vdb": 0}, flushes: 5}}
+	b := cpuSample{machine: 13 * time.Second, disk: diskSample{busy: map[string]time.Duration{"vda": 1500 * time.Millisecond, "vdb": 900 * time.Millisecond}, flushes: 205}}
+	c := cpuBetween(a, b)
+	c.ProcessSeconds, c.PostgresSeconds, c.RabbitMQSeconds = 0.5, 0.5, 1
+	r := resourcesOf(c, 2*time.Second)
+	if r == nil {
+		t.Fatal("no resources")
+	}
+	// 3 CPU seconds in 2 s: 1.5 cores busy, 0.25 of them the process's,
+	// 0.25 PostgreSQL's, 0.5 RabbitMQ's, 0.5 other work's.
+	if r.Process != 0.25 || r.Postgres != 0.25 || r.RabbitMQ != 0.5 || r.Other != 0.5 || r.Idle != float64(r.Cores)-1.5 {
+		t.Errorf("resources %+v", r)
+	}
+	// The busiest disk (vdb, 0.9 s of 2 s) and 200 flushes in 2 s.
+	if r.DiskBusy != 0.45 || r.FlushesPerSec != 100 {
+		t.Errorf("disk busy %.2f, %.0f flushes/s; want 0.45 and 100", r.DiskBusy, r.FlushesPerSec)
+	}
+	if resourcesOf(CPU{}, time.Second) != nil {
+		t.Error("resources without the machine's CPU time")
+	}
+	if d := machineDisk(); len(d.busy) == 0 {
+		t.Log("no disk in /proc/diskstats")
+	}
 }

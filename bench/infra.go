@@ -254,10 +254,24 @@ type cpuSample struct {
 	wall     time.Time
 	process  time.Duration
 	services map[string]time.Duration
+	// machine is the CPU time every process of the machine used, when
+	// /proc/stat is readable.
+	machine time.Duration
+	// disk is what the machine's disks did so far, when /proc/diskstats
+	// is readable.
+	disk diskSample
+}
+
+// diskSample is the I/O of the machine's disks up to one moment: how long
+// the busiest had I/O in flight, and how many flushes (fsync and the like)
+// they all served.
+type diskSample struct {
+	busy    map[string]time.Duration
+	flushes int64
 }
 
 func (c cpuClock) sample() cpuSample {
-	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}}
+	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}, machine: machineCPU(), disk: machineDisk()}
 	for role, id := range c.in.containers {
 		if d, ok := containerCPU(id); ok {
 			s.services[role] = d
@@ -273,10 +287,29 @@ type CPU struct {
 	ProcessSeconds  float64 `json:"process_seconds"`
 	PostgresSeconds float64 `json:"postgres_seconds,omitempty"`
 	RabbitMQSeconds float64 `json:"rabbitmq_seconds,omitempty"`
+	// MachineSeconds is the CPU time of the whole machine, every process
+	// of it, when /proc/stat is readable.
+	MachineSeconds float64 `json:"machine_seconds,omitempty"`
+	// DiskBusySeconds is how long the busiest disk had I/O in flight, and
+	// DiskFlushes how many flushes the disks served, when /proc/diskstats
+	// is readable.
+	DiskBusySeconds float64 `json:"disk_busy_seconds,omitempty"`
+	DiskFlushes     int64   `json:"disk_flushes,omitempty"`
 }
 
 func cpuBetween(a, b cpuSample) CPU {
 	c := CPU{ProcessSeconds: (b.process - a.process).Seconds()}
+	if a.machine > 0 && b.machine > a.machine {
+		c.MachineSeconds = (b.machine - a.machine).Seconds()
+	}
+	for dev, t := range b.disk.busy {
+		if t0, ok := a.disk.busy[dev]; ok {
+			c.DiskBusySeconds = max(c.DiskBusySeconds, (t - t0).Seconds())
+		}
+	}
+	if b.disk.flushes > a.disk.flushes {
+		c.DiskFlushes = b.disk.flushes - a.disk.flushes
+	}
 	if x, ok := a.services["postgres"]; ok {
 		if y, ok := b.services["postgres"]; ok {
 			c.PostgresSeconds = (y - x).Seconds()
@@ -306,6 +339,66 @@ func loadAverage() float64 {
 		return 0
 	}
 	return v
+}
+
+// machineCPU returns the CPU time the machine's processors spent busy
+// (every state of /proc/stat's cpu line but idle and iowait), or 0 where it
+// cannot be read.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is in user already
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		busy += n
+	}
+	// /proc/stat counts in USER_HZ, 100 per second on Linux.
+	return time.Duration(busy) * (time.Second / 100)
+}
+
+// machineDisk reads the I/O time and flushes of the machine's whole disks
+// (not their partitions, loop or RAM devices) from /proc/diskstats.
+func machineDisk() diskSample {
+	d := diskSample{busy: map[string]time.Duration{}}
+	b, err := os.ReadFile("/proc/diskstats")
+	if err != nil {
+		return d
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 14 {
+			continue
+		}
+		name := f[2]
+		if strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "ram") || strings.HasPrefix(name, "zram") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/sys/block", name)); err != nil {
+			continue // a partition
+		}
+		if ms, err := strconv.ParseInt(f[12], 10, 64); err == nil {
+			d.busy[name] = time.Duration(ms) * time.Millisecond
+		}
+		if len(f) >= 19 {
+			if n, err := strconv.ParseInt(f[18], 10, 64); err == nil {
+				d.flushes += n
+			}
+		}
+	}
+	return d
 }
 
 func processCPU() time.Duration {

@@ -46,6 +46,19 @@ type Latency struct {
 	Duplicates int `json:"duplicates"`
 	// PollInterval is the relay's poll interval during the run.
 	PollIntervalMs float64 `json:"poll_interval_ms"`
+	// Stages split Confirm where the relay took part (not for the broker
+	// alone): COMMIT returned -> the claim that leased the row came back,
+	// that claim -> the row's publish went out, and that publish -> its
+	// confirm reached the relay. Each is a distribution of its own, so
+	// their p99s need not add up to Confirm's.
+	Stages *LatencyStages `json:"stages,omitempty"`
+}
+
+// LatencyStages are the parts of commit -> confirm.
+type LatencyStages struct {
+	CommitToClaim    Percentiles `json:"commit_to_claim"`
+	ClaimToPublish   Percentiles `json:"claim_to_publish"`
+	PublishToConfirm Percentiles `json:"publish_to_confirm"`
 }
 
 // Percentiles of a latency distribution, in milliseconds.
@@ -104,6 +117,8 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	}
 	n := w.len()
 	commitAt := make([]atomic.Int64, n)
+	claimAt := make([]atomic.Int64, n)
+	publishAt := make([]atomic.Int64, n)
 	confirmAt := make([]atomic.Int64, n)
 	deliverAt := make([]atomic.Int64, n)
 	var confirmed, delivered, duplicates atomic.Int64
@@ -126,6 +141,16 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 
 	rs, err := startReplicas(ctx, in, replicaOptions{
 		table: table, count: 1, config: o.config, notify: o.notify,
+		onClaim: func(id string, at time.Time) {
+			if i, ok := w.index[id]; ok {
+				claimAt[i].CompareAndSwap(0, at.UnixNano())
+			}
+		},
+		onPublish: func(id string, at time.Time) {
+			if i, ok := w.index[id]; ok {
+				publishAt[i].CompareAndSwap(0, at.UnixNano())
+			}
+		},
 		onConfirm: func(id string, at time.Time) {
 			if i, ok := w.index[id]; ok && confirmAt[i].CompareAndSwap(0, at.UnixNano()) {
 				confirmed.Add(1)
@@ -271,6 +296,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 
 	conf := make([]time.Duration, 0, produced)
 	del := make([]time.Duration, 0, produced)
+	var toClaim, toPublish, toConfirm []time.Duration
 	for i := range n {
 		c := commitAt[i].Load()
 		if c == 0 {
@@ -278,9 +304,18 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		}
 		conf = append(conf, time.Duration(confirmAt[i].Load()-c))
 		del = append(del, time.Duration(deliverAt[i].Load()-c))
+		cl, pu, co := claimAt[i].Load(), publishAt[i].Load(), confirmAt[i].Load()
+		if cl > 0 && pu > 0 && co > 0 {
+			toClaim = append(toClaim, time.Duration(cl-c))
+			toPublish = append(toPublish, time.Duration(pu-cl))
+			toConfirm = append(toConfirm, time.Duration(co-pu))
+		}
 	}
 	res.Confirm = percentiles(conf)
 	res.Delivery = percentiles(del)
+	if len(toClaim) > 0 {
+		res.Stages = &LatencyStages{CommitToClaim: percentiles(toClaim), ClaimToPublish: percentiles(toPublish), PublishToConfirm: percentiles(toConfirm)}
+	}
 	if err := in.purge(ctx); err != nil {
 		return res, err
 	}

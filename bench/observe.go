@@ -17,6 +17,8 @@ import (
 type timedStore struct {
 	relay.Store
 	claim, mark callClock
+	// onClaim, when set, is told the moment each claimed row came back.
+	onClaim func(id uuid.UUID, at time.Time)
 	// claims records every claim's duration in order, so that a drain can
 	// show whether claims slow down as it goes.
 	mu     sync.Mutex
@@ -51,8 +53,14 @@ func (c *callClock) report(wall time.Duration) CallTime {
 func (s *timedStore) Claim(ctx context.Context, owner string, limit int, lease time.Duration) ([]relay.Row, error) {
 	t := time.Now()
 	rows, err := s.Store.Claim(ctx, owner, limit, lease)
-	d := time.Since(t)
+	now := time.Now()
+	d := now.Sub(t)
 	s.claim.add(d, len(rows))
+	if s.onClaim != nil {
+		for _, r := range rows {
+			s.onClaim(r.ID, now)
+		}
+	}
 	if len(rows) > 0 {
 		s.mu.Lock()
 		s.claims = append(s.claims, d)
@@ -89,23 +97,69 @@ func (s *timedStore) claimTrend() (first, last time.Duration) {
 }
 
 // observedPublisher is a relay.Publisher that adds up the time spent in
-// Publish and in Wait, and, when onConfirm is set, reports the moment each
-// confirm reached the relay. The broker sees exactly what the publisher
-// under it sends.
+// Publish and in Wait and how full the publish window was, and, when
+// onPublish and onConfirm are set, reports the moment each publish went
+// out and each confirm reached the relay. The broker sees exactly what the
+// publisher under it sends.
 type observedPublisher struct {
 	relay.Publisher
 	publish, wait callClock
+	onPublish     func(id string, at time.Time)
 	onConfirm     func(id string, at time.Time)
+	window        windowClock
+}
+
+// windowClock integrates the number of publishes awaiting their confirm
+// over time: published and not yet settled by the relay.
+type windowClock struct {
+	mu       sync.Mutex
+	open     int
+	since    time.Time
+	integral time.Duration // publish-seconds, as a Duration per publish
+	first    time.Time
+}
+
+func (w *windowClock) move(at time.Time, delta int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first.IsZero() {
+		w.first = at
+	} else {
+		w.integral += time.Duration(w.open) * at.Sub(w.since)
+	}
+	w.open += delta
+	w.since = at
+}
+
+// mean returns the mean number of publishes awaiting their confirm from
+// the first publish to end.
+func (w *windowClock) mean(end time.Time) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first.IsZero() || !end.After(w.first) {
+		return 0
+	}
+	total := w.integral + time.Duration(w.open)*end.Sub(w.since)
+	return float64(total) / float64(end.Sub(w.first))
 }
 
 func (p *observedPublisher) Publish(ctx context.Context, m relay.Message) (relay.Confirmation, error) {
 	t := time.Now()
 	c, err := p.Publisher.Publish(ctx, m)
-	p.publish.add(time.Since(t), 1)
+	now := time.Now()
+	p.publish.add(now.Sub(t), 1)
 	if err != nil {
 		return nil, err
 	}
-	return &observedConfirmation{Confirmation: c, pub: p, id: m.ID}, nil
+	p.window.move(now, 1)
+	if p.onPublish != nil {
+		p.onPublish(m.ID, now)
+	}
+	oc := &observedConfirmation{Confirmation: c, pub: p, id: m.ID}
+	if dc, ok := c.(relay.DoneConfirmation); ok {
+		return observedDoneConfirmation{observedConfirmation: oc, done: dc.Done}, nil
+	}
+	return oc, nil
 }
 
 type observedConfirmation struct {
@@ -114,11 +168,21 @@ type observedConfirmation struct {
 	id  string
 }
 
+// observedDoneConfirmation is an observedConfirmation that tells when its
+// outcome is in, as the one under it does.
+type observedDoneConfirmation struct {
+	*observedConfirmation
+	done func() <-chan struct{}
+}
+
+func (c observedDoneConfirmation) Done() <-chan struct{} { return c.done() }
+
 func (c *observedConfirmation) Wait(ctx context.Context) error {
 	t := time.Now()
 	err := c.Confirmation.Wait(ctx)
 	now := time.Now()
 	c.pub.wait.add(now.Sub(t), 1)
+	c.pub.window.move(now, -1)
 	if err == nil && c.pub.onConfirm != nil {
 		c.pub.onConfirm(c.id, now)
 	}
@@ -136,4 +200,18 @@ func (d *countingDecoder) Decode(messageType string, payload []byte) (any, error
 	v, err := d.Decoder.Decode(messageType, payload)
 	d.clock.add(time.Since(t), 1)
 	return v, err
+}
+
+// Validate times the decoder's Validate when it has one (the relay then
+// calls it instead of Decode), else Decode.
+func (d *countingDecoder) Validate(messageType string, payload []byte) error {
+	t := time.Now()
+	var err error
+	if v, ok := d.Decoder.(relay.Validator); ok {
+		err = v.Validate(messageType, payload)
+	} else {
+		_, err = d.Decoder.Decode(messageType, payload)
+	}
+	d.clock.add(time.Since(t), 1)
+	return err
 }

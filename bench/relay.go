@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/outbox"
@@ -38,6 +39,8 @@ type replicaOptions struct {
 	count     int
 	config    relay.Config // RelayID is set per replica
 	notify    bool         // wake on LISTEN/NOTIFY
+	onClaim   func(id string, at time.Time)
+	onPublish func(id string, at time.Time)
 	onConfirm func(id string, at time.Time)
 }
 
@@ -72,9 +75,12 @@ func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (
 		pool:  pool,
 		amqp:  pub,
 		store: &timedStore{Store: relay.NewPGStore(pool, o.table)},
-		pub:   &observedPublisher{Publisher: pub, onConfirm: o.onConfirm},
+		pub:   &observedPublisher{Publisher: pub, onPublish: o.onPublish, onConfirm: o.onConfirm},
 		dec:   &countingDecoder{Decoder: reg},
 		done:  make(chan error, 1),
+	}
+	if o.onClaim != nil {
+		rep.store.onClaim = func(id uuid.UUID, at time.Time) { o.onClaim(id.String(), at) }
 	}
 	cfg := o.config
 	cfg.RelayID = id
@@ -155,11 +161,15 @@ func (rs *replicaSet) stop() error {
 	return errors.Join(errs...)
 }
 
-// breakdown adds up where the replicas spent their time.
-func (rs *replicaSet) breakdown(wall time.Duration) *Breakdown {
+// breakdown adds up where the replicas spent their time; window is the
+// publish window of each replica.
+func (rs *replicaSet) breakdown(wall time.Duration, window int) *Breakdown {
 	var claim, mark, publish, wait, decode callClock
 	var first, last time.Duration
+	var open float64
+	end := time.Now()
 	for _, r := range rs.reps {
+		open += r.pub.window.mean(end)
 		for _, p := range []struct{ dst, src *callClock }{
 			{&claim, &r.store.claim}, {&mark, &r.store.mark}, {&publish, &r.pub.publish},
 			{&wait, &r.pub.wait}, {&decode, &r.dec.clock},
@@ -182,6 +192,10 @@ func (rs *replicaSet) breakdown(wall time.Duration) *Breakdown {
 		Decode:      decode.report(busy),
 		LostLeases:  rs.lostLeases(),
 	}
+	if n := len(rs.reps); n > 0 && window > 0 {
+		b.WindowFill = open / float64(n*window)
+	}
+	b.LoopOther = max(0, 1-b.Publish.ShareOfWall-b.ConfirmWait.ShareOfWall-b.Decode.ShareOfWall)
 	if n := len(rs.reps); n > 0 {
 		b.ClaimFirstTenthMs = float64(first/time.Duration(n)) / 1e6
 		b.ClaimLastTenthMs = float64(last/time.Duration(n)) / 1e6
@@ -208,6 +222,16 @@ type Breakdown struct {
 	ClaimFirstTenthMs float64 `json:"claim_first_tenth_ms"`
 	ClaimLastTenthMs  float64 `json:"claim_last_tenth_ms"`
 	LostLeases        int64   `json:"lost_leases"`
+	// WindowFill is the mean number of publishes awaiting their confirm
+	// (published, not yet settled by the relay) over the drain, as a share
+	// of the replicas' publish windows: near 1, the relay kept the broker
+	// as busy as the window allows, and the broker (or the machine under
+	// it) set the rate; well below 1, the relay did.
+	WindowFill float64 `json:"window_fill"`
+	// LoopOther is the share of the replicas' wall time their loops spent
+	// outside publish, confirm wait and decode: waiting for a claim or a
+	// mark to come back, and their own bookkeeping.
+	LoopOther float64 `json:"loop_other"`
 }
 
 // CallTime is the time spent in one kind of call.

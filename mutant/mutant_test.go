@@ -221,8 +221,9 @@ func TestMatrixDeterministic(t *testing.T) {
 // TestSwitchedOffCheckerLetsMutantSurvive shows that the matrix notices a
 // missing checker: with one checker switched off (and the others that
 // judge the same promise: leases also sees a mark after another relay's
-// claim, on the database clock), the mutant only it catches survives the
-// same budget that kills it otherwise.
+// claim, on the database clock, and may be the one that reports the first
+// killing seed), the mutant only they catch survives the same budget that
+// kills it otherwise.
 func TestSwitchedOffCheckerLetsMutantSurvive(t *testing.T) {
 	cases := []struct {
 		checker, mutant string
@@ -240,8 +241,10 @@ func TestSwitchedOffCheckerLetsMutantSurvive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := on[1]; !r.Killed || r.Checker != c.checker {
-				t.Fatalf("with every checker on, %s: killed=%v by %q, want killed by %s", c.mutant, r.Killed, r.Checker, c.checker)
+			// The first seed that kills the mutant may show it to one of the
+			// checkers of the same promise first.
+			if r := on[1]; !r.Killed || r.Checker != c.checker && !slices.Contains(c.also, r.Checker) {
+				t.Fatalf("with every checker on, %s: killed=%v by %q, want killed by %s (or %v)", c.mutant, r.Killed, r.Checker, c.checker, c.also)
 			}
 			opts.Disable = append([]string{c.checker}, c.also...)
 			off, err := RunMatrix(context.Background(), TierSim, opts)

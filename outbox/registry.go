@@ -23,11 +23,14 @@ var ErrUndecodable = errors.New("undecodable payload")
 type Registry struct {
 	mu    sync.RWMutex
 	types map[string]reflect.Type
+	// shapes are what Validate's fast path knows of each type; nil for a
+	// type it leaves to Decode.
+	shapes map[string]*shape
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{types: make(map[string]reflect.Type)}
+	return &Registry{types: make(map[string]reflect.Type), shapes: make(map[string]*shape)}
 }
 
 // Register maps name to the type of sample (a struct value or pointer).
@@ -36,9 +39,11 @@ func (r *Registry) Register(name string, sample any) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	sh := shapeOf(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.types[name] = t
+	r.shapes[name] = sh
 }
 
 // Known reports whether name is registered.

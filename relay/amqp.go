@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bound"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -82,7 +80,10 @@ type AMQPPublisher struct {
 	dials  atomic.Int64
 }
 
-var _ Publisher = (*AMQPPublisher)(nil)
+var (
+	_ Publisher        = (*AMQPPublisher)(nil)
+	_ DoneConfirmation = (*amqpConfirmation)(nil)
+)
 
 // NewAMQPPublisher checks cfg and returns a publisher; it does not dial.
 func NewAMQPPublisher(cfg AMQPConfig) (*AMQPPublisher, error) {
@@ -238,22 +239,41 @@ func (p *AMQPPublisher) session(ctx context.Context) (*amqpSession, error) {
 
 // amqpSession is one connection with its confirm-mode channel and the
 // bookkeeping of returned messages.
+//
+// A basic.return reaches the session on returns, which amqp091's reader
+// goroutine fills before it resolves the confirm of the same message
+// (RabbitMQ sends basic.return before basic.ack, and the one reader
+// dispatches both in order). Whoever takes a return from returns records
+// it in returned under mu: Publish and Wait take what is buffered, Wait
+// also takes returns while it blocks on a confirm, and returnGuard takes
+// them every returnGuardInterval, so that the reader never waits on a full
+// channel (amqp091 drops a return it cannot hand over within 5 s). A Wait
+// that saw its confirm and then takes what is buffered under mu sees the
+// return of its message if there was one; no goroutine is woken for it.
 type amqpSession struct {
 	conn   *amqp.Connection
 	raw    net.Conn
 	ch     *amqp.Channel
 	broken atomic.Bool
 
-	returns  chan amqp.Return
-	syncReq  chan chan struct{}
-	loopDone chan struct{}
+	returns chan amqp.Return
+	// guardStop ends returnGuard when the session closes.
+	guardStop chan struct{}
+	closeOnce sync.Once
 
 	mu       sync.Mutex
 	returned map[string]struct{}
+	// returnsClosed is set once returns was closed (the channel shut
+	// down): nothing more arrives on it.
+	returnsClosed bool
 }
 
 // maxReturned bounds the memory of returned ids that nobody asked about.
 const maxReturned = 4096
+
+// returnGuardInterval is how often returnGuard takes the returns nobody
+// took meanwhile: well within the 5 s amqp091's reader waits for room.
+const returnGuardInterval = 500 * time.Millisecond
 
 // dialSession connects, opens a channel in confirm mode and starts
 // tracking returns, all bounded by ctx and cfg.DialTimeout.
@@ -268,9 +288,8 @@ func dialSession(ctx context.Context, cfg AMQPConfig) (*amqpSession, error) {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s := &amqpSession{
-		syncReq:  make(chan chan struct{}),
-		loopDone: make(chan struct{}),
-		returned: make(map[string]struct{}),
+		guardStop: make(chan struct{}),
+		returned:  make(map[string]struct{}),
 	}
 	var rawMu sync.Mutex
 	props := amqp.NewConnectionProperties()
@@ -342,96 +361,105 @@ func dialSession(ctx context.Context, cfg AMQPConfig) (*amqpSession, error) {
 		s.close()
 		return nil, fmt.Errorf("dialing broker %s: %w: %w", RedactURL(cfg.URL), ErrBrokerUnavailable, redactErr(err, cfg.URL))
 	}
-	go s.returnLoop()
+	go s.returnGuard()
 	return s, nil
 }
 
-// returnLoop records every basic.return by message id. amqp091 hands a
-// return to this channel before it resolves the confirm of the same
-// message (RabbitMQ sends basic.return before basic.ack, and one reader
-// goroutine dispatches both in order), so a Wait that synchronises with
-// this loop after its confirm sees the return if there was one.
-func (s *amqpSession) returnLoop() {
-	defer close(s.loopDone)
+// returnGuard takes the returns nobody took, every returnGuardInterval,
+// until the session closes or returns is closed.
+func (s *amqpSession) returnGuard() {
+	t := time.NewTicker(returnGuardInterval)
+	defer t.Stop()
 	for {
 		select {
-		case r, ok := <-s.returns:
-			if !ok {
-				return
-			}
-			s.record(r.MessageId)
-		case ack := <-s.syncReq:
-			closed := s.drain()
-			close(ack)
-			if closed {
-				return
-			}
+		case <-s.guardStop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		s.takeReturns()
+		closed := s.returnsClosed
+		s.mu.Unlock()
+		if closed {
+			return
 		}
 	}
 }
 
-// drain records every buffered return and reports whether the channel of
-// returns was closed.
-func (s *amqpSession) drain() (closed bool) {
-	for {
+// takeReturns records every buffered return. The caller holds s.mu.
+func (s *amqpSession) takeReturns() {
+	for !s.returnsClosed {
 		select {
 		case r, ok := <-s.returns:
-			if !ok {
-				return true
-			}
-			s.record(r.MessageId)
+			s.took(r, ok)
 		default:
-			return false
+			return
 		}
 	}
 }
 
-func (s *amqpSession) record(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// took records r, or that returns was closed when ok is false. The caller
+// holds s.mu.
+func (s *amqpSession) took(r amqp.Return, ok bool) {
+	if !ok {
+		s.returnsClosed = true
+		return
+	}
 	if len(s.returned) >= maxReturned {
 		clear(s.returned)
 	}
-	s.returned[id] = struct{}{}
+	s.returned[r.MessageId] = struct{}{}
 }
 
 // forget drops a stale return of an earlier publish of id.
 func (s *amqpSession) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.takeReturns()
 	delete(s.returned, id)
 }
 
-// syncTimeout bounds the in-process handshake with returnLoop, which never
-// blocks for long; it is independent of the caller's context so that a
-// confirm that arrived in time is not lost to a deadline passing meanwhile.
-const syncTimeout = 5 * time.Second
-
-// wasReturned synchronises with returnLoop, so that every return the
-// broker sent before the confirm is recorded, then reports (and forgets)
-// whether id was returned.
-func (s *amqpSession) wasReturned(id string) (bool, error) {
-	timer := time.NewTimer(syncTimeout)
-	defer timer.Stop()
-	ack := make(chan struct{})
-	select {
-	case s.syncReq <- ack:
-		select {
-		case <-ack:
-		case <-s.loopDone:
-		case <-timer.C:
-			return false, errors.New("return tracking did not answer")
-		}
-	case <-s.loopDone:
-		// The loop drained the closed channel of returns before it ended.
-	case <-timer.C:
-		return false, errors.New("return tracking did not answer")
-	}
+// wasReturned reports (and forgets) whether id was returned. Its caller
+// saw the confirm of id, so a return of id is recorded or buffered.
+func (s *amqpSession) wasReturned(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.takeReturns()
 	_, ok := s.returned[id]
 	delete(s.returned, id)
-	return ok, nil
+	return ok
+}
+
+// await blocks until done closes (nil) or ctx ends (its error, unless
+// done closed too), taking the returns that arrive meanwhile.
+func (s *amqpSession) await(ctx context.Context, done <-chan struct{}) error {
+	s.mu.Lock()
+	returns := s.returns
+	if s.returnsClosed {
+		returns = nil
+	}
+	s.mu.Unlock()
+	for {
+		select {
+		case <-done:
+			return nil
+		case r, ok := <-returns:
+			s.mu.Lock()
+			s.took(r, ok)
+			s.mu.Unlock()
+			if !ok {
+				returns = nil
+			}
+		case <-ctx.Done():
+			// A confirm that did arrive wins over the deadline.
+			select {
+			case <-done:
+				return nil
+			default:
+				return ctx.Err()
+			}
+		}
+	}
 }
 
 // alive reports whether the session can still publish.
@@ -452,6 +480,7 @@ func (s *amqpSession) breakOff() {
 // socket.
 func (s *amqpSession) close() {
 	s.broken.Store(true)
+	s.closeOnce.Do(func() { close(s.guardStop) })
 	if s.conn != nil {
 		_ = s.conn.CloseDeadline(time.Now().Add(time.Second))
 	}
@@ -460,16 +489,26 @@ func (s *amqpSession) close() {
 	}
 }
 
-// bounded runs fn, a blocking amqp091 call that ignores contexts, and
-// gives up when ctx ends first: it then closes the socket, which fails the
-// call, and the session is broken.
+// bounded runs fn, a blocking amqp091 call that ignores contexts, on the
+// caller's goroutine and gives up when ctx ends first: it then closes the
+// socket, which fails the call at once (amqp091 blocks only on the socket
+// and on locks held around socket I/O), the session is broken and bounded
+// returns ctx's error. No goroutine is started unless ctx ends.
 func (s *amqpSession) bounded(ctx context.Context, fn func() error) error {
-	return bound.Call(ctx, fn, func() {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
 		s.broken.Store(true)
 		if s.raw != nil {
 			_ = s.raw.Close()
 		}
 	})
+	err := fn()
+	if !stop() {
+		return ctx.Err()
+	}
+	return err
 }
 
 // amqpConfirmation awaits the confirm of one publish.
@@ -483,16 +522,16 @@ type amqpConfirmation struct {
 // ErrReturned for an ack of a returned one, ErrNacked for a nack,
 // ErrBrokerUnavailable when the channel closed first, and an error wrapping
 // both ErrBrokerUnavailable and ctx's error when ctx ends first.
+// Done implements DoneConfirmation: it is closed when the broker's ack or
+// nack came, or the channel closed.
+func (c *amqpConfirmation) Done() <-chan struct{} { return c.dc.Done() }
+
 func (c *amqpConfirmation) Wait(ctx context.Context) error {
-	acked, err := c.dc.WaitContext(ctx)
-	if err != nil {
-		// WaitContext picks at random when the confirm and the deadline
-		// are both there: a confirm that did arrive wins.
-		select {
-		case <-c.dc.Done():
-			acked, err = c.dc.Acked(), nil
-		default:
-		}
+	var err error
+	select {
+	case <-c.dc.Done():
+	default:
+		err = c.sess.await(ctx, c.dc.Done())
 	}
 	if err != nil {
 		// A confirm this late means the connection is not to be trusted:
@@ -500,7 +539,7 @@ func (c *amqpConfirmation) Wait(ctx context.Context) error {
 		c.sess.breakOff()
 		return fmt.Errorf("awaiting confirm of %s: %w: %w", c.id, ErrBrokerUnavailable, err)
 	}
-	if !acked {
+	if !c.dc.Acked() {
 		// amqp091 resolves outstanding confirms as nacks when the channel
 		// or connection closes; the channel is marked closed before that.
 		if c.sess.ch.IsClosed() || c.sess.conn.IsClosed() {
@@ -509,11 +548,7 @@ func (c *amqpConfirmation) Wait(ctx context.Context) error {
 		}
 		return fmt.Errorf("awaiting confirm of %s: %w", c.id, ErrNacked)
 	}
-	returned, err := c.sess.wasReturned(c.id)
-	if err != nil {
-		return fmt.Errorf("awaiting return of %s: %w: %w", c.id, ErrBrokerUnavailable, err)
-	}
-	if returned {
+	if c.sess.wasReturned(c.id) {
 		return fmt.Errorf("awaiting confirm of %s: %w", c.id, ErrReturned)
 	}
 	return nil

@@ -33,6 +33,8 @@ type Config struct {
 	// SweepInterval is how often the sweep runs. Default 1 minute.
 	SweepInterval time.Duration
 	// PublishTimeout bounds one publish and the wait for its confirm.
+	// Publishes that start within a hundredth of it of one another share
+	// one deadline, the first one's, so a publish may get up to 1% less.
 	// Default 10 s.
 	PublishTimeout time.Duration
 	// StoreTimeout bounds one store call. Default 30 s.

@@ -204,3 +204,51 @@ func TestFakeBrokerFailover(t *testing.T) {
 		t.Errorf("node a took %d publishes, want only the first: the lost node is tried last", n)
 	}
 }
+
+// TestFakeBrokerReturnsWithManyInFlight publishes far more messages than
+// the publisher buffers returns for before it awaits any confirm, half of
+// them unroutable in runs of varying length, and wants every return told
+// apart from every routed message.
+func TestFakeBrokerReturnsWithManyInFlight(t *testing.T) {
+	b := amqptest.Start(t)
+	if err := (relay.Topology{Exchange: "events", Queue: "q", BindingKey: "routed"}).Declare(context.Background(), b.URL()); err != nil {
+		t.Fatalf("declaring the topology: %v", err)
+	}
+	p, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: b.URL(), Exchange: "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 1500
+	confs := make([]relay.Confirmation, n)
+	routable := make([]bool, n)
+	for i := range n {
+		routable[i] = (i/7+i/3)%2 == 0
+		typ := "nowhere"
+		if routable[i] {
+			typ = "routed"
+		}
+		c, err := p.Publish(ctx, relay.Message{ID: fmt.Sprintf("m%d", i), Type: typ, Payload: []byte(`{}`)})
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		confs[i] = c
+	}
+	returned := 0
+	for i, c := range confs {
+		err := c.Wait(ctx)
+		switch {
+		case routable[i] && err != nil:
+			t.Errorf("routable publish %d: %v", i, err)
+		case !routable[i] && !errors.Is(err, relay.ErrReturned):
+			t.Errorf("unroutable publish %d: %v, want ErrReturned", i, err)
+		case !routable[i]:
+			returned++
+		}
+	}
+	if returned < n/3 {
+		t.Errorf("%d of %d publishes returned; the pattern should return about half", returned, n)
+	}
+}

@@ -69,10 +69,11 @@ func (t realTimer) Stop()                 { t.t.Stop() }
 // Relay drains one outbox table. Several relays with distinct RelayIDs may
 // drain the same table at once.
 type Relay struct {
-	cfg    Config
-	store  Store
-	pub    Publisher
-	dec    Decoder
+	cfg   Config
+	store Store
+	pub   Publisher
+	// check is the Decoder's verdict on a row: its Validate, or Decode.
+	check  func(messageType string, payload []byte) error
 	log    *slog.Logger
 	m      *Metrics
 	fp     Failpoints
@@ -130,13 +131,24 @@ func New(cfg Config, store Store, pub Publisher, opts Options) (*Relay, error) {
 	if opts.Records != nil {
 		timed, _ = store.(TimedStore)
 	}
+	var check func(string, []byte) error
+	switch d := opts.Decoder.(type) {
+	case nil:
+	case Validator:
+		check = d.Validate
+	default:
+		check = func(messageType string, payload []byte) error {
+			_, err := d.Decode(messageType, payload)
+			return err
+		}
+	}
 	return &Relay{
+		check:  check,
 		rec:    opts.Records,
 		timed:  timed,
 		cfg:    cfg,
 		store:  store,
 		pub:    pub,
-		dec:    opts.Decoder,
 		log:    log.With("relay", cfg.RelayID),
 		m:      opts.Metrics,
 		fp:     opts.Failpoints,
@@ -288,13 +300,57 @@ type flight struct {
 
 // inflight is a publish awaiting its confirm.
 type inflight struct {
-	row    Row
-	conf   Confirmation
-	ctx    context.Context
-	cancel context.CancelFunc
-	f      *flight
+	row  Row
+	conf Confirmation
+	dl   *deadline
+	f    *flight
 	// ids names the row in its Publish records; nil without Records.
 	ids []string
+}
+
+// deadline is the context that bounds publishes and their confirms: it
+// ends PublishTimeout after the first publish that used it. Publishes
+// that start within deadlineShare of PublishTimeout after that one share
+// it, so that a context and its timer are made once for hundreds of
+// publishes rather than once for each; each publish is still bounded by
+// at most PublishTimeout. It is cancelled once its last publish is
+// settled or given up.
+type deadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	until  time.Time
+	refs   int
+}
+
+// deadlineShare is the part of PublishTimeout by which a shared deadline
+// may come earlier than a publish's own would.
+const deadlineShare = 100
+
+// publishDeadline returns the deadline of a publish starting now, holding
+// one reference to it.
+func (d *drain) publishDeadline() *deadline {
+	timeout := d.r.cfg.PublishTimeout
+	now := time.Now()
+	if dl := d.dl; dl != nil && dl.until.Sub(now) >= timeout-timeout/deadlineShare {
+		dl.refs++
+		return dl
+	}
+	until := now.Add(timeout)
+	ctx, cancel := context.WithDeadline(d.ctx, until)
+	d.dl = &deadline{ctx: ctx, cancel: cancel, until: until, refs: 1}
+	return d.dl
+}
+
+// release drops a publish's reference to dl, cancelling it after the last.
+func (d *drain) release(dl *deadline) {
+	dl.refs--
+	if dl.refs > 0 {
+		return
+	}
+	dl.cancel()
+	if d.dl == dl {
+		d.dl = nil
+	}
 }
 
 // drain is one tick: it claims batch after batch and keeps the publish
@@ -343,6 +399,8 @@ type drain struct {
 	// next is the claim of the next batch, started while the current one
 	// is published; nil when none is on its way.
 	next *call[[]Row]
+	// dl is the deadline the next publish may share.
+	dl *deadline
 }
 
 // markCall is the mark of one batch's confirmed rows, on its way.
@@ -406,13 +464,28 @@ func (d *drain) run(wake <-chan struct{}) error {
 		if err := d.complete(f); err != nil {
 			return d.abort(err)
 		}
-		if d.halted() || d.next == nil {
+		if d.halted() {
 			break
+		}
+		if d.next == nil {
+			// The claim came back short and no wake-up had come: settle
+			// what is in flight, and go on if one comes meanwhile.
+			again, err := d.linger(wake, began)
+			if err != nil {
+				return d.abort(err)
+			}
+			if !again {
+				break
+			}
+			continue
 		}
 		if !full {
 			// A trickle: take this batch's confirms (and start its mark)
-			// while the next claim runs, rather than after it.
-			for len(d.pending) > 0 {
+			// while the next claim runs, rather than after it; but where
+			// the confirms tell when they are in, publish the next batch
+			// as soon as its claim is back: its rows need not wait for
+			// the confirms before them.
+			for len(d.pending) > 0 && !d.claimFirst() {
 				if err := d.settle(); err != nil {
 					return d.abort(err)
 				}
@@ -420,6 +493,76 @@ func (d *drain) run(wake <-chan struct{}) error {
 		}
 	}
 	return d.finish()
+}
+
+// linger settles the publishes in flight and waits for the marks on their
+// way, as finish does, but watches wake meanwhile: when a wake-up comes
+// (new rows committed) while the drain is younger than the poll interval,
+// it starts the next claim at once and reports true, so that rows
+// committed while a batch is confirmed and marked do not wait for the
+// drain to end and the next tick to begin. A wake-up is only taken when it
+// will be acted on. With Options.SerialStore the marks have ended before
+// linger runs, and wake is read only between calls, as elsewhere.
+func (d *drain) linger(wake <-chan struct{}, began time.Time) (bool, error) {
+	r := d.r
+	open := func() bool {
+		return wake != nil && !d.halted() && !d.stopped() && r.cfg.Now().Sub(began) < r.cfg.PollInterval
+	}
+	again := func() bool {
+		if !open() || !woken(wake) {
+			return false
+		}
+		d.next = d.startClaim()
+		return true
+	}
+	for len(d.pending) > 0 {
+		if err := d.settle(); err != nil {
+			return false, err
+		}
+		if again() {
+			return true, nil
+		}
+	}
+	for len(d.marks) > 0 {
+		if !d.marks[0].call.ready() && open() {
+			select {
+			case <-d.marks[0].call.done:
+			case _, ok := <-wake:
+				if ok {
+					d.next = d.startClaim()
+					return true, nil
+				}
+				wake = nil
+				continue
+			}
+		}
+		if err := d.reapOldest(); err != nil {
+			return false, err
+		}
+	}
+	return again(), nil
+}
+
+// claimFirst waits until the oldest publish in flight is confirmed or the
+// next claim is back, and reports whether the claim came first, when the
+// oldest publish's confirmation tells when it is in (DoneConfirmation);
+// otherwise it reports false at once.
+func (d *drain) claimFirst() bool {
+	dc, ok := d.pending[0].conf.(DoneConfirmation)
+	if !ok || d.next == nil {
+		return false
+	}
+	select {
+	case <-dc.Done():
+		return false
+	default:
+	}
+	select {
+	case <-dc.Done():
+		return false
+	case <-d.next.done:
+		return true
+	}
 }
 
 // woken reports, and takes, a pending wake-up.
@@ -520,8 +663,8 @@ func (d *drain) publish(f *flight, rows []Row) error {
 		if d.halted() || d.stopped() {
 			return nil
 		}
-		if r.dec != nil {
-			if _, derr := r.dec.Decode(row.Type, row.Payload); derr != nil {
+		if r.check != nil {
+			if derr := r.check(row.Type, row.Payload); derr != nil {
 				r.rowFailed(d.ctx, row, derr, &d.res)
 				d.filed(row.ID)
 				continue
@@ -535,17 +678,17 @@ func (d *drain) publish(f *flight, rows []Row) error {
 				return nil
 			}
 		}
-		pctx, pcancel := context.WithTimeout(d.ctx, r.cfg.PublishTimeout)
+		dl := d.publishDeadline()
 		var ids []string
 		if r.rec != nil {
 			ids = []string{row.ID.String()}
 			r.record(oplog.Invoke, oplog.Publish, ids, oplog.Meta{}, nil)
 		}
-		conf, perr := r.pub.Publish(pctx, MessageOf(row))
+		conf, perr := r.pub.Publish(dl.ctx, MessageOf(row))
 		if perr != nil {
 			// Not sent.
 			r.record(oplog.Fail, oplog.Publish, ids, oplog.Meta{}, perr)
-			pcancel()
+			d.release(dl)
 			r.confirmFailed(perr)
 			if Classify(perr) == ClassBroker {
 				d.brokerErr = fmt.Errorf("publishing %s: %w", row.ID, perr)
@@ -555,7 +698,7 @@ func (d *drain) publish(f *flight, rows []Row) error {
 			d.filed(row.ID)
 			continue
 		}
-		d.pending = append(d.pending, inflight{row: row, conf: conf, ctx: pctx, cancel: pcancel, f: f, ids: ids})
+		d.pending = append(d.pending, inflight{row: row, conf: conf, dl: dl, f: f, ids: ids})
 		f.open++
 		if err := r.failpoint(d.ctx, FailAfterPublishBeforeConfirm); err != nil {
 			return err
@@ -571,8 +714,8 @@ func (d *drain) settle() error {
 	p := d.pending[0]
 	d.pending[0] = inflight{}
 	d.pending = d.pending[1:]
-	werr := p.conf.Wait(p.ctx)
-	p.cancel()
+	werr := p.conf.Wait(p.dl.ctx)
+	d.release(p.dl)
 	p.f.open--
 	if r.rec != nil {
 		t, c := confirmOutcome(werr)
@@ -685,7 +828,7 @@ func (d *drain) finish() error {
 // lets the marks on their way end without filing them, and returns err.
 func (d *drain) abort(err error) error {
 	for _, p := range d.pending {
-		p.cancel()
+		d.release(p.dl)
 		r := d.r
 		r.record(oplog.Info, oplog.Publish, p.ids, oplog.Meta{}, errNotAwaited)
 	}

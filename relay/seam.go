@@ -139,11 +139,32 @@ type Confirmation interface {
 	Wait(ctx context.Context) error
 }
 
+// DoneConfirmation is implemented by a Confirmation that tells when its
+// outcome is in: Done returns a channel that is closed once Wait would
+// return without blocking. With it, a relay draining a trickle publishes a
+// new batch as soon as its claim is back instead of after the confirms of
+// the batch before; without it, the relay waits for them first.
+// AMQPPublisher's confirmations implement it.
+type DoneConfirmation interface {
+	Confirmation
+	Done() <-chan struct{}
+}
+
 // Decoder resolves a message type and decodes its payload;
 // *outbox.Registry is one. Decode wraps outbox.ErrUnknownType for a type it
 // does not know.
 type Decoder interface {
 	Decode(messageType string, payload []byte) (any, error)
+}
+
+// Validator is implemented by a Decoder that can tell whether a payload
+// decodes without building its value: Validate returns the error Decode
+// would return, and nil where Decode would succeed. The relay only needs
+// that verdict, so it calls Validate instead of Decode when its Decoder
+// has it; *outbox.Registry does, at a fraction of Decode's cost for the
+// payloads of plain struct types.
+type Validator interface {
+	Validate(messageType string, payload []byte) error
 }
 
 // Failpoints lets a harness act at named points of a tick. Inject may return

@@ -60,6 +60,9 @@ const (
 // schedule. Seed 25890 of the drawn swarm found the first bug; it no
 // longer reached it even before the relays ran their own loop, and the
 // drawn swarm reaches either bug in fewer than one seed in 30000 now.
+// Seed 468 took the place of seed 727 when a drain began to claim again
+// on a wake-up that comes while its last batch is confirmed: it fails
+// with the stale-claim check of drain.claimed taken out.
 var regressions = []struct {
 	seed    uint64
 	tune    func(*sim.Swarm)
@@ -70,7 +73,7 @@ var regressions = []struct {
 	{4, reclaimTune, bugReclaimAwaiting, reclaimedAwaitingConfirm, "a relay's claim returns a row whose publish by that relay awaits its confirm"},
 	{182, reclaimTune, bugReclaimAwaiting, reclaimedAwaitingConfirm, "a relay's claim returns a row whose publish by that relay awaits its confirm"},
 	{232, reclaimTune, bugReclaimAhead, reclaimedAhead, "two claims of a relay in a row return the same row"},
-	{727, reclaimTune, bugReclaimAhead, reclaimedAhead, "two claims of a relay in a row return the same row"},
+	{468, reclaimTune, bugReclaimAhead, reclaimedAhead, "two claims of a relay in a row return the same row"},
 }
 
 // reclaimedAwaitingConfirm reports whether a relay's claim returned a row

@@ -19,8 +19,8 @@ func TestSQLOperators(t *testing.T) {
 		OpSignFlip:       "now() - least(",
 		OpUnit:           "interval '1 second'",
 		OpAppClock:       "locked_until < app_now()",
-		OpDropForUpdate:  "LIMIT $1\n), claimed",
-		OpDropSkipLocked: "FOR UPDATE\n), claimed",
+		OpDropForUpdate:  "LIMIT $1))",
+		OpDropSkipLocked: "FOR UPDATE))",
 		OpDropOrderBy:    "FROM claimed",
 	}
 	ids := map[string]bool{}
@@ -188,16 +188,16 @@ func TestGeneratedSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := map[string]string{
-		"relay/postgres.go:claim:cmp-flip@138":       StatusKilled,
-		"relay/postgres.go:claim:drop-order-by@617":  StatusSurvived,
-		"relay/postgres.go:claim:drop-returning@400": StatusInvalid,
+		"relay/postgres.go:claim:cmp-flip@284":       StatusKilled,
+		"relay/postgres.go:claim:drop-order-by@570":  StatusSurvived,
+		"relay/postgres.go:claim:drop-returning@385": StatusInvalid,
 		// Killed by the store's suite, which the SQL tier does not reach
 		// (the backlog statistics), and by a unit test.
 		"relay/postgres.go:stats:negate@31":                             StatusKilled,
 		"relay/amqp.go:NewAMQPPublisher:CONDITIONALS_BOUNDARY:+11:21:<": StatusKilled,
 	}
 	knownTier := map[string]string{
-		"relay/postgres.go:claim:cmp-flip@138":                          TierSQL,
+		"relay/postgres.go:claim:cmp-flip@284":                          TierSQL,
 		"relay/postgres.go:stats:negate@31":                             TierStore,
 		"relay/amqp.go:NewAMQPPublisher:CONDITIONALS_BOUNDARY:+11:21:<": TierUnit,
 	}
