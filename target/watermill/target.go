@@ -70,7 +70,8 @@
 // does not lease rows (its consumer group's offset row is locked
 // instead), does not sweep, and records nothing; the replica honours
 // failpoints (the one above). It is judged by the core guarantee: no lost
-// and no phantom event, every duplicate explained, no duplicate effect. FINDINGS.md beside this file says what the
+// and no phantom event, every duplicate explained, no duplicate effect.
+// results/watermill/findings.md in the repository says what the
 // catalogue found.
 package wmtarget
 
