@@ -93,16 +93,7 @@ func TestDrainClaimsAgainOnAWakeUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if store.calls != c.wantClaims {
-				t.Errorf("%d claims, want %d", store.calls, c.wantClaims)
-			}
-			if got := len(wake) == 1; got != c.wantWake {
-				t.Errorf("wake-up pending = %v, want %v", got, c.wantWake)
-			}
-			if res.Published != pub.published || res.Claimed != pub.published {
-				t.Errorf("claimed %d, published %d, marked %d: every claimed row is published and marked",
-					res.Claimed, pub.published, res.Published)
-			}
+			checkDrain(t, res, store.calls, c.wantClaims, wake, c.wantWake, pub.published)
 		})
 	}
 }
@@ -184,16 +175,7 @@ func TestDrainClaimsAgainOnAWakeUpWhileConfirming(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if calls != c.wantClaims {
-				t.Errorf("%d claims, want %d", calls, c.wantClaims)
-			}
-			if got := len(wake) == 1; got != c.wantWake {
-				t.Errorf("wake-up pending = %v, want %v", got, c.wantWake)
-			}
-			if res.Published != pub.published || res.Claimed != pub.published {
-				t.Errorf("claimed %d, published %d, marked %d: every claimed row is published and marked",
-					res.Claimed, pub.published, res.Published)
-			}
+			checkDrain(t, res, calls, c.wantClaims, wake, c.wantWake, pub.published)
 		})
 	}
 }
@@ -289,5 +271,22 @@ func TestDrainPublishesATrickleWithoutWaitingForEarlierConfirms(t *testing.T) {
 				t.Errorf("published %d, marked %d, want 3 and 3", pub.count(), res.Published)
 			}
 		})
+	}
+}
+
+// checkDrain checks a drain's tick: the claims it made, whether a
+// wake-up is still pending in wake, and that every claimed row was
+// published (published publishes) and marked.
+func checkDrain(t *testing.T, res TickResult, claims, wantClaims int, wake chan struct{}, wantWake bool, published int) {
+	t.Helper()
+	if claims != wantClaims {
+		t.Errorf("%d claims, want %d", claims, wantClaims)
+	}
+	if got := len(wake) == 1; got != wantWake {
+		t.Errorf("wake-up pending = %v, want %v", got, wantWake)
+	}
+	if res.Published != published || res.Claimed != published {
+		t.Errorf("claimed %d, published %d, marked %d: every claimed row is published and marked",
+			res.Claimed, published, res.Published)
 	}
 }
