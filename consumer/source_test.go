@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxlab/outboxlab/testenv/tcpfake"
 )
 
 // closingBroker accepts connections and closes each at once, as a node
@@ -19,27 +21,14 @@ type closingBroker struct {
 
 func (b *closingBroker) node(t *testing.T, n int) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.order = append(b.order, n)
-			b.at = append(b.at, time.Now())
-			b.mu.Unlock()
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = l.Close(); <-done })
-	return "amqp://" + l.Addr().String() + "/"
+	addr := tcpfake.Listen(t, func(net.Conn) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.order = append(b.order, n)
+		b.at = append(b.at, time.Now())
+		return false
+	})
+	return "amqp://" + addr + "/"
 }
 
 // TestAMQPSourceDefaults checks the settings Run applies when the caller

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv/tcpfake"
 )
 
 // TestAMQPPublisherDefaults checks the settings a publisher applies when
@@ -56,37 +56,7 @@ func TestAMQPPublisherDefaults(t *testing.T) {
 // never ends on its own.
 func silentBroker(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		<-done
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-	})
-	return "amqp://outbox:s3cret@" + l.Addr().String() + "/"
+	return "amqp://outbox:s3cret@" + tcpfake.Listen(t, func(net.Conn) bool { return true }) + "/"
 }
 
 // TestAMQPPublisherDialTimeout: a dial to a broker that never answers

@@ -433,18 +433,7 @@ func TestListenWakesAndSurvivesReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectWake := func(what string) {
-		t.Helper()
-		select {
-		case _, ok := <-wake:
-			if !ok {
-				t.Fatalf("%s: wake channel closed", what)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no wake-up within 10s", what)
-		}
-	}
-	expectWake("the first connect")
+	expectWake(t, wake, 10*time.Second, "the first connect")
 	stage := func() {
 		tx, err := db.Pool.Begin(ctx)
 		if err != nil {
@@ -460,7 +449,7 @@ func TestListenWakesAndSurvivesReconnect(t *testing.T) {
 		}
 	}
 	stage()
-	expectWake("a notifying commit")
+	expectWake(t, wake, 10*time.Second, "a notifying commit")
 	// Kill the listening session; Listen reconnects and wakes once.
 	tag, err := db.Pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1`,
 		"LISTEN "+quoteIdent(db.Table.Channel()))
@@ -470,7 +459,7 @@ func TestListenWakesAndSurvivesReconnect(t *testing.T) {
 	if tag.RowsAffected() != 1 {
 		t.Fatalf("terminated %d listening sessions, want 1", tag.RowsAffected())
 	}
-	expectWake("the reconnect")
+	expectWake(t, wake, 10*time.Second, "the reconnect")
 	waitFor(t, 10*time.Second, "the listener back", func() (bool, error) {
 		var k int
 		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`, "LISTEN "+quoteIdent(db.Table.Channel())).Scan(&k)
@@ -482,19 +471,9 @@ func TestListenWakesAndSurvivesReconnect(t *testing.T) {
 	default:
 	}
 	stage()
-	expectWake("a notifying commit after the reconnect")
+	expectWake(t, wake, 10*time.Second, "a notifying commit after the reconnect")
 	cancel()
-	select {
-	case _, ok := <-wake:
-		if ok {
-			// One last coalesced wake-up may be pending; the close follows.
-			if _, ok := <-wake; ok {
-				t.Error("wake channel open after the context ended")
-			}
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("wake channel not closed within 10s of the context ending")
-	}
+	expectWakeClosed(t, wake, 10*time.Second)
 }
 
 func quoteIdent(s string) string { return `"` + s + `"` }

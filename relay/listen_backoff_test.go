@@ -14,6 +14,7 @@ import (
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
+	"github.com/outboxlab/outboxlab/testenv/tcpfake"
 )
 
 // fakeDB accepts connections and either closes each at once (a database
@@ -28,40 +29,16 @@ type fakeDB struct {
 
 func (f *fakeDB) start(t *testing.T, silent bool) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			if now := time.Now(); now.Sub(f.last) > 20*time.Millisecond {
-				f.dialed++
-				f.last = now
-			}
-			f.mu.Unlock()
-			if silent {
-				held = append(held, c)
-			} else {
-				_ = c.Close()
-			}
+	addr := tcpfake.Listen(t, func(net.Conn) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if now := time.Now(); now.Sub(f.last) > 20*time.Millisecond {
+			f.dialed++
+			f.last = now
 		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		<-done
-		for _, c := range held {
-			_ = c.Close()
-		}
+		return silent
 	})
-	host, port, _ := net.SplitHostPort(l.Addr().String())
+	host, port, _ := net.SplitHostPort(addr)
 	return "postgres://outbox:s3cret@" + host + ":" + port + "/outbox?sslmode=disable"
 }
 
@@ -69,6 +46,37 @@ func (f *fakeDB) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.dialed
+}
+
+// expectWake waits up to within for a wake-up on wake; a closed channel
+// or none in time fails the test, naming what should have woken it.
+func expectWake(t testing.TB, wake <-chan struct{}, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case _, ok := <-wake:
+		if !ok {
+			t.Fatalf("%s: the wake channel closed", what)
+		}
+	case <-time.After(within):
+		t.Fatalf("%s: no wake-up within %v", what, within)
+	}
+}
+
+// expectWakeClosed checks that wake closes within the given time of its
+// listener's context ending: one coalesced wake-up may still be pending,
+// a second one fails the test.
+func expectWakeClosed(t testing.TB, wake <-chan struct{}, within time.Duration) {
+	t.Helper()
+	select {
+	case _, ok := <-wake:
+		if ok {
+			if _, ok := <-wake; ok {
+				t.Fatal("the wake channel stayed open after the context ended")
+			}
+		}
+	case <-time.After(within):
+		t.Fatalf("the wake channel was not closed within %v of the context ending", within)
+	}
 }
 
 // listenFor runs Listen on url with cfg for d and returns once its wake
@@ -166,17 +174,6 @@ func TestListenOnPostgreSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectWake := func(what string) {
-		t.Helper()
-		select {
-		case _, ok := <-wake:
-			if !ok {
-				t.Fatalf("%s: the wake channel closed", what)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: no wake-up within 5 s", what)
-		}
-	}
 	admin, err := pgx.Connect(ctx, srv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
@@ -200,13 +197,13 @@ func TestListenOnPostgreSQL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expectWake("connected")
+	expectWake(t, wake, 5*time.Second, "connected")
 	first := backends()
 	if len(first) != 1 {
 		t.Fatalf("listener backends %v, want one", first)
 	}
 	notify()
-	expectWake("a notification")
+	expectWake(t, wake, 5*time.Second, "a notification")
 	// Ten quiet health intervals: pinged, never reconnected.
 	time.Sleep(500 * time.Millisecond)
 	if got := backends(); !slices.Equal(got, first) {
@@ -218,11 +215,11 @@ func TestListenOnPostgreSQL(t *testing.T) {
 	default:
 	}
 	notify()
-	expectWake("a notification after the health checks")
+	expectWake(t, wake, 5*time.Second, "a notification after the health checks")
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, first[0]); err != nil {
 		t.Fatal(err)
 	}
-	expectWake("listening again after the backend was terminated")
+	expectWake(t, wake, 5*time.Second, "listening again after the backend was terminated")
 	deadline := time.Now().Add(5 * time.Second)
 	for got := backends(); len(got) != 1 || got[0] == first[0]; got = backends() {
 		if time.Now().After(deadline) {
@@ -231,19 +228,9 @@ func TestListenOnPostgreSQL(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	notify()
-	expectWake("a notification on the new connection")
+	expectWake(t, wake, 5*time.Second, "a notification on the new connection")
 	cancel()
-	select {
-	case _, ok := <-wake:
-		if ok {
-			// a pending wake-up; the close follows
-			if _, ok := <-wake; ok {
-				t.Fatal("the wake channel stayed open after ctx ended")
-			}
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the wake channel was not closed within 5 s of ctx ending")
-	}
+	expectWakeClosed(t, wake, 5*time.Second)
 }
 
 // TestListenQuietByDefault: with the default health interval (30 s) a
