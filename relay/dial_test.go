@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/relay/amqptest"
 	"github.com/outboxlab/outboxlab/testenv/tcpfake"
 )
 
@@ -101,6 +105,40 @@ func TestAMQPPublisherDialTimeout(t *testing.T) {
 	}
 }
 
+// TestAMQPPublisherDialClosesItsSocketWhenCancelled: a publish whose
+// context is cancelled while the broker holds the handshake gives up, and
+// its socket is closed at once, not left open until the dial's own
+// timeout.
+func TestAMQPPublisherDialClosesItsSocketWhenCancelled(t *testing.T) {
+	closed := make(chan time.Time, 1)
+	addr := tcpfake.Listen(t, func(c net.Conn) bool {
+		go func() {
+			_, _ = io.Copy(io.Discard, c)
+			closed <- time.Now()
+		}()
+		return true
+	})
+	p, err := relay.NewAMQPPublisher(relay.AMQPConfig{URL: "amqp://" + addr + "/", Exchange: "events", DialTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := p.Publish(ctx, relay.Message{ID: "x", Type: "t", Payload: []byte(`{}`)}); !errors.Is(err, relay.ErrBrokerUnavailable) {
+		t.Fatalf("a publish cancelled during the handshake: %v, want ErrBrokerUnavailable", err)
+	}
+	cancelled := time.Now()
+	select {
+	case at := <-closed:
+		if d := at.Sub(cancelled); d > 2*time.Second {
+			t.Errorf("the socket closed %s after the publish gave up, want at once", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the socket of a cancelled dial was still open 10 s after the publish gave up")
+	}
+}
+
 // TestDialAnyTriesEveryNodeFromStart: nodes are tried in turn from the
 // start index, wrapping around, and when none answers every node's error
 // comes back, in that order, with the start index.
@@ -132,5 +170,35 @@ func TestDialAnyTriesEveryNodeFromStart(t *testing.T) {
 	}
 	if len(at) != 3 || !(at[0] < at[1] && at[1] < at[2]) {
 		t.Errorf("errors %q: want every node's, 1, 2, 0 in that order (found at %s)", msg, fmt.Sprint(at))
+	}
+}
+
+// TestWithChannelGivesUpAHungBrokerAtTheDeadline: a call on the channel
+// that waits for a reply the broker never sends (it hangs with its socket
+// open) returns the context's error at the deadline, not when the
+// broker's heartbeats time out.
+func TestWithChannelGivesUpAHungBrokerAtTheDeadline(t *testing.T) {
+	srv := amqptest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- relay.WithChannel(ctx, srv.URL(), func(ch *amqp.Channel) error {
+			srv.Mute(true)
+			_, err := ch.QueueDeclare("q", true, false, false, false, nil)
+			return err
+		})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a declare the broker never answers: %v, want the context's deadline", err)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("gave up after %s, the deadline was 300ms", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a declare the broker never answers still waited 10 s after a 300ms deadline")
 	}
 }

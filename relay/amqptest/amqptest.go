@@ -58,6 +58,7 @@ type Server struct {
 	nack      bool
 	hold      bool
 	refuse    bool
+	mute      bool
 	bindings  map[string][]string // queue -> binding keys
 	queues    map[string][]*Message
 	published []Message
@@ -151,6 +152,15 @@ func (s *Server) HoldConfirms(on bool) {
 func (s *Server) CloseChannelOnPublish(on bool) {
 	s.mu.Lock()
 	s.refuse = on
+	s.mu.Unlock()
+}
+
+// Mute makes the broker read every method from now on and answer none
+// (or answer again with false), as a broker that hangs with its socket
+// open does: a synchronous call waits for a reply that never comes.
+func (s *Server) Mute(on bool) {
+	s.mu.Lock()
+	s.mute = on
 	s.mu.Unlock()
 }
 
@@ -317,6 +327,12 @@ func (c *conn) serve() error {
 				}
 				pending = nil
 			}
+			continue
+		}
+		c.s.mu.Lock()
+		mute := c.s.mute
+		c.s.mu.Unlock()
+		if mute {
 			continue
 		}
 		rd := &rbuf{b: payload}
