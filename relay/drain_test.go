@@ -77,6 +77,7 @@ func TestDrainClaimsAgainOnAWakeUp(t *testing.T) {
 	}{
 		{"young drain takes the wake-up and claims again", time.Millisecond, 2, false},
 		{"old drain leaves the wake-up to the next tick", 2 * time.Second, 1, true},
+		{"drain as old as the poll interval leaves it too", time.Second, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
@@ -141,6 +142,7 @@ func TestDrainClaimsAgainOnAWakeUpWhileConfirming(t *testing.T) {
 		{"serial store", true, time.Millisecond, 2, false},
 		{"concurrent store", false, time.Millisecond, 2, false},
 		{"old drain", true, 2 * time.Second, 1, true},
+		{"drain as old as the poll interval", true, time.Second, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
