@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxlab/outboxlab/oplog"
 )
@@ -525,4 +526,100 @@ func TestDrainAbortsAtAFailpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunCountsFailedTicks: Run goes on after a failed tick and counts it
+// in TickFailures; without metrics it goes on all the same.
+func TestRunCountsFailedTicks(t *testing.T) {
+	for _, withMetrics := range []bool{true, false} {
+		t.Run(fmt.Sprintf("metrics=%v", withMetrics), func(t *testing.T) {
+			claims := make(chan struct{}, 10)
+			store := &fakeStore{claim: func(context.Context, int) ([]Row, error) {
+				claims <- struct{}{}
+				return nil, errors.New("connection refused")
+			}}
+			var m *Metrics
+			if withMetrics {
+				m = NewMetrics(prometheus.NewRegistry(), "outbox")
+			}
+			r := newTestRelay(t, Config{PollInterval: time.Hour}, store, &loggingPublisher{log: &callLog{}}, Options{Metrics: m})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			wake := make(chan struct{}, 1)
+			wait := runUntil(t, r, ctx, wake)
+			for i, what := range []string{"the first tick", "a tick after the failed one"} {
+				select {
+				case <-claims:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s never claimed", what)
+				}
+				if i == 0 {
+					wake <- struct{}{}
+				}
+			}
+			cancel()
+			wait(5 * time.Second)
+			if withMetrics {
+				if got, ticks := value(t, m.TickFailures), float64(r.Totals().Ticks.Load()); got < 1 || got > ticks {
+					t.Errorf("%v failed ticks counted of %v ticks whose claims all failed, want at least the first", got, ticks)
+				}
+			}
+		})
+	}
+}
+
+// TestRelayRecordsItsSweeps: a sweep that deleted rows is recorded, one
+// that deleted none is not, and a failed one is recorded with its unknown
+// outcome.
+func TestRelayRecordsItsSweeps(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		deleted int
+		err     error
+		want    []string
+	}{
+		{"deleted rows", 3, nil, []string{"invoke", "ok"}},
+		{"deleted nothing", 0, nil, nil},
+		{"failed", 0, errors.New("connection reset"), []string{"invoke", "info"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := &fakeStore{sweep: func(int) (int, error) { return c.deleted, c.err }}
+			rec := &memRecords{}
+			r := newTestRelay(t, Config{}, store, &loggingPublisher{log: &callLog{}}, Options{Records: rec, SerialStore: true})
+			if _, err := r.Tick(context.Background()); !errors.Is(err, c.err) {
+				t.Fatalf("tick: %v, want %v", err, c.err)
+			}
+			var got []string
+			for _, op := range rec.all() {
+				if op.F == oplog.Sweep {
+					got = append(got, string(op.Type))
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("sweep records %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestRelayRecordsTheSweepsCutoff: with a store that tells the database
+// time of its sweep, the sweep's record names the rows it deleted, that
+// time and the cutoff, retention before it.
+func TestRelayRecordsTheSweepsCutoff(t *testing.T) {
+	at := time.Date(2026, 1, 8, 0, 0, 0, 0, time.UTC)
+	store := &timedStore{swept: []uuid.UUID{uuid.New(), uuid.New()}, at: at}
+	rec := &memRecords{}
+	r := newTestRelay(t, Config{Retention: 7 * 24 * time.Hour}, store, &loggingPublisher{log: &callLog{}}, Options{Records: rec, SerialStore: true})
+	if _, err := r.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range rec.all() {
+		if op.F == oplog.Sweep && op.Type == oplog.OK {
+			if len(op.Events) != 2 || !op.DBTime.Equal(at) || !op.Cutoff.Equal(at.Add(-7*24*time.Hour)) {
+				t.Fatalf("sweep record %+v, want the 2 rows deleted at %s with the cutoff a week before", op, at)
+			}
+			return
+		}
+	}
+	t.Fatalf("no sweep ok among the records %v", rec.all())
 }

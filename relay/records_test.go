@@ -339,11 +339,12 @@ func BenchmarkTickRecords(b *testing.B) {
 }
 
 // timedStore is a fakeStore that tells the database time of its marks
-// and sweeps, as PGStore does.
+// and sweeps, as PGStore does; its sweeps delete the rows swept.
 type timedStore struct {
 	fakeStore
 	at       time.Time
 	markedAt int
+	swept    []uuid.UUID
 }
 
 func (s *timedStore) MarkAt(ctx context.Context, owner string, ids []uuid.UUID) ([]uuid.UUID, time.Time, error) {
@@ -354,7 +355,7 @@ func (s *timedStore) MarkAt(ctx context.Context, owner string, ids []uuid.UUID) 
 
 func (s *timedStore) SweepIDs(ctx context.Context, retention time.Duration, limit int) ([]uuid.UUID, time.Time, error) {
 	_, err := s.Sweep(ctx, retention, limit)
-	return nil, s.at, err
+	return s.swept, s.at, err
 }
 
 // TestRelayRecordsDatabaseTimes: with records, a store that tells its

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // fakeStore is a Store whose claims come from claim (n counts the claims
@@ -430,7 +431,9 @@ func TestRunStopsSweepingAtShutdown(t *testing.T) {
 		}
 		return batch, nil
 	}}
-	r, err := New(Config{RelayID: "r", SweepBatch: batch, PollInterval: time.Hour}, store, &hookPublisher{}, Options{SerialStore: true})
+	m := NewMetrics(prometheus.NewRegistry(), "outbox")
+	r, err := New(Config{RelayID: "r", SweepBatch: batch, PollInterval: time.Hour}, store, &hookPublisher{},
+		Options{SerialStore: true, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,5 +443,8 @@ func TestRunStopsSweepingAtShutdown(t *testing.T) {
 	store.mu.Unlock()
 	if sweeps != shutAt {
 		t.Errorf("%d sweep statements, want %d: the sweep went on after shutdown began", sweeps, shutAt)
+	}
+	if n := value(t, m.TickFailures); n != 0 {
+		t.Errorf("%v failed ticks: a sweep cut short by shutdown is not a failure", n)
 	}
 }
