@@ -137,3 +137,31 @@ func TestFakeBrokerClosedChannelIsAnOutageNotANack(t *testing.T) {
 		t.Errorf("%d dials, want 2", n)
 	}
 }
+
+// TestFakeBrokerDialsAfreshWhenTheChannelClosedUnseen: the broker closed
+// the channel (its connection stays open) while no confirm was awaited, so
+// nothing marked the session broken: the next publish still sees the
+// closed channel, dials afresh and is confirmed, rather than failing on
+// the dead channel.
+func TestFakeBrokerDialsAfreshWhenTheChannelClosedUnseen(t *testing.T) {
+	b, p := fakeBroker(t, "#")
+	b.CloseChannelOnPublish(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := p.Publish(ctx, relay.Message{ID: "e1", Type: "t", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.(relay.DoneConfirmation).Done(): // the channel closed
+	case <-ctx.Done():
+		t.Fatal("the broker's close of the channel never reached the publisher")
+	}
+	b.CloseChannelOnPublish(false)
+	if err := fakePublish(t, p, "e2", "t"); err != nil {
+		t.Fatalf("the publish after the channel closed: %v, want it confirmed on a fresh channel", err)
+	}
+	if n := p.Dials(); n != 2 {
+		t.Errorf("%d dials, want 2", n)
+	}
+}
