@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/relay/amqptest"
 )
 
@@ -305,4 +307,23 @@ func TestNewPGInboxRefusesAMissingEffect(t *testing.T) {
 	if _, err := consumer.NewPGInbox(pool, "", consumer.RecordEffect("c")); err == nil {
 		t.Error("an inbox without a consumer name was made")
 	}
+}
+
+// TestSourceDeclaresItsTopologyAndRefusesAnotherQueue: a source whose
+// topology declares the queue it consumes declares it and consumes from
+// it; one whose topology declares another queue is refused at once.
+func TestSourceDeclaresItsTopologyAndRefusesAnotherQueue(t *testing.T) {
+	bk := amqptest.Start(t)
+	other := &consumer.AMQPSource{URL: bk.URL(), Queue: "q", Topology: &relay.Topology{Exchange: "events", Queue: "elsewhere", BindingKey: "#"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := other.Run(ctx, newConsumer(t, &memInbox{seen: map[string]bool{}}, 3)); err == nil || !strings.Contains(err.Error(), `"elsewhere"`) {
+		t.Fatalf("a topology of another queue: %v, want it refused", err)
+	}
+	in := &memInbox{seen: map[string]bool{}}
+	r := observeSource(t, &consumer.AMQPSource{URL: bk.URL(), Queue: "q", Topology: &relay.Topology{Exchange: "events", Queue: "q", BindingKey: "#"}},
+		newConsumer(t, in, 3))
+	waitUntil(t, "the topology declared", func() bool { return slices.Contains(bk.Bindings("q"), "#") })
+	bk.Enqueue("q", "e1", "t", []byte(`{}`))
+	waitUntil(t, "the delivery handled", func() bool { return r.handled() >= 1 })
 }
