@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -106,5 +108,57 @@ func TestAMQPSourceReconnects(t *testing.T) {
 	}
 	if first := b.at[2].Sub(b.at[0]); first < 30*time.Millisecond {
 		t.Errorf("second round %s after the first, want MinBackoff (40ms) later", first)
+	}
+}
+
+// TestAMQPSourceClosesTheSocketOfAFailedHandshake: a peer that offers
+// only a SASL mechanism amqp091 does not speak fails the dial before
+// amqp091 itself would close anything, and then waits with the
+// connection open; the source closes that socket at once rather than
+// leaving it to the peer's handshake timeout, and dials again.
+func TestAMQPSourceClosesTheSocketOfAFailedHandshake(t *testing.T) {
+	// connection.start, version 0-9, no server properties, mechanism FOO.
+	var start []byte
+	start = binary.BigEndian.AppendUint16(start, 10)
+	start = binary.BigEndian.AppendUint16(start, 10)
+	start = append(start, 0, 9)
+	start = binary.BigEndian.AppendUint32(start, 0)
+	for _, s := range []string{"FOO", "en_US"} {
+		start = binary.BigEndian.AppendUint32(start, uint32(len(s)))
+		start = append(start, s...)
+	}
+	frame := append([]byte{1, 0, 0}, binary.BigEndian.AppendUint32(nil, uint32(len(start)))...)
+	frame = append(append(frame, start...), 0xCE)
+	closed := make(chan time.Duration, 16)
+	addr := tcpfake.Listen(t, func(c net.Conn) bool {
+		_, _ = c.Write(frame)
+		go func() {
+			accepted := time.Now()
+			_, _ = io.Copy(io.Discard, c)
+			closed <- time.Since(accepted)
+		}()
+		return true
+	})
+	cons, err := New(Config{Name: "c"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- (&AMQPSource{URL: "amqp://" + addr + "/", Queue: "q", MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}).Run(ctx, cons)
+	}()
+	select {
+	case d := <-closed:
+		if d > 2*time.Second {
+			t.Errorf("the socket of the failed handshake closed %s after it was accepted, want at once", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("the socket of a failed handshake was still open after 20 s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }
