@@ -79,15 +79,15 @@ func (p *loggingPublisher) Publish(context.Context, Message) (Confirmation, erro
 	return loggedConfirm{p: p, n: n}, nil
 }
 
-// batches returns a claim hook that hands out batches[n-1] for claim n and
+// batches returns a claim hook that hands out rows[n-1] for claim n and
 // nothing after them, logging each claim.
-func batches(log *callLog, batches ...[]Row) func(context.Context, int) ([]Row, error) {
+func batches(log *callLog, rows ...[]Row) func(context.Context, int) ([]Row, error) {
 	return func(_ context.Context, n int) ([]Row, error) {
 		log.add("claim %d", n)
-		if n > len(batches) {
+		if n > len(rows) {
 			return nil, nil
 		}
-		return batches[n-1], nil
+		return rows[n-1], nil
 	}
 }
 
