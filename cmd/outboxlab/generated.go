@@ -99,7 +99,8 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 			if r.Status != generated.StatusKilled {
 				by = "-"
 			}
-			fmt.Fprintf(std.err, "[%d/%d] %s %s tier=%s checker=%s seed=%d %.1fs\n", done, len(ms), r.Status, r.ID, by, dash(r.Checker), r.Seed, r.Seconds)
+			fmt.Fprintf(std.err, "[%d/%d] %s %s tier=%s checker=%s seed=%d %.1fs (build %.1f, sim %.1f, store %.1f, unit %.1f)\n",
+				done, len(ms), r.Status, r.ID, by, dash(r.Checker), r.Seed, r.Seconds, r.Timing.Build, r.Timing.Sim, r.Timing.Store, r.Timing.Unit)
 		},
 	})
 	if ctx.Err() != nil {

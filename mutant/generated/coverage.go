@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
 )
@@ -96,12 +97,20 @@ func coverPkgs() string {
 type coverage struct {
 	fakes, sql Coverage
 	unit       []testCoverage
+	// fakesSeconds and sqlSeconds are what the simulation on each
+	// backend took on the unmutated code.
+	fakesSeconds, sqlSeconds float64
+	// buildSeconds is what building each unit package's test binary
+	// took: another package's tests meet a mutant through a build.
+	buildSeconds map[string]float64
 }
 
-// testCoverage is what one test of a package reaches.
+// testCoverage is what one test of a package reaches, and how long it
+// ran on the unmutated code.
 type testCoverage struct {
 	pkg, test string
 	cov       Coverage
+	seconds   float64
 }
 
 // unitPackages are the packages whose tests meet Go mutants: the mutated
@@ -157,15 +166,18 @@ func measureCoverage(ctx context.Context, opts Options, dir string) (coverage, e
 		name     string
 		sim, sql int
 		into     *Coverage
-	}{{"fakes", opts.SimSeeds, 0, &cov.fakes}, {"sql", 0, opts.SQLSeeds, &cov.sql}} {
+		secs     *float64
+	}{{"fakes", opts.SimSeeds, 0, &cov.fakes, &cov.fakesSeconds}, {"sql", 0, opts.SQLSeeds, &cov.sql, &cov.sqlSeconds}} {
 		covDir := filepath.Join(dir, t.name)
 		if err := os.MkdirAll(covDir, 0o755); err != nil {
 			return cov, fmt.Errorf("coverage: %w", err)
 		}
+		began := time.Now()
 		if err := run([]string{"GOCOVERDIR=" + covDir}, bin, "-sim-seeds", strconv.Itoa(t.sim), "-sql-seeds", strconv.Itoa(t.sql),
 			"-seed", strconv.FormatUint(opts.FirstSeed, 10), "-pg-url", srv.AdminURL()); err != nil {
 			return cov, err
 		}
+		*t.secs = time.Since(began).Seconds()
 		prof := covDir + ".txt"
 		if err := run(nil, "go", "tool", "covdata", "textfmt", "-i="+covDir, "-o="+prof); err != nil {
 			return cov, err
@@ -178,6 +190,16 @@ func measureCoverage(ctx context.Context, opts Options, dir string) (coverage, e
 	// a mutant meets.
 	for _, pkg := range unitPackages() {
 		tbin := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_")+".cover.test")
+		// The build of the plain test binary is what a mutant pays; the
+		// instrumented one below is built from its cache.
+		began := time.Now()
+		if err := run(nil, "go", append([]string{"test", "-c", "-o", filepath.Join(dir, "plain.test")}, append(buildFlags, "./"+pkg+"/")...)...); err != nil {
+			return cov, err
+		}
+		if cov.buildSeconds == nil {
+			cov.buildSeconds = map[string]float64{}
+		}
+		cov.buildSeconds[pkg] = time.Since(began).Seconds()
 		if err := run(nil, "go", "test", "-c", "-cover", "-coverpkg="+coverPkgs(), "-o", tbin, "./"+pkg+"/"); err != nil {
 			return cov, err
 		}
@@ -195,15 +217,88 @@ func measureCoverage(ctx context.Context, opts Options, dir string) (coverage, e
 			cmd := exec.CommandContext(ctx, tbin, "-test.short", "-test.count=1", "-test.run", "^"+name+"$", "-test.coverprofile="+prof)
 			cmd.Dir = filepath.Join(opts.Root, pkg)
 			cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+srv.AdminURL())
+			began := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return cov, fmt.Errorf("coverage: %s %s on the unmutated code: %v: %s", pkg, name, err, lastLines(string(out), 8))
 			}
+			secs := time.Since(began).Seconds()
 			c, err := parseProfile(prof)
 			if err != nil {
 				return cov, err
 			}
-			cov.unit = append(cov.unit, testCoverage{pkg: pkg, test: name, cov: c})
+			cov.unit = append(cov.unit, testCoverage{pkg: pkg, test: name, cov: c, seconds: secs})
 		}
 	}
 	return cov, nil
+}
+
+// unitFirst reports whether the unit tier is expected to cost a Go
+// mutant of package pkg less than the simulation: tests, by package, are
+// the tests that reach its line, onFakes and onSQL the simulation's
+// backends that do. The costs are the unmutated code's, measured with
+// the coverage; with none measured (c nil), the simulation goes first.
+func (c *coverage) unitFirst(pkg string, tests map[string][]string, onFakes, onSQL bool) bool {
+	if c == nil || len(tests) == 0 {
+		return false
+	}
+	if !onFakes && !onSQL {
+		return true
+	}
+	var simCost float64
+	if onFakes {
+		simCost += c.fakesSeconds
+	}
+	if onSQL {
+		simCost += c.sqlSeconds
+	}
+	var unitCost float64
+	for p, names := range tests {
+		if p != pkg {
+			unitCost += c.buildSeconds[p]
+		}
+		for _, tc := range c.unit {
+			if tc.pkg == p && slices.Contains(names, tc.test) {
+				unitCost += tc.seconds
+			}
+		}
+	}
+	return unitCost < simCost
+}
+
+// bounded is timeoutFactor times secs plus timeoutSlack, at most max.
+func bounded(secs float64, max time.Duration) time.Duration {
+	return min(time.Duration(secs*timeoutFactor*float64(time.Second))+timeoutSlack, max)
+}
+
+// unitTimeout bounds the run of pkg's tests names for a mutant: from what
+// they took on the unmutated code (with coverage, which only slows them),
+// or unitTimeout when nothing was measured.
+func (c *coverage) unitTimeout(pkg string, names []string) time.Duration {
+	if c == nil {
+		return unitTimeout
+	}
+	var secs float64
+	for _, tc := range c.unit {
+		if tc.pkg == pkg && (len(names) == 0 || slices.Contains(names, tc.test)) {
+			secs += tc.seconds
+		}
+	}
+	return bounded(secs, unitTimeout)
+}
+
+// fastTimeout bounds a mutant's run of the fast tier a: from what the
+// same seeds took on the unmutated code, or fastTimeout when nothing was
+// measured.
+func (c *coverage) fastTimeout(a WorkerArgs) time.Duration {
+	if c == nil {
+		return fastTimeout
+	}
+	var secs float64
+	if a.SimSeeds > 0 {
+		secs += c.fakesSeconds
+	}
+	if a.SQLSeeds > 0 {
+		secs += c.sqlSeconds
+	}
+	return bounded(secs, fastTimeout)
 }

@@ -34,9 +34,22 @@ type Outcome struct {
 	Mutant
 	Status string `json:"status"`
 	Kill
+	// Timing is where the mutant's seconds went.
+	Timing Timing `json:"timing"`
 	// Judgement is a survivor's: "equivalent: <reason>", "excluded:
 	// <reason>" or "gap".
 	Judgement string `json:"judgement,omitempty"`
+}
+
+// Timing is the seconds a mutant spent in each step: building the
+// mutated package's test binary, the simulation (fakes and SQL), the
+// store's behaviour suite, and the unit tier. A step that did not run
+// took 0.
+type Timing struct {
+	Build float64 `json:"build"`
+	Sim   float64 `json:"sim"`
+	Store float64 `json:"store"`
+	Unit  float64 `json:"unit"`
 }
 
 // Options configure Run.
@@ -54,12 +67,10 @@ type Options struct {
 	// Log, when set, is told each outcome as it is known.
 	Log func(Outcome)
 
-	// fastCov and unitCov are what the worker command's fast tier and the
-	// unit tier reach of the unmutated code (nil: everything).
-	fakeCov, sqlCov Coverage
-	// unitCov is nil when nothing was measured: then every test runs.
-	unitCov  []testCoverage
-	measured bool
+	// cov is what each tier reaches of the unmutated code, and what it
+	// costs; nil when nothing was measured: then every tier runs every
+	// Go mutant, the simulation first.
+	cov *coverage
 }
 
 func (o Options) withDefaults() Options {
@@ -109,7 +120,7 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 			if err != nil {
 				return nil, err
 			}
-			opts.fakeCov, opts.sqlCov, opts.unitCov, opts.measured = cov.fakes, cov.sql, cov.unit, true
+			opts.cov = &cov
 			break
 		}
 	}
@@ -260,6 +271,7 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 		return o, fmt.Errorf("no statement seam for %s", m.File)
 	}
 	defer func() { b.EditStore, b.EditInbox = nil, nil }()
+	step := time.Now()
 	k, err := FastTier(ctx, b, 0, w.opts.SQLSeeds, w.opts.FirstSeed)
 	if err == nil {
 		err = editErr
@@ -267,13 +279,16 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	if err != nil {
 		return o, err
 	}
+	o.Timing.Sim = time.Since(step).Seconds()
 	if k.Tier == "" && m.File == StoreFile {
 		q := relay.NewPGStore(nil, sim.SQLTable).Statements()
 		*q.Ref(m.Stmt) = m.SQL
+		step = time.Now()
 		sk, err := w.runStoreSuite(ctx, q)
 		if err != nil {
 			return o, err
 		}
+		o.Timing.Store = time.Since(step).Seconds()
 		sk.Seeds, sk.Seconds = k.Seeds, k.Seconds
 		k = sk
 	}
@@ -299,7 +314,7 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 	}
 	if w.storeSuite == "" {
 		bin := filepath.Join(w.dir, "storetest.test")
-		if outp, err := w.goCmd(ctx, "test", "-c", "-o", bin, "./relay/storetest/"); err != nil {
+		if outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-o", bin}, append(buildFlags, "./relay/storetest/")...)...); err != nil {
 			return Kill{}, fmt.Errorf("building the store suite: %v: %s", err, lastLines(string(outp), 8))
 		}
 		w.storeSuite = bin
@@ -343,18 +358,22 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
 	start := time.Now()
-	onFakes := w.opts.fakeCov.Reached(m.File, m.Line, m.Col)
+	var fakeCov, sqlCov Coverage // nil: every line reached
+	if c := w.opts.cov; c != nil {
+		fakeCov, sqlCov = c.fakes, c.sql
+	}
+	onFakes := fakeCov.Reached(m.File, m.Line, m.Col)
 	// The SQL tier runs the same relay loop as the fakes: it is worth
 	// its seeds when the fakes never reach the line (a path only a
 	// PostgreSQL store takes), or in a file of PostgreSQL code.
-	onSQL := w.opts.sqlCov.Reached(m.File, m.Line, m.Col) && (!onFakes || pgFiles[m.File])
+	onSQL := sqlCov.Reached(m.File, m.Line, m.Col) && (!onFakes || pgFiles[m.File])
 	pkgDir := path.Dir(m.File)
 	tests := map[string][]string{pkgDir: nil} // nil: every test
 	if storeFiles[m.File] {
 		tests["relay/storetest"] = nil
 	}
-	if w.opts.measured {
-		tests = testsReaching(w.opts.unitCov, m.File, m.Line, m.Col)
+	if c := w.opts.cov; c != nil {
+		tests = testsReaching(c.unit, m.File, m.Line, m.Col)
 	}
 	unitReached := len(tests) > 0
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
@@ -376,7 +395,10 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	// One build of the mutated package's test binary serves the fast
 	// tier (its TestMain runs it, see WorkerMain) and the unit tier.
 	bin := filepath.Join(w.dir, path.Base(pkgDir)+".test")
-	if outp, err := w.goCmd(ctx, "test", "-c", "-overlay", overlay, "-o", bin, "./"+pkgDir+"/"); err != nil {
+	step := time.Now()
+	outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-overlay", overlay, "-o", bin}, append(buildFlags, "./"+pkgDir+"/")...)...)
+	o.Timing.Build = time.Since(step).Seconds()
+	if err != nil {
 		if ctx.Err() != nil {
 			return o, ctx.Err()
 		}
@@ -384,8 +406,14 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 		o.Seconds = time.Since(start).Seconds()
 		return o, nil
 	}
+	// The simulation and the unit tier each stop at their first kill;
+	// the one the unmutated code's run says is cheaper for this line
+	// goes first, so that a mutant both would kill costs the cheaper.
 	var k Kill
-	if onFakes || onSQL {
+	sim := func() error {
+		if !onFakes && !onSQL {
+			return nil
+		}
 		a := WorkerArgs{Seed: w.opts.FirstSeed}
 		if onFakes {
 			a.SimSeeds = w.opts.SimSeeds
@@ -393,49 +421,79 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 		if onSQL {
 			a.SQLSeeds = w.opts.SQLSeeds
 		}
-		if k, err = w.runWorker(ctx, bin, filepath.Join(root, pkgDir), a); err != nil {
-			return o, err
-		}
+		step := time.Now()
+		defer func() { o.Timing.Sim = time.Since(step).Seconds() }()
+		var err error
+		k, err = w.runWorker(ctx, bin, filepath.Join(root, pkgDir), a)
+		return err
 	}
-	if k.Tier == "" && unitReached {
-		if _, err := w.backend(ctx); err != nil {
+	unit := func() error {
+		if !unitReached {
+			return nil
+		}
+		step := time.Now()
+		defer func() { o.Timing.Unit = time.Since(step).Seconds() }()
+		var err error
+		k, err = w.runUnit(ctx, bin, overlay, pkgDir, tests)
+		return err
+	}
+	order := []func() error{sim, unit}
+	if w.opts.cov.unitFirst(pkgDir, tests, onFakes, onSQL) {
+		order = []func() error{unit, sim}
+	}
+	for _, run := range order {
+		if err := run(); err != nil {
 			return o, err
 		}
-		env := append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
-		if names, ok := tests[pkgDir]; ok {
-			cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.timeout="+unitTimeout.String(), "-test.skip", unitSkip, "-test.run", runPattern(names))
-			cmd.Dir = filepath.Join(root, pkgDir)
-			cmd.Env = env
-			outp, err := cmd.CombinedOutput()
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
-			if err != nil {
-				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkgDir+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
-			}
-		}
-		for pkg, names := range tests {
-			if pkg == pkgDir || k.Tier != "" {
-				continue
-			}
-			// Another package's tests (the store's suite) meet the
-			// mutated file through their own build.
-			args := []string{"test", "-overlay", overlay, "-short", "-count=1", "-timeout", unitTimeout.String(), "-run", runPattern(names), "./" + pkg + "/"}
-			cmd := exec.CommandContext(ctx, "go", args...)
-			cmd.Dir = w.opts.Root
-			cmd.Env = env
-			if outp, err := cmd.CombinedOutput(); err != nil {
-				if ctx.Err() != nil {
-					return o, ctx.Err()
-				}
-				k.Tier, k.Checker, k.Detail = TierUnit, "go test ./"+pkg+"/ "+failedTests(outp), shorten(lastLines(string(outp), 8), 300)
-			}
+		if k.Tier != "" {
+			break
 		}
 	}
 	if k.Tier == "" && !onFakes && !onSQL && !unitReached {
 		k.Detail = "unreached: neither the simulation (fakes, SQL) nor the unit tests run this line of the unmutated code"
 	}
 	return finished(o, k, start), nil
+}
+
+// runUnit runs the unit tier of a Go mutant: the tests of each package
+// that reach the mutated line, the mutated package's in bin (built with
+// the overlay), another's (the store's suite) through a build of its
+// own with the overlay. It stops at the first failing test.
+func (w *worker) runUnit(ctx context.Context, bin, overlay, pkgDir string, tests map[string][]string) (Kill, error) {
+	if _, err := w.backend(ctx); err != nil {
+		return Kill{}, err
+	}
+	env := append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL())
+	if names, ok := tests[pkgDir]; ok {
+		timeout := w.opts.cov.unitTimeout(pkgDir, names)
+		cmd := exec.CommandContext(ctx, bin, "-test.short", "-test.count=1", "-test.failfast", "-test.timeout="+timeout.String(), "-test.skip", unitSkip, "-test.run", runPattern(names))
+		cmd.Dir = filepath.Join(w.opts.Root, pkgDir)
+		cmd.Env = env
+		outp, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			return Kill{}, ctx.Err()
+		}
+		if err != nil {
+			return unitKill(pkgDir, outp, timeout), nil
+		}
+	}
+	for pkg, names := range tests {
+		if pkg == pkgDir {
+			continue
+		}
+		timeout := w.opts.cov.unitTimeout(pkg, names)
+		args := append([]string{"test", "-overlay", overlay, "-short", "-count=1", "-failfast", "-timeout", timeout.String(), "-run", runPattern(names)}, append(buildFlags, "./"+pkg+"/")...)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = w.opts.Root
+		cmd.Env = env
+		if outp, err := cmd.CombinedOutput(); err != nil {
+			if ctx.Err() != nil {
+				return Kill{}, ctx.Err()
+			}
+			return unitKill(pkg, outp, timeout), nil
+		}
+	}
+	return Kill{}, nil
 }
 
 // pgFiles are the Go files of PostgreSQL code, whose mutants the SQL tier
@@ -453,6 +511,18 @@ func runPattern(names []string) string {
 		return "."
 	}
 	return "^(" + strings.Join(names, "|") + ")$"
+}
+
+// unitKill is the kill of a failed unit-tier run of pkg's tests, whose
+// output is outp: named by its failing tests, or as a timeout when the
+// run outlasted timeout (a mutant that hangs a test, or slows it past
+// the bound, which the unmutated code's run sets).
+func unitKill(pkg string, outp []byte, timeout time.Duration) Kill {
+	checker := "go test ./" + pkg + "/ " + failedTests(outp)
+	if bytes.Contains(outp, []byte("panic: test timed out after")) {
+		checker = "go test ./" + pkg + "/ timeout " + timeout.String()
+	}
+	return Kill{Tier: TierUnit, Checker: checker, Detail: shorten(lastLines(string(outp), 8), 300)}
 }
 
 // failedTests names the failing top-level tests of a test binary's output.
@@ -483,7 +553,8 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// A mutant may loop forever: the fast tier's bound is generous.
-	timer := time.AfterFunc(fastTimeout, func() { _ = cmd.Process.Kill() })
+	timeout := w.opts.cov.fastTimeout(a)
+	timer := time.AfterFunc(timeout, func() { _ = cmd.Process.Kill() })
 	err := cmd.Run()
 	timedOut := !timer.Stop()
 	if ctx.Err() != nil {
@@ -492,7 +563,7 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 	var k Kill
 	switch {
 	case timedOut:
-		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within " + fastTimeout.String()}
+		k = Kill{Tier: TierSim, Checker: "timeout", Detail: "the fast tier did not finish within " + timeout.String()}
 	case err != nil:
 		// The mutated code broke the harness itself (a panic, a hang
 		// the worker caught): the fast tier failed it.
@@ -506,14 +577,25 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 }
 
 // fastTimeout and unitTimeout bound a mutant's fast tier and its unit
-// tests: on the unmutated code the fast tier takes some 10 s here and the
-// slowest package's -short tests some 30 s, so a mutant past the bound
-// hangs (a loop that no longer ends, a wait that never returns), which
-// fails it: a timed-out test binary exits non-zero.
+// tests when nothing was measured: on the unmutated code the fast tier
+// takes some 10 s here and the slowest package's -short tests some 30 s,
+// so a mutant past the bound hangs (a loop that no longer ends, a wait
+// that never returns), which fails it: a timed-out test binary exits
+// non-zero. With the unmutated code measured, each mutant's bound is
+// timeoutFactor times what the same run took there, plus timeoutSlack
+// (as mutation tools do: PIT's factor and constant), and never more
+// than these.
 const (
-	fastTimeout = 2 * time.Minute
-	unitTimeout = 90 * time.Second
+	fastTimeout   = 2 * time.Minute
+	unitTimeout   = 90 * time.Second
+	timeoutFactor = 3
+	timeoutSlack  = 15 * time.Second
 )
+
+// buildFlags are added to every build of mutated code: vet proves
+// nothing about a mutant, and the debugging information is never read,
+// so neither is paid for hundreds of times.
+var buildFlags = []string{"-vet=off", "-ldflags=-w"}
 
 // unitSkip are the tests the unit tier leaves out of a Go mutant's
 // packages: relay's test of the SQL tier's own sensitivity runs the SQL
