@@ -250,9 +250,12 @@ type GeneratedFile struct {
 	// excluded.
 	Score float64 `json:"score"`
 	// Seconds is the sweep's wall time.
-	Seconds   float64             `json:"seconds"`
-	ByTier    map[string]int      `json:"killed_by_tier"`
-	Survivors []GeneratedSurvivor `json:"survivors"`
+	Seconds float64 `json:"seconds"`
+	// Containers says whether the container tier ran the fast tier's
+	// gaps, or why not; empty in files written before it existed.
+	Containers string              `json:"containers,omitempty"`
+	ByTier     map[string]int      `json:"killed_by_tier"`
+	Survivors  []GeneratedSurvivor `json:"survivors"`
 }
 
 // GeneratedSurvivor is one surviving generated mutant.

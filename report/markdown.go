@@ -183,6 +183,9 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 		fmt.Fprintf(&s, "%s: %d generated, %d invalid (do not compile or prepare), %d killed by the fast tier, %d killed by any tier run, "+
 			"%d equivalent, %d excluded (code no tier checks by design); mutation score %.1f%% (killed over neither invalid, equivalent nor excluded); %.0f s.\n\n",
 			mdCode(g.Command), g.Generated, g.Invalid, g.KilledFast, g.KilledAll, g.Equivalent, g.Excluded, 100*g.Score, g.Seconds)
+		if g.Containers != "" {
+			fmt.Fprintf(&s, "Container tier, for the fast tier's gaps: %s.\n\n", g.Containers)
+		}
 		if len(g.ByTier) > 0 {
 			var tiers []string
 			for t := range g.ByTier {

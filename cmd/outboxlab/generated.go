@@ -10,25 +10,29 @@ import (
 
 	"github.com/outboxlab/outboxlab/mutant/generated"
 	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/scenarios"
 )
 
 // generatedSummary is what --generated --json prints.
 type generatedSummary struct {
-	Generated  int                        `json:"generated"`
-	Invalid    int                        `json:"invalid"`
-	KilledFast int                        `json:"killed_fast"`
-	KilledAll  int                        `json:"killed_all"`
-	Equivalent int                        `json:"equivalent"`
-	Excluded   int                        `json:"excluded"`
-	Score      float64                    `json:"score"`
-	Seconds    float64                    `json:"seconds"`
+	Generated  int     `json:"generated"`
+	Invalid    int     `json:"invalid"`
+	KilledFast int     `json:"killed_fast"`
+	KilledAll  int     `json:"killed_all"`
+	Equivalent int     `json:"equivalent"`
+	Excluded   int     `json:"excluded"`
+	Score      float64 `json:"score"`
+	Seconds    float64 `json:"seconds"`
+	// Containers says whether the container tier ran the fast tier's
+	// gaps, or why not.
+	Containers string                     `json:"containers"`
 	ByTier     map[string]int             `json:"killed_by_tier"`
 	Survivors  []report.GeneratedSurvivor `json:"survivors"`
 	Mutants    []generated.Outcome        `json:"mutants"`
 }
 
 // runGenerated is mutants --generated.
-func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
+func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio, d deps) int {
 	switch {
 	case o.kind != "sql" && o.kind != "go" && o.kind != "all":
 		return usageErr(std, "mutants", "--kind must be sql, go or all, not %q", o.kind)
@@ -90,17 +94,35 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 	if o.out != "" {
 		meta = report.CollectMeta(ctx, start)
 	}
+	containers := generated.Containers{Run: o.containers, Seed: seed, Capabilities: ourCapabilities()}
+	sumContainers := "off: --containers=false"
+	if o.containers {
+		cctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
+		err := d.dockerAvailable(cctx)
+		cancel()
+		if err != nil {
+			containers.Run = false
+			sumContainers = fmt.Sprintf("off: cannot reach the Docker engine (%v)", err)
+			fmt.Fprintf(std.err, "outboxlab mutants: the container tier is off, gaps stay survivors: cannot reach the Docker engine (%v)\n", err)
+		} else {
+			sumContainers = "on: gaps run the package's tests on containers and the catalogue"
+		}
+	}
 	done := 0
 	outcomes, err := generated.Run(ctx, ms, generated.Options{
-		Root: root, SimSeeds: o.simSeeds, SQLSeeds: o.sqlSeeds, FirstSeed: seed, Workers: o.workers,
+		Root: root, SimSeeds: o.simSeeds, SQLSeeds: o.sqlSeeds, FirstSeed: seed, Workers: o.workers, Containers: containers,
 		Log: func(r generated.Outcome) {
 			done++
 			by := r.Tier
 			if r.Status != generated.StatusKilled {
 				by = "-"
 			}
-			fmt.Fprintf(std.err, "[%d/%d] %s %s tier=%s checker=%s seed=%d %.1fs (build %.1f, sim %.1f, store %.1f, unit %.1f)\n",
-				done, len(ms), r.Status, r.ID, by, dash(r.Checker), r.Seed, r.Seconds, r.Timing.Build, r.Timing.Sim, r.Timing.Store, r.Timing.Unit)
+			t := r.Timing
+			steps := fmt.Sprintf("build %.1f, sim %.1f, store %.1f, unit %.1f", t.Build, t.Sim, t.Store, t.Unit)
+			if t.Containers > 0 {
+				steps += fmt.Sprintf(", containers %.1f", t.Containers)
+			}
+			fmt.Fprintf(std.err, "[%d/%d] %s %s tier=%s checker=%s seed=%d %.1fs (%s)\n", done, len(ms), r.Status, r.ID, by, dash(r.Checker), r.Seed, r.Seconds, steps)
 		},
 	})
 	if ctx.Err() != nil {
@@ -112,6 +134,7 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 	}
 	sum := summarize(outcomes)
 	sum.Seconds = std.now().Sub(start).Seconds()
+	sum.Containers = sumContainers
 	if o.json {
 		b, err := json.Marshal(sum)
 		if err != nil {
@@ -125,7 +148,7 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 	if o.out != "" {
 		gf := report.GeneratedFile{Meta: meta, Command: command, Generated: sum.Generated, Invalid: sum.Invalid,
 			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Excluded: sum.Excluded, Score: sum.Score,
-			Seconds: sum.Seconds, ByTier: sum.ByTier, Survivors: sum.Survivors}
+			Seconds: sum.Seconds, Containers: sum.Containers, ByTier: sum.ByTier, Survivors: sum.Survivors}
 		if err := report.WriteFile(o.out, report.FileGenerated, gf); err != nil {
 			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
 			return exitUsage
@@ -142,8 +165,8 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio) int {
 	return exitOK
 }
 
-// summarize counts outcomes. No container tier runs: killed_all is the
-// fast tier's count.
+// summarize counts outcomes: killed_fast those the fast tier killed,
+// killed_all those and the gaps the container tier killed.
 func summarize(outcomes []generated.Outcome) generatedSummary {
 	sum := generatedSummary{Generated: len(outcomes), ByTier: map[string]int{}, Survivors: []report.GeneratedSurvivor{}, Mutants: outcomes}
 	for _, r := range outcomes {
@@ -151,7 +174,10 @@ func summarize(outcomes []generated.Outcome) generatedSummary {
 		case generated.StatusInvalid:
 			sum.Invalid++
 		case generated.StatusKilled:
-			sum.KilledFast++
+			if r.Tier != generated.TierContainers {
+				sum.KilledFast++
+			}
+			sum.KilledAll++
 			sum.ByTier[r.Tier]++
 		case generated.StatusSurvived:
 			switch {
@@ -163,7 +189,6 @@ func summarize(outcomes []generated.Outcome) generatedSummary {
 			sum.Survivors = append(sum.Survivors, report.GeneratedSurvivor{ID: r.ID, File: r.File, Line: r.Line, Diff: r.Diff, Judgement: r.Judgement})
 		}
 	}
-	sum.KilledAll = sum.KilledFast
 	if n := sum.Generated - sum.Invalid - sum.Equivalent - sum.Excluded; n > 0 {
 		sum.Score = float64(sum.KilledAll) / float64(n)
 	}
@@ -208,4 +233,12 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ourCapabilities is what a relay built from this repository declares to
+// the catalogue when it runs as a host process: everything ours does.
+func ourCapabilities() string {
+	u := scenarios.Ours()
+	u.Lease = scenarios.Lease
+	return u.CapabilitiesString()
 }

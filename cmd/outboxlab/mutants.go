@@ -21,7 +21,7 @@ func mutantsVerb() verb {
 	return verb{
 		name:    "mutants",
 		summary: "run the mutant catalogue and print which checker kills which mutant",
-		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N | --mutant ID...] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--json] [--out DIR]",
+		args:    "[--tier sim|infra|all] [--mutant NAME]... [--seeds N] [--seed S] [--shard K/N] [--json] [--out DIR] | --generated [--kind sql|go|all] [--sample N | --mutant ID...] [--seed S] [--sim-seeds N] [--sql-seeds N] [--workers N] [--containers=false] [--json] [--out DIR]",
 		about: `Runs the reference relay and every mutant of the catalogue (realistic relay
 bugs: publish before commit, mark before publish, no lease, ...) or the ones
 named by --mutant under the harness, and prints the kill matrix: for each
@@ -47,11 +47,18 @@ consumer/ (--kind chooses), each run against the fast tier (the
 simulation on the fakes over --sim-seeds seeds, the SQL-faithful tier over
 --sql-seeds, the store's behaviour suite on PostgreSQL under a simulated
 clock, then the tests with -short that reach the mutated line; a tier
-that does not reach the line on the unmutated code is left out; no
-containers, one local PostgreSQL server per worker) by --workers workers
-(at most 2), stopping at the first kill, and prints per mutant the tier,
-checker and seed that killed it and the seconds it took; a mutant that
-does not compile or prepare is invalid, not killed. --sample N runs N of them
+that does not reach the line on the unmutated code is left out, and of
+the simulation and those tests the one that cost less on the unmutated
+code runs first; one local PostgreSQL server per worker) by --workers
+workers (at most 2), stopping at the first kill, and prints per mutant
+the tier, checker and seed that killed it and the seconds each step took;
+a mutant that does not compile or prepare is invalid, not killed. A
+survivor of the fast tier that no judgement explains (a gap) meets the
+container tier, one at a time: the mutated package's tests on containers
+(a failing one kills only if it passes on the unmutated code), then the
+catalogue with the relay and the harness built from the mutated code
+(a failed scenario kills; a Docker engine and the images of ` + "`make images`" + `
+are needed; --containers=false, or no engine, leaves gaps as they are). --sample N runs N of them
 chosen by --seed (default 1); --mutant ID runs the generated mutant with
 that id (repeat for several), as a survivor's replay does. With --json it prints {"generated",
 "killed_fast", "killed_all", "equivalent", "survivors": [{"id", "file",
@@ -75,6 +82,7 @@ generated.json. A gap makes the command exit 1.`,
 			fs.IntVar(&o.simSeeds, "sim-seeds", 300, "with --generated, seeds on the fakes per Go mutant (`N`)")
 			fs.IntVar(&o.sqlSeeds, "sql-seeds", 30, "with --generated, seeds on the SQL-faithful tier per mutant (`N`)")
 			fs.IntVar(&o.workers, "workers", 1, "with --generated, mutants run at once (`N`, at most 2)")
+			fs.BoolVar(&o.containers, "containers", true, "with --generated, run the fast tier's gaps on the container tier")
 			return o.run
 		},
 	}
@@ -92,11 +100,12 @@ type mutantsOptions struct {
 	generated                           bool
 	kind                                string
 	sample, simSeeds, sqlSeeds, workers int
+	containers                          bool
 }
 
 func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.generated {
-		return o.runGenerated(ctx, std)
+		return o.runGenerated(ctx, std, d)
 	}
 	tier, err := mutant.ParseTier(o.tier)
 	if err != nil {

@@ -193,7 +193,7 @@ func measureCoverage(ctx context.Context, opts Options, dir string) (coverage, e
 		// The build of the plain test binary is what a mutant pays; the
 		// instrumented one below is built from its cache.
 		began := time.Now()
-		if err := run(nil, "go", append([]string{"test", "-c", "-o", filepath.Join(dir, "plain.test")}, append(buildFlags, "./"+pkg+"/")...)...); err != nil {
+		if err := run(nil, "go", append([]string{"test", "-c", "-o", filepath.Join(dir, "plain.test")}, append(testFlags, "./"+pkg+"/")...)...); err != nil {
 			return cov, err
 		}
 		if cov.buildSeconds == nil {

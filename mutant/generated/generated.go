@@ -20,7 +20,10 @@
 // A mutant that does not compile (or, for SQL, does not prepare) is
 // reported as invalid, never as killed. A survivor is equivalent when
 // equivalent.txt gives the reason, excluded when excluded.txt does (code
-// that no tier checks by design: a log line); any other survivor is a gap.
+// that no tier checks by design: a log line); any other survivor is a gap,
+// and meets the container tier (containers.go): its package's tests on
+// containers, then the chaos catalogue with the relay and the harness
+// built from the mutated code.
 package generated
 
 import (

@@ -50,6 +50,9 @@ type Timing struct {
 	Sim   float64 `json:"sim"`
 	Store float64 `json:"store"`
 	Unit  float64 `json:"unit"`
+	// Containers is the container tier's, which only a fast-tier gap
+	// meets.
+	Containers float64 `json:"containers,omitempty"`
 }
 
 // Options configure Run.
@@ -66,6 +69,9 @@ type Options struct {
 	Workers int
 	// Log, when set, is told each outcome as it is known.
 	Log func(Outcome)
+	// Containers configures the container tier, which the fast tier's
+	// gaps meet.
+	Containers Containers
 
 	// cov is what each tier reaches of the unmutated code, and what it
 	// costs; nil when nothing was measured: then every tier runs every
@@ -127,9 +133,10 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 	out := make([]Outcome, len(ms))
 	next := make(chan int)
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
+		wg           sync.WaitGroup
+		mu           sync.Mutex
+		containersMu sync.Mutex
+		first        error
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -150,13 +157,14 @@ func Run(ctx context.Context, ms []Mutant, opts Options) ([]Outcome, error) {
 					fail(fmt.Errorf("mutant %s: %w", ms[i].ID, err))
 					continue
 				}
-				if o.Status == StatusSurvived {
-					o.Judgement = "gap"
-					if r, ok := eq[o.ID]; ok {
-						o.Judgement = "equivalent: " + r
-					} else if r, ok := ex[o.ID]; ok {
-						o.Judgement = "excluded: " + r
-					}
+				// One container tier at a time: two would share two cores
+				// with each other's containers.
+				containersMu.Lock()
+				o, err = wk.judge(ctx, ms[i], o, eq, ex)
+				containersMu.Unlock()
+				if err != nil {
+					fail(fmt.Errorf("mutant %s: %w", ms[i].ID, err))
+					continue
 				}
 				out[i] = o
 				if opts.Log != nil {
@@ -187,6 +195,39 @@ feed:
 		first = ctx.Err()
 	}
 	return out, first
+}
+
+// judge judges o, the fast tier's outcome on m: a survivor is equivalent
+// or excluded when eq or ex give a reason, a gap otherwise; a gap meets
+// the container tier when it is on, and is killed there or stays a gap,
+// with what the container tier ran in its detail.
+func (w *worker) judge(ctx context.Context, m Mutant, o Outcome, eq, ex map[string]string) (Outcome, error) {
+	if o.Status != StatusSurvived {
+		return o, nil
+	}
+	o.Judgement = "gap"
+	if r, ok := eq[o.ID]; ok {
+		o.Judgement = "equivalent: " + r
+	} else if r, ok := ex[o.ID]; ok {
+		o.Judgement = "excluded: " + r
+	}
+	if o.Judgement != "gap" || !w.opts.Containers.Run {
+		return o, nil
+	}
+	step := time.Now()
+	k, err := w.runContainers(ctx, m, w.opts.Containers)
+	if err != nil {
+		return o, err
+	}
+	o.Timing.Containers = time.Since(step).Seconds()
+	o.Seconds += o.Timing.Containers
+	if k.Tier == "" {
+		o.Detail = k.Detail
+		return o, nil
+	}
+	k.Seeds, k.Seconds = o.Seeds, o.Seconds
+	o.Kill, o.Status, o.Judgement = k, StatusKilled, ""
+	return o, nil
 }
 
 // worker runs mutants one at a time on a PostgreSQL server of its own.
@@ -314,7 +355,7 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 	}
 	if w.storeSuite == "" {
 		bin := filepath.Join(w.dir, "storetest.test")
-		if outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-o", bin}, append(buildFlags, "./relay/storetest/")...)...); err != nil {
+		if outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-o", bin}, append(testFlags, "./relay/storetest/")...)...); err != nil {
 			return Kill{}, fmt.Errorf("building the store suite: %v: %s", err, lastLines(string(outp), 8))
 		}
 		w.storeSuite = bin
@@ -396,7 +437,7 @@ func (w *worker) runGo(ctx context.Context, m Mutant) (Outcome, error) {
 	// tier (its TestMain runs it, see WorkerMain) and the unit tier.
 	bin := filepath.Join(w.dir, path.Base(pkgDir)+".test")
 	step := time.Now()
-	outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-overlay", overlay, "-o", bin}, append(buildFlags, "./"+pkgDir+"/")...)...)
+	outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-overlay", overlay, "-o", bin}, append(testFlags, "./"+pkgDir+"/")...)...)
 	o.Timing.Build = time.Since(step).Seconds()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -482,7 +523,7 @@ func (w *worker) runUnit(ctx context.Context, bin, overlay, pkgDir string, tests
 			continue
 		}
 		timeout := w.opts.cov.unitTimeout(pkg, names)
-		args := append([]string{"test", "-overlay", overlay, "-short", "-count=1", "-failfast", "-timeout", timeout.String(), "-run", runPattern(names)}, append(buildFlags, "./"+pkg+"/")...)
+		args := append([]string{"test", "-overlay", overlay, "-short", "-count=1", "-failfast", "-timeout", timeout.String(), "-run", runPattern(names)}, append(testFlags, "./"+pkg+"/")...)
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = w.opts.Root
 		cmd.Env = env
@@ -519,8 +560,11 @@ func runPattern(names []string) string {
 // the bound, which the unmutated code's run sets).
 func unitKill(pkg string, outp []byte, timeout time.Duration) Kill {
 	checker := "go test ./" + pkg + "/ " + failedTests(outp)
-	if bytes.Contains(outp, []byte("panic: test timed out after")) {
+	switch {
+	case bytes.Contains(outp, []byte("panic: test timed out after")):
 		checker = "go test ./" + pkg + "/ timeout " + timeout.String()
+	case failedTests(outp) == "" && bytes.Contains(outp, []byte("panic: ")):
+		checker = "go test ./" + pkg + "/ panic"
 	}
 	return Kill{Tier: TierUnit, Checker: checker, Detail: shorten(lastLines(string(outp), 8), 300)}
 }
@@ -592,10 +636,14 @@ const (
 	timeoutSlack  = 15 * time.Second
 )
 
-// buildFlags are added to every build of mutated code: vet proves
-// nothing about a mutant, and the debugging information is never read,
-// so neither is paid for hundreds of times.
-var buildFlags = []string{"-vet=off", "-ldflags=-w"}
+// buildFlags are added to every build of mutated code, and testFlags
+// to every `go test` of it: vet proves nothing about a mutant, and the
+// debugging information is never read, so neither is paid for hundreds
+// of times.
+var (
+	buildFlags = []string{"-ldflags=-w"}
+	testFlags  = append([]string{"-vet=off"}, buildFlags...)
+)
 
 // unitSkip are the tests the unit tier leaves out of a Go mutant's
 // packages: relay's test of the SQL tier's own sensitivity runs the SQL
