@@ -83,6 +83,10 @@ type Options struct {
 	WatermillTimeout time.Duration
 	// SkipWatermill and SkipLatency leave out those phases.
 	SkipWatermill, SkipLatency bool
+	// IsolateBroker runs the benchmark in LayoutIsolated: RabbitMQ on the
+	// first core, PostgreSQL and this process on the others. It needs
+	// two cores and the services as containers of this machine.
+	IsolateBroker bool
 	// ProfileDir receives relay-cpu.pprof, the CPU profile of the process
 	// during the one-replica drain. Default: a new directory under the
 	// system's temporary directory.
@@ -205,6 +209,13 @@ type Result struct {
 	// reached: the broker's own share, which no relay can beat.
 	LatencyBrokerP50Ms float64 `json:"latency_broker_p50_ms"`
 	LatencyBrokerP99Ms float64 `json:"latency_broker_p99_ms"`
+	// LatencyInlineP99Ms is commit -> confirm with no relay, each producer
+	// publishing its event as its COMMIT returns, at the notify run's
+	// commits (the "inline" mode): the floor of any relay's at this rate
+	// on this machine, the database's load included. NotifyOverInlineP99
+	// is LatencyNotifyP99Ms over it: what the relay adds to that floor.
+	LatencyInlineP99Ms  float64 `json:"latency_inline_p99_ms"`
+	NotifyOverInlineP99 float64 `json:"notify_p99_over_inline_p99"`
 	// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
 	Ratio2ToRaw float64 `json:"relay2_ratio_to_raw"`
 	// NotifyOverBrokerP99 is LatencyNotifyP99Ms / LatencyBrokerP99Ms: what
@@ -254,6 +265,11 @@ type RunConfig struct {
 	LatencyRate     float64 `json:"latency_rate"`
 	Producers       int     `json:"producers"`
 	WatermillConfig string  `json:"watermill_config"`
+	// Layout is LayoutShared or LayoutIsolated; Addressing how the
+	// contenders reached the servers: at the containers' own addresses,
+	// or through ports Docker publishes on the host (and its port proxy).
+	Layout     string `json:"layout,omitempty"`
+	Addressing string `json:"addressing,omitempty"`
 }
 
 // Phase is one drain of the backlog.
@@ -366,11 +382,21 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		return res, fmt.Errorf("bench: profile directory: %w", err)
 	}
 
+	res.Config.Layout = LayoutShared
+	if o.IsolateBroker {
+		lift, err := isolateBroker(ctx, env)
+		if err != nil {
+			return res, fmt.Errorf("bench: %w", err)
+		}
+		defer lift()
+		res.Config.Layout = LayoutIsolated
+	}
 	in, err := newInfra(ctx, env, o.Schema, o.Exchange, o.Queue)
 	if err != nil {
 		return res, err
 	}
 	defer in.close()
+	res.Config.Addressing = in.addressing
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -867,13 +893,13 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 	res.Config.LatencyRate = rate
 	settle := 2*b.o.Relay.PollInterval + time.Minute
 	for _, mode := range []struct {
-		name                string
-		notify, afterCommit bool
-	}{{"poll", false, false}, {"notify", true, false}, {"notify-after-commit", true, true}} {
+		name                        string
+		notify, afterCommit, inline bool
+	}{{"poll", false, false, false}, {"notify", true, false, false}, {"notify-after-commit", true, true, false}, {"inline", true, false, true}} {
 		b.quiesce(ctx, res, "latency "+mode.name)
 		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
 		l, err := measureLatency(ctx, b.in, b.w.slice(count), latencyOptions{
-			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, rate: rate, producers: b.o.Producers,
+			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, inline: mode.inline, rate: rate, producers: b.o.Producers,
 			config: b.o.Relay, settle: settle, produceFor: 2 * b.o.LatencyDuration,
 		})
 		if err != nil {
@@ -888,12 +914,16 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		}
 		res.Latency = append(res.Latency, l)
 		switch {
+		case mode.inline:
+			res.LatencyInlineP99Ms = l.Confirm.P99
 		case !mode.notify:
 			res.LatencyPollP50Ms, res.LatencyPollP99Ms, res.LatencyPollMaxMs = l.Confirm.P50, l.Confirm.P99, l.Confirm.Max
 		case !mode.afterCommit:
 			res.LatencyNotifyP50Ms, res.LatencyNotifyP99Ms, res.LatencyNotifyMaxMs = l.Confirm.P50, l.Confirm.P99, l.Confirm.Max
 		}
 	}
+	res.NotifyOverInlineP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyInlineP99Ms)
+	res.Notes = append(res.Notes, "latency inline: no relay; each producer stages its event as in notify (with the NOTIFY) and publishes it itself the moment its COMMIT returns, the dual write the outbox replaces: the floor of a relay's commit -> confirm at these commits on this machine")
 	// The broker's own share: the same messages at the rate the NOTIFY
 	// producers reached, published from memory.
 	brate := rate
@@ -982,6 +1012,8 @@ type Summary struct {
 	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
 	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
 	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
+	LatencyInlineP99Ms         float64 `json:"latency_inline_p99_ms"`
+	NotifyOverInlineP99        float64 `json:"notify_p99_over_inline_p99"`
 }
 
 // Summary returns the summary fields of r.
@@ -995,6 +1027,7 @@ func (r Result) Summary() Summary {
 		Relay2RatioToRaw: r.Ratio2ToRaw, LatencyBrokerP99Ms: r.LatencyBrokerP99Ms, NotifyOverBrokerP99: r.NotifyOverBrokerP99,
 		CPUMicrosPerMsgRelayPlusDB: r.CPUMicrosPerMsgRelayPlusDB, CPUMicrosPerMsgBroker: r.CPUMicrosPerMsgBroker,
 		CPURelayPlusDBOverBroker: r.CPURelayPlusDBOverBroker,
+		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
 	}
 }
 
@@ -1012,8 +1045,8 @@ func (r Result) WriteJSON(w io.Writer, full bool) error {
 // WriteTable writes the result as the tables REPORT.md shows.
 func (r Result) WriteTable(out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(out, "Throughput: draining %d events (batch %d, window %d, payload ~%d B)\n\n",
-		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes)
+	fmt.Fprintf(out, "Throughput: draining %d events (batch %d, window %d, payload ~%d B; layout %s, servers reached at %s)\n\n",
+		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes, orValue(r.Config.Layout, LayoutShared), orValue(r.Config.Addressing, addressPublished))
 	fmt.Fprintln(tw, "contender\tmsgs/s\tseconds\tvs raw\tCPU s (proc/pg/rmq)\tCPU us/msg\tload\t")
 	for _, ph := range r.Phases {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f/%.1f/%.1f\t%.0f\t%.1f\t\n", ph.Name, ph.MsgsPerSec, ph.Seconds,
@@ -1056,6 +1089,10 @@ func (r Result) WriteTable(out io.Writer) error {
 		}
 		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms; the broker alone, publish -> confirm at that rate: p99 %.1f ms (x%.1f)\n",
 			r.LatencyNotifyP99Ms, r.LatencyBrokerP99Ms, r.NotifyOverBrokerP99)
+		if r.LatencyInlineP99Ms > 0 {
+			fmt.Fprintf(out, "no relay, each event published as its COMMIT returns (inline): p99 %.1f ms (the relay's NOTIFY p99 is x%.1f that floor)\n",
+				r.LatencyInlineP99Ms, r.NotifyOverInlineP99)
+		}
 		for _, l := range r.Latency {
 			if st := l.Stages; st != nil {
 				fmt.Fprintf(out, "  %s stages, p50 / p99 ms: commit -> claim %.1f / %.1f, claim -> publish %.1f / %.1f, publish -> confirm %.1f / %.1f\n",
@@ -1124,4 +1161,13 @@ func bytesString(n int64) string {
 		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// orValue returns s, or def when s is empty (a result from before the
+// field existed).
+func orValue(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -158,7 +158,8 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 	want := []string{"events", "raw_msgs_per_sec", "relay_msgs_per_sec", "relay2_msgs_per_sec", "watermill_msgs_per_sec",
 		"ratio_to_raw", "ratio_to_watermill", "latency_poll_p50_ms", "latency_poll_p99_ms",
 		"latency_notify_p50_ms", "latency_notify_p99_ms", "relay2_ratio_to_raw", "latency_broker_p99_ms",
-		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker"}
+		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker",
+		"latency_inline_p99_ms", "notify_p99_over_inline_p99"}
 	var got []string
 	for k := range m {
 		got = append(got, k)

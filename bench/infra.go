@@ -33,10 +33,13 @@ type Env = fixture.Env
 type URLs = fixture.URLs
 
 // containerEnv is what an Env offers when its services are containers of
-// this machine: their CPU time is then read from their cgroups.
+// this machine: their CPU time is then read from their cgroups, they can
+// be confined to CPUs (Options.IsolateBroker), and the host may reach them
+// at their own addresses.
 type containerEnv interface {
 	Postgres() *testenv.Container
 	RabbitMQ() *testenv.Container
+	BridgeURLs(ctx context.Context) (db, amqp string, err error)
 }
 
 // infra holds the connections the harness itself uses (never the ones
@@ -51,7 +54,15 @@ type infra struct {
 	schema         string
 	fx             *fixture.Fixture
 	containers     map[string]string // role -> container id
+	// addressing says how the contenders reach the servers.
+	addressing string
 }
+
+// How the contenders reach PostgreSQL and RabbitMQ (RunConfig.Addressing).
+const (
+	addressBridge    = "the containers' own addresses on their network"
+	addressPublished = "published ports"
+)
 
 // dialAMQP connects within ctx (amqp091's own dial ignores contexts).
 func dialAMQP(ctx context.Context, url, name string) (*amqp.Connection, error) {
@@ -93,6 +104,7 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 		dbURL: env.DirectDatabaseURL(), amqpURL: env.DirectAMQPURL(),
 		exchange: exchange, queue: queue,
 		containers: map[string]string{},
+		addressing: addressPublished,
 	}
 	if ce, ok := env.(containerEnv); ok {
 		if c := ce.Postgres(); c != nil {
@@ -100,6 +112,12 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 		}
 		if c := ce.RabbitMQ(); c != nil {
 			in.containers["rabbitmq"] = c.ID()
+		}
+		// Every contender talks to the containers at their own addresses
+		// where the host reaches them: Docker's port proxy would copy
+		// every byte in a process of its own, on the same cores.
+		if db, amqp, err := ce.BridgeURLs(ctx); err == nil {
+			in.dbURL, in.amqpURL, in.addressing = db, amqp, addressBridge
 		}
 	}
 	fx, err := fixture.New(ctx, fixture.URLs{Database: in.dbURL, AMQP: in.amqpURL}, fixture.Options{

@@ -15,8 +15,9 @@ import (
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
-// TestRunSmall runs the whole benchmark on a small backlog and checks what
-// a reader of its figures relies on; it asserts no speed.
+// TestRunSmall runs the whole benchmark on a small backlog, in the
+// isolated layout, and checks what a reader of its figures relies on; it
+// asserts no speed.
 func TestRunSmall(t *testing.T) {
 	env := sharedEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -33,10 +34,18 @@ func TestRunSmall(t *testing.T) {
 		Schema:           "bench_run_small",
 		Exchange:         "outboxlab.bench.small",
 		Queue:            "outboxlab.bench.small",
+		IsolateBroker:    true,
 		Logf:             t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if res.Config.Layout != LayoutIsolated {
+		t.Errorf("layout %q, want %q", res.Config.Layout, LayoutIsolated)
+	}
+	// On Linux the host reaches the containers' network: no port proxy.
+	if res.Config.Addressing != addressBridge {
+		t.Errorf("addressing %q, want %q", res.Config.Addressing, addressBridge)
 	}
 	var names []string
 	for _, ph := range res.Phases {
@@ -83,12 +92,19 @@ func TestRunSmall(t *testing.T) {
 	if res.RatioToRaw != res.RelayMsgsPerSec/res.RawMsgsPerSec || res.RatioToWatermill != res.RelayMsgsPerSec/res.WatermillMsgsPerSec {
 		t.Errorf("ratios %+v do not follow from the rates", res.Summary())
 	}
-	if len(res.Latency) != 4 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" ||
-		res.Latency[2].Mode != "notify-after-commit" || res.Latency[3].Mode != "broker" {
+	if len(res.Latency) != 5 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" ||
+		res.Latency[2].Mode != "notify-after-commit" || res.Latency[3].Mode != "inline" || res.Latency[4].Mode != "broker" {
 		t.Fatalf("latency runs = %+v", res.Latency)
 	}
-	if res.LatencyBrokerP99Ms != res.Latency[3].Confirm.P99 {
-		t.Errorf("latency_broker_p99_ms %.1f, the broker run says %.1f", res.LatencyBrokerP99Ms, res.Latency[3].Confirm.P99)
+	if res.LatencyBrokerP99Ms != res.Latency[4].Confirm.P99 {
+		t.Errorf("latency_broker_p99_ms %.1f, the broker run says %.1f", res.LatencyBrokerP99Ms, res.Latency[4].Confirm.P99)
+	}
+	if res.LatencyInlineP99Ms != res.Latency[3].Confirm.P99 || res.NotifyOverInlineP99 != res.LatencyNotifyP99Ms/res.LatencyInlineP99Ms {
+		t.Errorf("latency_inline_p99_ms %.1f (x%.2f), the inline run says %.1f", res.LatencyInlineP99Ms, res.NotifyOverInlineP99, res.Latency[3].Confirm.P99)
+	}
+	// The inline run has no relay, so no stages; the relay's runs have.
+	if res.Latency[3].Stages != nil || res.Latency[1].Stages == nil {
+		t.Errorf("stages: inline %+v, notify %+v", res.Latency[3].Stages, res.Latency[1].Stages)
 	}
 	for _, l := range res.Latency {
 		// Producers that fall behind stop at twice the duration: the run

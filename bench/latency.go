@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
@@ -90,9 +91,13 @@ type latencyOptions struct {
 	// afterCommit sends the NOTIFY after the staging COMMIT, in a
 	// transaction of its own that does not wait for its WAL flush.
 	afterCommit bool
-	rate        float64
-	producers   int
-	config      relay.Config
+	// inline runs no relay: each producer publishes its event itself as
+	// soon as its COMMIT returned (the dual write the outbox replaces),
+	// the floor of any relay's commit -> confirm at the same commits.
+	inline    bool
+	rate      float64
+	producers int
+	config    relay.Config
 	// settle bounds the wait for the last confirm and delivery after the
 	// last COMMIT.
 	settle time.Duration
@@ -139,44 +144,25 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	}
 	defer cons.stop()
 
-	rs, err := startReplicas(ctx, in, replicaOptions{
-		table: table, count: 1, config: o.config, notify: o.notify,
-		onClaim: func(id string, at time.Time) {
-			if i, ok := w.index[id]; ok {
-				claimAt[i].CompareAndSwap(0, at.UnixNano())
-			}
-		},
-		onPublish: func(id string, at time.Time) {
-			if i, ok := w.index[id]; ok {
-				publishAt[i].CompareAndSwap(0, at.UnixNano())
-			}
-		},
-		onConfirm: func(id string, at time.Time) {
-			if i, ok := w.index[id]; ok && confirmAt[i].CompareAndSwap(0, at.UnixNano()) {
-				confirmed.Add(1)
-			}
-		},
-	})
-	if err != nil {
-		return res, err
-	}
-	defer rs.stop()
-	// The relay ticks once at start; a listening one ticks again once its
-	// LISTEN is in place, so that no NOTIFY of the run is missed.
-	wantTicks := int64(1)
-	if o.notify {
-		wantTicks = 2
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
-		if t := rs.reps[0].relay.Totals().Ticks.Load(); t < wantTicks {
-			return fmt.Errorf("relay ticked %d times, want %d", t, wantTicks)
+	onConfirm := func(id string, at time.Time) {
+		if i, ok := w.index[id]; ok && confirmAt[i].CompareAndSwap(0, at.UnixNano()) {
+			confirmed.Add(1)
 		}
-		return nil
-	})
-	cancel()
-	if err != nil {
-		return res, fmt.Errorf("latency %s: waiting for the relay to start: %w", o.name, err)
+	}
+	var (
+		rs     *replicaSet
+		inline *inlinePublisher
+	)
+	if o.inline {
+		if inline, err = startInline(ctx, in, w, onConfirm); err != nil {
+			return res, err
+		}
+		defer inline.stop()
+	} else {
+		if rs, err = startLatencyRelay(ctx, in, w, o, table, claimAt, publishAt, onConfirm); err != nil {
+			return res, err
+		}
+		defer rs.stop()
 	}
 
 	pcfg, err := pgxpool.ParseConfig(in.dbURL)
@@ -235,6 +221,12 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 					return
 				}
 				commitAt[k].Store(time.Now().UnixNano())
+				if inline != nil {
+					if err := inline.publish(ctx, k); err != nil {
+						errs[p] = fmt.Errorf("producer %d: %w", p, err)
+						return
+					}
+				}
 				if o.afterCommit {
 					// The wake-up is a hint (the poll stays the safety
 					// net), so its transaction need not wait for the
@@ -277,7 +269,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		res.Rate = float64(produced-1) / (float64(last-first) / 1e9)
 	}
 
-	wctx, cancel = context.WithTimeout(ctx, o.settle)
+	wctx, cancel := context.WithTimeout(ctx, o.settle)
 	err = testenv.WaitUntil(wctx, 10*time.Millisecond, func(context.Context) error {
 		if c, d := confirmed.Load(), delivered.Load(); c < int64(produced) || d < int64(produced) {
 			return fmt.Errorf("%d of %d events confirmed, %d delivered", c, produced, d)
@@ -288,7 +280,12 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	if err != nil {
 		return res, fmt.Errorf("latency %s: waiting for every event: %w", o.name, err)
 	}
-	if err := rs.stop(); err != nil {
+	if rs != nil {
+		err = rs.stop()
+	} else {
+		err = inline.stop()
+	}
+	if err != nil {
 		return res, fmt.Errorf("latency %s: %w", o.name, err)
 	}
 	cons.stop()
@@ -378,4 +375,106 @@ func (c *consumer) stop() {
 		_ = c.conn.Close()
 		<-c.done
 	})
+}
+
+// startLatencyRelay starts the one replica of a latency run, reporting
+// when each event's row was claimed, published and confirmed, and returns
+// once it is ready: it ticks once at start, and a listening one ticks
+// again once its LISTEN is in place, so that no NOTIFY of the run is
+// missed.
+func startLatencyRelay(ctx context.Context, in *infra, w *workload, o latencyOptions, table outbox.Table,
+	claimAt, publishAt []atomic.Int64, onConfirm func(id string, at time.Time)) (*replicaSet, error) {
+	rs, err := startReplicas(ctx, in, replicaOptions{
+		table: table, count: 1, config: o.config, notify: o.notify,
+		onClaim: func(id string, at time.Time) {
+			if i, ok := w.index[id]; ok {
+				claimAt[i].CompareAndSwap(0, at.UnixNano())
+			}
+		},
+		onPublish: func(id string, at time.Time) {
+			if i, ok := w.index[id]; ok {
+				publishAt[i].CompareAndSwap(0, at.UnixNano())
+			}
+		},
+		onConfirm: onConfirm,
+	})
+	if err != nil {
+		return nil, err
+	}
+	wantTicks := int64(1)
+	if o.notify {
+		wantTicks = 2
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = testenv.WaitUntil(wctx, 5*time.Millisecond, func(context.Context) error {
+		if t := rs.reps[0].relay.Totals().Ticks.Load(); t < wantTicks {
+			return fmt.Errorf("relay ticked %d times, want %d", t, wantTicks)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		_ = rs.stop()
+		return nil, fmt.Errorf("latency %s: waiting for the relay to start: %w", o.name, err)
+	}
+	return rs, nil
+}
+
+// inlinePublisher publishes each event from the producer that committed
+// it, on one channel with confirms: the latency run without a relay.
+type inlinePublisher struct {
+	in       *infra
+	w        *workload
+	conn     interface{ Close() error }
+	mu       sync.Mutex
+	ch       *amqp.Channel
+	confirms *confirmTaker
+	stopped  bool
+}
+
+// startInline opens the inline publisher's channel; onConfirm is told of
+// each confirm, by message id, as it comes.
+func startInline(ctx context.Context, in *infra, w *workload, onConfirm func(id string, at time.Time)) (*inlinePublisher, error) {
+	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-inline")
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("inline publisher: opening a channel with confirms: %w", err)
+	}
+	p := &inlinePublisher{in: in, w: w, conn: conn, ch: ch}
+	p.confirms = takeConfirms(ctx, w.len(), "inline publisher", func(i int, at time.Time) { onConfirm(w.idStr[i], at) })
+	return p, nil
+}
+
+// publish sends event k. The channel's publishes and the taker's queue
+// keep one order under the lock.
+func (p *inlinePublisher) publish(ctx context.Context, k int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.in.exchange, MessageType, true, false, p.w.publishing(k))
+	if err != nil {
+		return fmt.Errorf("inline publisher: publishing event %d: %w", k, err)
+	}
+	p.confirms.add(k, dc)
+	return nil
+}
+
+// stop waits for every confirm and closes the connection; it returns
+// the first failure of a confirm.
+func (p *inlinePublisher) stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return nil
+	}
+	p.stopped = true
+	err := p.confirms.close()
+	_ = p.conn.Close()
+	return err
 }

@@ -130,29 +130,10 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 		return res, fmt.Errorf("broker latency: enabling confirms: %w", err)
 	}
 
-	// One goroutine takes the confirms in publishing order as they come.
-	type sent struct {
-		i  int
-		dc *amqp.DeferredConfirmation
-	}
-	queue := make(chan sent, n)
 	conf := make([]time.Duration, 0, n)
-	waited := make(chan error, 1)
-	go func() {
-		for s := range queue {
-			ok, err := s.dc.WaitContext(ctx)
-			if err != nil {
-				waited <- fmt.Errorf("broker latency: awaiting confirm %d: %w", s.i, err)
-				return
-			}
-			if !ok {
-				waited <- fmt.Errorf("broker latency: confirm %d: nacked", s.i)
-				return
-			}
-			conf = append(conf, time.Duration(time.Now().UnixNano()-sentAt[s.i].Load()))
-		}
-		waited <- nil
-	}()
+	confirms := takeConfirms(ctx, n, "broker latency", func(i int, at time.Time) {
+		conf = append(conf, time.Duration(at.UnixNano()-sentAt[i].Load()))
+	})
 
 	interval := time.Duration(float64(time.Second) / rate)
 	timer := time.NewTimer(0)
@@ -171,13 +152,12 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 			perr = fmt.Errorf("broker latency: publishing %d: %w", i, err)
 			break
 		}
-		queue <- sent{i: i, dc: dc}
+		confirms.add(i, dc)
 	}
 	if last := time.Since(t0); n > 1 && last > 0 {
 		res.Rate = float64(n-1) / last.Seconds()
 	}
-	close(queue)
-	if err := errors.Join(perr, <-waited); err != nil {
+	if err := errors.Join(perr, confirms.close()); err != nil {
 		return res, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -213,4 +193,53 @@ func (w *workload) publishing(i int) amqp.Publishing {
 		Timestamp:    time.Now().UTC(),
 		Body:         w.payloads[i],
 	}
+}
+
+// confirmTaker takes the confirms of a channel's publishes in publishing
+// order, on a goroutine of its own, as they come.
+type confirmTaker struct {
+	queue  chan sentMessage
+	waited chan error
+}
+
+type sentMessage struct {
+	i  int
+	dc *amqp.DeferredConfirmation
+}
+
+// takeConfirms starts a taker for up to n publishes: each confirm is
+// handed to onConfirm, on the taker's goroutine, with the publish's index
+// and when the confirm was seen; a nack or a failed wait ends it with an
+// error named after what.
+func takeConfirms(ctx context.Context, n int, what string, onConfirm func(i int, at time.Time)) *confirmTaker {
+	t := &confirmTaker{queue: make(chan sentMessage, n), waited: make(chan error, 1)}
+	go func() {
+		for s := range t.queue {
+			ok, err := s.dc.WaitContext(ctx)
+			if err != nil {
+				t.waited <- fmt.Errorf("%s: awaiting confirm %d: %w", what, s.i, err)
+				return
+			}
+			if !ok {
+				t.waited <- fmt.Errorf("%s: confirm %d: nacked", what, s.i)
+				return
+			}
+			onConfirm(s.i, time.Now())
+		}
+		t.waited <- nil
+	}()
+	return t
+}
+
+// add hands the taker publish i's confirmation; adds must come in
+// publishing order.
+func (t *confirmTaker) add(i int, dc *amqp.DeferredConfirmation) {
+	t.queue <- sentMessage{i: i, dc: dc}
+}
+
+// close waits until every confirm added was taken and returns the first
+// failure.
+func (t *confirmTaker) close() error {
+	close(t.queue)
+	return <-t.waited
 }

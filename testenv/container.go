@@ -206,6 +206,31 @@ func (c *Container) State(ctx context.Context) (ContainerState, error) {
 	return ContainerState{Status: string(st.Status), Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode}, nil
 }
 
+// Address returns the container's IP address on the environment's
+// network. A process on the host reaches it where the host has an address
+// on that network (a Linux bridge), without Docker's port proxy.
+func (c *Container) Address(ctx context.Context) (netip.Addr, error) {
+	res, err := c.env.docker.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("inspecting %s: %w", c.name, err)
+	}
+	if ns := res.Container.NetworkSettings; ns != nil {
+		if ep := ns.Networks[c.env.network]; ep != nil && ep.IPAddress.IsValid() {
+			return ep.IPAddress, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%s has no address on network %s", c.name, c.env.network)
+}
+
+// SetCPUs confines the running container to the CPUs of cpuset ("0",
+// "1-3", "0,2"; "" lifts the confinement).
+func (c *Container) SetCPUs(ctx context.Context, cpuset string) error {
+	if _, err := c.env.docker.ContainerUpdate(ctx, c.id, client.ContainerUpdateOptions{Resources: &container.Resources{CpusetCpus: cpuset}}); err != nil {
+		return fmt.Errorf("confining %s to CPUs %q: %w", c.name, cpuset, err)
+	}
+	return nil
+}
+
 // WaitExit waits until the container's main process has exited and returns
 // its exit code.
 func (c *Container) WaitExit(ctx context.Context) (int, error) {

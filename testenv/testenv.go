@@ -768,6 +768,37 @@ func (e *Env) ContainerDirectAMQPURL() string {
 	return amqpURL(AliasRabbitMQ, rabbitMQPort)
 }
 
+// BridgeURLs returns the URLs of PostgreSQL and RabbitMQ at their
+// containers' addresses on the environment's network, for this process
+// when the host reaches that network (a Linux bridge): they bypass
+// toxiproxy as the direct URLs do, and Docker's port proxy as well, a
+// process that copies every byte between the published port and the
+// container. It fails where the host does not reach both within a
+// second, and under Options.NoBroker or in a cluster environment.
+func (e *Env) BridgeURLs(ctx context.Context) (db, amqp string, err error) {
+	if e.postgres == nil || e.rabbitmq == nil {
+		return "", "", errors.New("testenv: bridge URLs need the environment's PostgreSQL and single RabbitMQ")
+	}
+	var hosts [2]string
+	for i, s := range []struct {
+		c    *Container
+		port int
+	}{{e.postgres, postgresPort}, {e.rabbitmq, rabbitMQPort}} {
+		ip, err := s.c.Address(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		hosts[i] = ip.String()
+		d := net.Dialer{Timeout: time.Second}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(hosts[i], strconv.Itoa(s.port)))
+		if err != nil {
+			return "", "", fmt.Errorf("testenv: the host does not reach %s at %s: %w", s.c.name, hosts[i], err)
+		}
+		_ = conn.Close()
+	}
+	return postgresURL(hosts[0], postgresPort), amqpURL(hosts[1], rabbitMQPort), nil
+}
+
 func postgresURL(host string, port int) string {
 	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", DBUser, DBPassword, net.JoinHostPort(host, strconv.Itoa(port)), DBName)
 }

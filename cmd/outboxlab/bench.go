@@ -34,14 +34,21 @@ func benchVerb() verb {
 	return verb{
 		name:    "bench",
 		summary: "measure the relay's throughput and latency on containers",
-		args:    "[--events N] [--batch N] [--window N] [--duration D] [--seed S] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
+		args:    "[--events N] [--batch N] [--window N] [--duration D] [--seed S] [--isolate-broker] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
 		about: `Measures this repository's relay on real PostgreSQL and RabbitMQ containers
 (built by ` + "`make images`" + `; a Docker engine is needed), with no fault injected:
 the rate at which one and two replicas drain a backlog of --events staged
 events, side by side with amqp091 publishing the same messages straight from
 memory (the broker's limit) and with watermill's SQL forwarder; then the
 latency from COMMIT to the broker's confirm and to the consumer, at half
-the measured capacity for --duration, polling and with LISTEN/NOTIFY. A
+the measured capacity for --duration, polling and with LISTEN/NOTIFY, beside
+its floors: the broker alone at that rate, and the same commits with no
+relay, each event published as its COMMIT returns (inline). Every contender
+reaches the containers at their own addresses where the host can (no port
+proxy). --isolate-broker confines RabbitMQ to the first core and
+PostgreSQL and this process to the others, as on separate machines, so
+that the relay is measured against the broker's limit rather than against
+its share of the cores (the default layout shares every core). A
 drain that loses or duplicates a message fails the run (exit 1). --batch
 and --window set the relay's batch size and publish window (the raw
 publisher uses the same window), so that a change of either can be
@@ -55,6 +62,7 @@ tables REPORT.md shows.`,
 			fs.IntVar(&o.window, "window", relay.DefaultPublishWindow, "the publish window: at most `N` publishes awaiting confirms")
 			fs.DurationVar(&o.duration, "duration", bench.DefaultLatencyDuration, "how long each latency run sends at half capacity")
 			fs.Var(&o.seed, "seed", "the `seed` of the payloads and ids (default 1)")
+			fs.BoolVar(&o.isolateBroker, "isolate-broker", false, "give RabbitMQ the first core, PostgreSQL and the relay the others")
 			fs.BoolVar(&o.skipWatermill, "skip-watermill", false, "leave out the watermill forwarder")
 			fs.BoolVar(&o.skipLatency, "skip-latency", false, "leave out the latency runs")
 			fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
@@ -72,6 +80,7 @@ type benchOptions struct {
 	seed          seedFlag
 	skipWatermill bool
 	skipLatency   bool
+	isolateBroker bool
 	json          bool
 	out           string
 }
@@ -89,7 +98,7 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 	opts := bench.Options{
 		Events: o.events, LatencyDuration: o.duration, Seed: 1,
 		Relay:         relay.Config{BatchSize: o.batch, PublishWindow: o.window},
-		SkipWatermill: o.skipWatermill, SkipLatency: o.skipLatency,
+		SkipWatermill: o.skipWatermill, SkipLatency: o.skipLatency, IsolateBroker: o.isolateBroker,
 	}
 	if o.seed.set {
 		opts.Seed = o.seed.v
@@ -149,8 +158,8 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	}
 	f := report.BenchFile{Meta: meta, Notes: r.Notes, Result: bytes.TrimSpace(full.Bytes())}
 	tp := report.Table{
-		Title: fmt.Sprintf("Throughput: draining %d events (batch %d, publish window %d, payload ~%d B)",
-			r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes),
+		Title: fmt.Sprintf("Throughput: draining %d events (batch %d, publish window %d, payload ~%d B; layout %s: %s; servers reached at %s)",
+			r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes, r.Config.Layout, layoutText(r.Config.Layout), r.Config.Addressing),
 		Columns: []string{"contender", "msgs/s", "seconds", "vs raw", "complete", "CPU s (process / PostgreSQL / RabbitMQ)"},
 	}
 	for _, ph := range r.Phases {
@@ -192,6 +201,10 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			met = "yes"
 		}
 		tt.Rows = append(tt.Rows, []string{t.Figure, fmt.Sprintf("%.2f", t.Measured), fmt.Sprintf("%s %g", op, t.Goal), met})
+	}
+	if r.LatencyInlineP99Ms > 0 {
+		tt.Rows = append(tt.Rows, []string{"NOTIFY p99 / inline p99 (no relay: each event published as its COMMIT returns), commit -> confirm",
+			fmt.Sprintf("%.2f", r.NotifyOverInlineP99), "no goal: what the relay adds to the floor", "-"})
 	}
 	f.Tables = append(f.Tables, tt)
 	if len(r.Latency) > 0 {
@@ -267,4 +280,12 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// layoutText says what a benchmark layout means, for the report.
+func layoutText(layout string) string {
+	if layout == bench.LayoutIsolated {
+		return "RabbitMQ alone on the first core, PostgreSQL and the relay on the others"
+	}
+	return "every process free to run on every core"
 }

@@ -52,6 +52,13 @@ func Exposures() []func(*sim.Swarm) {
 // the first seed some checker fails. A run the harness could not finish
 // is an error.
 func FastTier(ctx context.Context, sql *sim.SQL, simSeeds, sqlSeeds int, first uint64) (Kill, error) {
+	return fastTier(ctx, sql, simSeeds, sqlSeeds, first, 0)
+}
+
+// fastTier is FastTier from the skip-th seed of each backend on: the
+// seeds skip, skip+1, ... after first, with the exposures FastTier gives
+// them, so that a run split in two parts runs what one run would.
+func fastTier(ctx context.Context, sql *sim.SQL, simSeeds, sqlSeeds int, first uint64, skip int) (Kill, error) {
 	start := time.Now()
 	ex := Exposures()
 	var k Kill
@@ -63,7 +70,7 @@ func FastTier(ctx context.Context, sql *sim.SQL, simSeeds, sqlSeeds int, first u
 		if tier.name == TierSQL && sql == nil {
 			continue
 		}
-		for i := range tier.seeds {
+		for i := skip; i < skip+tier.seeds; i++ {
 			if err := ctx.Err(); err != nil {
 				return k, err
 			}

@@ -2,6 +2,7 @@ package generated
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -216,12 +217,18 @@ func (w *worker) judge(ctx context.Context, m Mutant, o Outcome, eq, ex map[stri
 	}
 	step := time.Now()
 	k, err := w.runContainers(ctx, m, w.opts.Containers)
-	if err != nil {
-		return o, err
-	}
 	o.Timing.Containers = time.Since(step).Seconds()
 	o.Seconds += o.Timing.Containers
-	if k.Tier == "" {
+	switch {
+	case ctx.Err() != nil:
+		return o, ctx.Err()
+	case err != nil:
+		// The container tier could not judge it (a test that fails on the
+		// unmutated code too, a missing image): it stays a gap, saying
+		// why, and the sweep goes on.
+		o.Detail = "the container tier could not judge it: " + shorten(err.Error(), 300)
+		return o, nil
+	case k.Tier == "":
 		o.Detail = k.Detail
 		return o, nil
 	}
@@ -238,8 +245,10 @@ type worker struct {
 	sql  *sim.SQL
 	// storeSuite is the test binary of relay/storetest, built on first
 	// use: the store's behaviour suite that a SQL mutant of the store
-	// meets after the SQL tier.
-	storeSuite string
+	// meets before the SQL tier; storeTimeout bounds it, from what it
+	// took on the unmutated statements.
+	storeSuite   string
+	storeTimeout time.Duration
 }
 
 func (w *worker) close() {
@@ -274,15 +283,21 @@ func (w *worker) run(ctx context.Context, m Mutant) (Outcome, error) {
 	return w.runGo(ctx, m)
 }
 
-// runSQL runs a SQL mutant on the SQL tier only: the fakes do not issue
-// the statements.
+// runSQL runs a SQL mutant on the store's behaviour suite (a statement
+// of the store) and the SQL tier: the fakes do not issue the statements.
 func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 	o := Outcome{Mutant: m}
-	start := time.Now()
+	// What a worker starts once is not a mutant's time.
 	b, err := w.backend(ctx)
 	if err != nil {
 		return o, err
 	}
+	if m.File == StoreFile {
+		if err := w.prepareStoreSuite(ctx); err != nil {
+			return o, err
+		}
+	}
+	start := time.Now()
 	if err := b.Check(ctx, m.SQL); err != nil {
 		var serr interface{ SQLState() string }
 		if !errors.As(err, &serr) {
@@ -312,26 +327,48 @@ func (w *worker) runSQL(ctx context.Context, m Mutant) (Outcome, error) {
 		return o, fmt.Errorf("no statement seam for %s", m.File)
 	}
 	defer func() { b.EditStore, b.EditInbox = nil, nil }()
-	step := time.Now()
-	k, err := FastTier(ctx, b, 0, w.opts.SQLSeeds, w.opts.FirstSeed)
-	if err == nil {
-		err = editErr
+	// A statement of the store meets the store's behaviour suite between
+	// the SQL tier's first seeds and the rest: the few first seeds kill
+	// most of what the SQL tier kills, the suite, which runs every
+	// statement on purpose in seconds, most of the rest (the backlog
+	// statistics, which the simulation never reads); a mutant killed by
+	// either is spared the other.
+	sqlSeeds := func(from, n int) (Kill, error) {
+		step := time.Now()
+		k, err := fastTier(ctx, b, 0, n, w.opts.FirstSeed, from)
+		if err == nil {
+			err = editErr
+		}
+		o.Timing.Sim += time.Since(step).Seconds()
+		return k, err
 	}
+	early := w.opts.SQLSeeds
+	if m.File == StoreFile {
+		early = min(early, earlySQLSeeds)
+	}
+	k, err := sqlSeeds(0, early)
 	if err != nil {
 		return o, err
 	}
-	o.Timing.Sim = time.Since(step).Seconds()
 	if k.Tier == "" && m.File == StoreFile {
 		q := relay.NewPGStore(nil, sim.SQLTable).Statements()
 		*q.Ref(m.Stmt) = m.SQL
-		step = time.Now()
+		step := time.Now()
 		sk, err := w.runStoreSuite(ctx, q)
 		if err != nil {
 			return o, err
 		}
 		o.Timing.Store = time.Since(step).Seconds()
-		sk.Seeds, sk.Seconds = k.Seeds, k.Seconds
-		k = sk
+		if sk.Tier != "" {
+			sk.Seeds = k.Seeds
+			k = sk
+		} else if rest := w.opts.SQLSeeds - early; rest > 0 {
+			seeds := k.Seeds
+			if k, err = sqlSeeds(early, rest); err != nil {
+				return o, err
+			}
+			k.Seeds += seeds
+		}
 	}
 	return finished(o, k, start), nil
 }
@@ -344,28 +381,49 @@ const (
 	StoreSuiteStatementsEnv = "OUTBOX_STORETEST_STATEMENTS"
 )
 
+// prepareStoreSuite builds the store's behaviour suite on first use and
+// runs it on the unmutated statements, which it must pass: what it takes
+// there bounds it on a mutant's.
+func (w *worker) prepareStoreSuite(ctx context.Context) error {
+	if w.storeSuite != "" {
+		return nil
+	}
+	if _, err := w.backend(ctx); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return fmt.Errorf("preparing the store suite: %w", err)
+	}
+	bin := filepath.Join(w.dir, "storetest.test")
+	if outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-o", bin}, append(testFlags, "./relay/storetest/")...)...); err != nil {
+		return fmt.Errorf("building the store suite: %v: %s", err, lastLines(string(outp), 8))
+	}
+	w.storeSuite = bin
+	began := time.Now()
+	k, err := w.runStoreSuite(ctx, relay.NewPGStore(nil, sim.SQLTable).Statements())
+	switch {
+	case err != nil:
+		return err
+	case k.Tier != "":
+		return fmt.Errorf("the store suite fails on the unmutated statements: %s: %s", k.Checker, k.Detail)
+	}
+	w.storeTimeout = bounded(time.Since(began).Seconds(), storeTimeout)
+	return nil
+}
+
 // runStoreSuite runs the store's behaviour suite with the statements q on
 // the worker's server; a failing case kills the mutant.
 func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill, error) {
-	if _, err := w.backend(ctx); err != nil {
+	if err := w.prepareStoreSuite(ctx); err != nil {
 		return Kill{}, err
-	}
-	if err := os.MkdirAll(w.dir, 0o755); err != nil {
-		return Kill{}, fmt.Errorf("preparing the store suite: %w", err)
-	}
-	if w.storeSuite == "" {
-		bin := filepath.Join(w.dir, "storetest.test")
-		if outp, err := w.goCmd(ctx, append([]string{"test", "-c", "-o", bin}, append(testFlags, "./relay/storetest/")...)...); err != nil {
-			return Kill{}, fmt.Errorf("building the store suite: %v: %s", err, lastLines(string(outp), 8))
-		}
-		w.storeSuite = bin
 	}
 	b, _ := json.Marshal(q)
 	f := filepath.Join(w.dir, "statements.json")
 	if err := os.WriteFile(f, b, 0o644); err != nil {
 		return Kill{}, fmt.Errorf("writing the statements: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	timeout := cmp.Or(w.storeTimeout, storeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, w.storeSuite, "-test.short", "-test.v", "-test.count=1", "-test.run", "^"+StoreSuiteTest+"$")
 	cmd.Env = append(os.Environ(), "OUTBOX_TEST_DATABASE_URL="+w.srv.AdminURL(), StoreSuiteStatementsEnv+"="+f)
@@ -388,7 +446,10 @@ func (w *worker) runStoreSuite(ctx context.Context, q relay.PGStatements) (Kill,
 		}
 	}
 	checker := strings.Join(failed, ",")
-	if checker == "" {
+	switch {
+	case cctx.Err() != nil:
+		checker = "storetest timeout " + timeout.String()
+	case checker == "":
 		checker = "storetest"
 	}
 	return Kill{Tier: TierStore, Checker: checker, Detail: shorten(lastLines(string(outp), 8), 300)}, nil
@@ -630,8 +691,12 @@ func (w *worker) runWorker(ctx context.Context, bin, dir string, a WorkerArgs) (
 // (as mutation tools do: PIT's factor and constant), and never more
 // than these.
 const (
-	fastTimeout   = 2 * time.Minute
-	unitTimeout   = 90 * time.Second
+	fastTimeout  = 2 * time.Minute
+	unitTimeout  = 90 * time.Second
+	storeTimeout = 2 * time.Minute
+	// earlySQLSeeds are the SQL tier's seeds a statement of the store
+	// runs before the store's behaviour suite (see runSQL).
+	earlySQLSeeds = 10
 	timeoutFactor = 3
 	timeoutSlack  = 15 * time.Second
 )

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// Layouts of a run (RunConfig.Layout).
+const (
+	// LayoutShared leaves every process free to run on every core: the
+	// broker shares the machine's cores with the relay, the database and
+	// the harness.
+	LayoutShared = "shared"
+	// LayoutIsolated confines RabbitMQ to the first core and PostgreSQL and
+	// this process (the relay, the raw publisher, the producers) to the
+	// others, as on separate machines: the broker never waits for a core
+	// that a contender holds, so a contender's rate is measured against
+	// the broker's own limit rather than against its share of the cores.
+	LayoutIsolated = "isolated"
+)
+
+// isolateBroker puts env in LayoutIsolated and returns what lifts it.
+func isolateBroker(ctx context.Context, env Env) (func(), error) {
+	ce, ok := env.(containerEnv)
+	if !ok || ce.Postgres() == nil || ce.RabbitMQ() == nil {
+		return nil, errors.New("isolating the broker needs PostgreSQL and RabbitMQ as containers of this machine")
+	}
+	n := runtime.NumCPU()
+	if n < 2 {
+		return nil, fmt.Errorf("isolating the broker needs at least 2 cores, this machine has %d", n)
+	}
+	others := "1"
+	if n > 2 {
+		others = fmt.Sprintf("1-%d", n-1)
+	}
+	if err := ce.RabbitMQ().SetCPUs(ctx, "0"); err != nil {
+		return nil, err
+	}
+	lift := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerCallTimeout)
+		defer cancel()
+		_ = ce.RabbitMQ().SetCPUs(cctx, "")
+		_ = ce.Postgres().SetCPUs(cctx, "")
+		_ = setProcessCPUs(0, n)
+	}
+	if err := ce.Postgres().SetCPUs(ctx, others); err != nil {
+		lift()
+		return nil, err
+	}
+	if err := setProcessCPUs(1, n); err != nil {
+		lift()
+		return nil, err
+	}
+	return lift, nil
+}
