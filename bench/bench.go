@@ -896,6 +896,12 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		name                        string
 		notify, afterCommit, inline bool
 	}{{"poll", false, false, false}, {"notify", true, false, false}, {"notify-after-commit", true, true, false}, {"inline", true, false, true}} {
+		rate, count := rate, count
+		if mode.inline {
+			// The floor of the notify run: the rate its producers reached.
+			rate = notifyRate(res.Latency, rate)
+			count = min(count, max(100, int(rate*b.o.LatencyDuration.Seconds())))
+		}
 		b.quiesce(ctx, res, "latency "+mode.name)
 		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
 		l, err := measureLatency(ctx, b.in, b.w.slice(count), latencyOptions{
@@ -923,15 +929,10 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		}
 	}
 	res.NotifyOverInlineP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyInlineP99Ms)
-	res.Notes = append(res.Notes, "latency inline: no relay; each producer stages its event as in notify (with the NOTIFY) and publishes it itself the moment its COMMIT returns, the dual write the outbox replaces: the floor of a relay's commit -> confirm at these commits on this machine")
+	res.Notes = append(res.Notes, "latency inline: no relay; each producer stages its event as in notify (with the NOTIFY), at the rate the notify producers reached, and publishes it itself the moment its COMMIT returns, the dual write the outbox replaces: the floor of a relay's commit -> confirm at these commits on this machine")
 	// The broker's own share: the same messages at the rate the NOTIFY
 	// producers reached, published from memory.
-	brate := rate
-	for _, l := range res.Latency {
-		if l.Mode == "notify" && l.Rate > 0 {
-			brate = min(rate, l.Rate)
-		}
-	}
+	brate := notifyRate(res.Latency, rate)
 	bcount := min(count, max(100, int(brate*b.o.LatencyDuration.Seconds())))
 	b.quiesce(ctx, res, "latency broker")
 	b.o.Logf("bench: latency broker: %d messages at %.0f/s, no database", bcount, brate)
@@ -1170,4 +1171,15 @@ func orValue(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// notifyRate is the rate the notify run's producers reached, at most
+// scheduled; scheduled when there is no notify run yet.
+func notifyRate(runs []Latency, scheduled float64) float64 {
+	for _, l := range runs {
+		if l.Mode == "notify" && l.Rate > 0 {
+			return min(scheduled, l.Rate)
+		}
+	}
+	return scheduled
 }

@@ -38,11 +38,12 @@ func isolateBroker(ctx context.Context, env Env) (func(), error) {
 	if err := ce.RabbitMQ().SetCPUs(ctx, "0"); err != nil {
 		return nil, err
 	}
+	all := fmt.Sprintf("0-%d", n-1)
 	lift := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dockerCallTimeout)
 		defer cancel()
-		_ = ce.RabbitMQ().SetCPUs(cctx, "")
-		_ = ce.Postgres().SetCPUs(cctx, "")
+		_ = ce.RabbitMQ().SetCPUs(cctx, all)
+		_ = ce.Postgres().SetCPUs(cctx, all)
 		_ = setProcessCPUs(0, n)
 	}
 	if err := ce.Postgres().SetCPUs(ctx, others); err != nil {

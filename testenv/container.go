@@ -223,7 +223,8 @@ func (c *Container) Address(ctx context.Context) (netip.Addr, error) {
 }
 
 // SetCPUs confines the running container to the CPUs of cpuset ("0",
-// "1-3", "0,2"; "" lifts the confinement).
+// "1-3", "0,2"). The engine takes "" for "unchanged": to lift a
+// confinement, name every CPU of the machine.
 func (c *Container) SetCPUs(ctx context.Context, cpuset string) error {
 	if _, err := c.env.docker.ContainerUpdate(ctx, c.id, client.ContainerUpdateOptions{Resources: &container.Resources{CpusetCpus: cpuset}}); err != nil {
 		return fmt.Errorf("confining %s to CPUs %q: %w", c.name, cpuset, err)
