@@ -306,6 +306,11 @@ type Bundle struct {
 	Mutants   *MutantFile
 	Generated *GeneratedFile
 	Bench     *BenchFile
+	// Benches are every benchmark run of bundles merged by Merge, in the
+	// order given (Bench is the first); empty for one bundle. Runs of
+	// one code side by side show the spread of a noisy machine, runs in
+	// each layout what sharing the cores costs.
+	Benches []*BenchFile
 }
 
 // ErrNoMeta is returned by Bundle.Validate for a results file that does

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -207,38 +208,27 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 	}
 
 	s.WriteString("## Benchmark\n\n")
-	if b.Bench == nil {
+	benches := b.Benches
+	if len(benches) == 0 && b.Bench != nil {
+		benches = []*BenchFile{b.Bench}
+	}
+	if len(benches) == 0 {
 		s.WriteString("Not run (`go run ./cmd/outboxlab bench --out DIR`).\n\n")
-	} else {
-		sectionMeta(&s, b.Bench.Meta, meta)
-		for _, t := range b.Bench.Tables {
-			if t.Title != "" {
-				fmt.Fprintf(&s, "%s\n\n", t.Title)
-			}
-			s.WriteString("|")
-			for _, c := range t.Columns {
-				fmt.Fprintf(&s, " %s |", cell(c))
-			}
-			s.WriteString("\n|")
-			for range t.Columns {
-				s.WriteString("---|")
-			}
-			s.WriteString("\n")
-			for _, row := range t.Rows {
-				s.WriteString("|")
-				for _, v := range row {
-					fmt.Fprintf(&s, " %s |", cell(v))
-				}
-				s.WriteString("\n")
-			}
-			s.WriteString("\n")
+	}
+	if len(benches) > 1 {
+		writeBenchRuns(&s, benches)
+	}
+	shown := map[string]bool{}
+	for _, f := range benches {
+		layout := benchFiguresOf(f).Config.Layout
+		if shown[layout] {
+			continue
 		}
-		for _, n := range b.Bench.Notes {
-			fmt.Fprintf(&s, "- %s\n", n)
+		shown[layout] = true
+		if len(benches) > 1 {
+			fmt.Fprintf(&s, "### Layout %s\n\n", cell(orValue(layout, "shared")))
 		}
-		if len(b.Bench.Notes) > 0 {
-			s.WriteString("\n")
-		}
+		writeBench(&s, f, meta)
 	}
 
 	s.WriteString("## Replay commands\n\n")
@@ -696,6 +686,9 @@ func (b Bundle) newestMeta() (Meta, bool) {
 	if b.Bench != nil {
 		metas = append(metas, b.Bench.Meta)
 	}
+	for _, f := range b.Benches {
+		metas = append(metas, f.Meta)
+	}
 	if len(metas) == 0 {
 		return Meta{}, false
 	}
@@ -774,4 +767,88 @@ func orDot(s string) string {
 		return "·"
 	}
 	return s
+}
+
+// writeBench writes one benchmark run's tables and notes.
+func writeBench(s *strings.Builder, f *BenchFile, page Meta) {
+	sectionMeta(s, f.Meta, page)
+	for _, t := range f.Tables {
+		if t.Title != "" {
+			fmt.Fprintf(s, "%s\n\n", t.Title)
+		}
+		s.WriteString("|")
+		for _, c := range t.Columns {
+			fmt.Fprintf(s, " %s |", cell(c))
+		}
+		s.WriteString("\n|")
+		for range t.Columns {
+			s.WriteString("---|")
+		}
+		s.WriteString("\n")
+		for _, row := range t.Rows {
+			s.WriteString("|")
+			for _, v := range row {
+				fmt.Fprintf(s, " %s |", cell(v))
+			}
+			s.WriteString("\n")
+		}
+		s.WriteString("\n")
+	}
+	for _, n := range f.Notes {
+		fmt.Fprintf(s, "- %s\n", n)
+	}
+	if len(f.Notes) > 0 {
+		s.WriteString("\n")
+	}
+}
+
+// benchFigures are the figures of a benchmark run that the table of runs
+// compares, read from its result.
+type benchFigures struct {
+	Raw              float64 `json:"raw_msgs_per_sec"`
+	RatioToRaw       float64 `json:"ratio_to_raw"`
+	Ratio2ToRaw      float64 `json:"relay2_ratio_to_raw"`
+	NotifyOverBroker float64 `json:"notify_p99_over_broker_p99"`
+	NotifyOverInline float64 `json:"notify_p99_over_inline_p99"`
+	RatioToWatermill float64 `json:"ratio_to_watermill"`
+	CPUOverBroker    float64 `json:"cpu_relay_plus_db_over_broker"`
+	Config           struct {
+		Layout string `json:"layout"`
+	} `json:"config"`
+	Phases []struct {
+		LoadAverage float64 `json:"load_average"`
+	} `json:"phases"`
+}
+
+// benchFiguresOf reads f's figures; a result it cannot read gives zeros,
+// which the table shows as not measured.
+func benchFiguresOf(f *BenchFile) benchFigures {
+	var g benchFigures
+	_ = json.Unmarshal(f.Result, &g)
+	return g
+}
+
+// writeBenchRuns writes one row per benchmark run: the figures each goal
+// is about, side by side.
+func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
+	s.WriteString("Every run, side by side: the ratios of each are measured within that run; the first run of each layout is shown in full below.\n\n")
+	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | relay-2 / raw | NOTIFY p99 / broker p99 | NOTIFY p99 / inline p99 | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | load average, max |\n")
+	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	num := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	for _, f := range runs {
+		g := benchFiguresOf(f)
+		var load float64
+		for _, p := range g.Phases {
+			load = max(load, p.LoadAverage)
+		}
+		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %.1f |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
+			cell(orValue(g.Config.Layout, "shared")), g.Raw, num(g.RatioToRaw), num(g.Ratio2ToRaw), num(g.NotifyOverBroker),
+			num(g.NotifyOverInline), num(g.RatioToWatermill), num(g.CPUOverBroker), load)
+	}
+	s.WriteString("\n")
 }

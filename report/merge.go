@@ -18,7 +18,7 @@ var ErrMixedCommits = errors.New("bundles of different commits")
 
 // ErrNotOneCampaign is returned by Merge for results that are not shards
 // of one campaign: different campaigns, different splits, a shard twice,
-// or a kind of run (demo, bench) that only one bundle may hold.
+// or a kind of run (the demo) that only one bundle may hold.
 var ErrNotOneCampaign = errors.New("not the shards of one campaign")
 
 // MergeOptions tunes Merge.
@@ -63,8 +63,13 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 		d.Runs = rebase(d.Runs, dirOf(bundles, func(b Bundle) bool { return b.Demo != nil }))
 		out.Demo = &d
 	}
-	if out.Bench, err = onlyOne(bundles, FileBench, func(b Bundle) *BenchFile { return b.Bench }); err != nil {
-		return Bundle{}, err
+	for _, b := range bundles {
+		if b.Bench != nil {
+			out.Benches = append(out.Benches, b.Bench)
+		}
+	}
+	if len(out.Benches) > 0 {
+		out.Bench = out.Benches[0]
 	}
 	if out.Generated, err = onlyOne(bundles, FileGenerated, func(b Bundle) *GeneratedFile { return b.Generated }); err != nil {
 		return Bundle{}, err

@@ -2,7 +2,9 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,5 +364,45 @@ func TestFindingsFollowTheirRuns(t *testing.T) {
 	}
 	if a.Scenarios.Findings != theirs[0].Scenarios.Findings {
 		t.Errorf("archived findings %q", a.Scenarios.Findings)
+	}
+}
+
+// TestMergeKeepsEveryBenchRun merges three benchmark runs, two layouts:
+// the report compares them all in one table, in the order given, and
+// shows the first run of each layout in full.
+func TestMergeKeepsEveryBenchRun(t *testing.T) {
+	run := func(date, layout string, ratio float64) Bundle {
+		result := fmt.Sprintf(`{"raw_msgs_per_sec": 9000, "ratio_to_raw": %g, "relay2_ratio_to_raw": 0.9, "notify_p99_over_inline_p99": 2.5,
+			"config": {"layout": %q}, "phases": [{"load_average": 1.5}, {"load_average": 2.5}]}`, ratio, layout)
+		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: "c"}, Result: json.RawMessage(result),
+			Tables: []Table{{Title: "Throughput in " + date, Columns: []string{"contender"}, Rows: [][]string{{"raw"}}}}}}
+	}
+	m, err := Merge([]Bundle{run("d1", "shared", 0.71), run("d2", "shared", 0.72), run("d3", "isolated", 0.93)}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Benches) != 3 || m.Bench != m.Benches[0] {
+		t.Fatalf("merged %d bench runs, Bench %v", len(m.Benches), m.Bench)
+	}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, m); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"| d1 | c | shared | 9000 | 0.71 | 0.90 | - | 2.50 | - | - | 2.5 |",
+		"| d2 | c | shared | 9000 | 0.72 |",
+		"| d3 | c | isolated | 9000 | 0.93 |",
+		"### Layout shared\n\n_Run on d1", "Throughput in d1", "### Layout isolated\n\nThroughput in d3",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Throughput in d2") {
+		t.Error("the report shows a second run of one layout in full")
+	}
+	if strings.Index(md, "| d1 |") > strings.Index(md, "| d2 |") || strings.Index(md, "| d2 |") > strings.Index(md, "| d3 |") {
+		t.Error("the runs are not in the order given")
 	}
 }
