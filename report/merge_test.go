@@ -402,7 +402,7 @@ func TestMergeKeepsEveryBenchRun(t *testing.T) {
 	if strings.Contains(md, "Throughput in d2") {
 		t.Error("the report shows a second run of one layout in full")
 	}
-	if strings.Index(md, "| d1 |") > strings.Index(md, "| d2 |") || strings.Index(md, "| d2 |") > strings.Index(md, "| d3 |") {
+	if strings.Index(md, "| d1 | c |") > strings.Index(md, "| d2 | c |") || strings.Index(md, "| d2 | c |") > strings.Index(md, "| d3 | c |") {
 		t.Error("the runs are not in the order given")
 	}
 }
