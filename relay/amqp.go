@@ -230,6 +230,9 @@ func (p *AMQPPublisher) session(ctx context.Context) (*amqpSession, error) {
 		p.log.Warn("broker unreachable", "url", RedactURL(p.cfg.URL), "err", err)
 		return nil, err
 	}
+	// Publishes hold their writes; the topology helpers' sessions
+	// (WithChannel) wait for every answer, so they write at once.
+	s.raw.hold()
 	p.node = node
 	p.dials.Add(1)
 	p.log.Info("broker connected", "url", RedactURL(p.urls[node]), "exchange", p.cfg.Exchange)
@@ -251,8 +254,10 @@ func (p *AMQPPublisher) session(ctx context.Context) (*amqpSession, error) {
 // that saw its confirm and then takes what is buffered under mu sees the
 // return of its message if there was one; no goroutine is woken for it.
 type amqpSession struct {
-	conn   *amqp.Connection
-	raw    net.Conn
+	conn *amqp.Connection
+	// raw is the socket, which batches the publishes' writes once the
+	// session is set up.
+	raw    *batchConn
 	ch     *amqp.Channel
 	broken atomic.Bool
 
@@ -309,10 +314,11 @@ func dialSession(ctx context.Context, cfg AMQPConfig) (*amqpSession, error) {
 			// The handshake must finish within the dial's bound; amqp091
 			// clears this deadline once the connection is open.
 			_ = c.SetDeadline(time.Now().Add(timeout))
+			bc := newBatchConn(c)
 			rawMu.Lock()
-			s.raw = c
+			s.raw = bc
 			rawMu.Unlock()
-			return c, nil
+			return bc, nil
 		},
 	}
 	setup := func() error {
@@ -524,14 +530,28 @@ type amqpConfirmation struct {
 // both ErrBrokerUnavailable and ctx's error when ctx ends first.
 // Done implements DoneConfirmation: it is closed when the broker's ack or
 // nack came, or the channel closed.
-func (c *amqpConfirmation) Done() <-chan struct{} { return c.dc.Done() }
+// A caller about to wait on Done has the publishes held on the socket
+// written at once.
+func (c *amqpConfirmation) Done() <-chan struct{} {
+	select {
+	case <-c.dc.Done():
+	default:
+		c.sess.raw.flushSoon()
+	}
+	return c.dc.Done()
+}
 
+// Wait writes the publishes held on the socket before it blocks: the
+// confirm cannot come before its publish went out.
 func (c *amqpConfirmation) Wait(ctx context.Context) error {
 	var err error
 	select {
 	case <-c.dc.Done():
 	default:
-		err = c.sess.await(ctx, c.dc.Done())
+		err = c.sess.bounded(ctx, c.sess.raw.flush)
+		if err == nil {
+			err = c.sess.await(ctx, c.dc.Done())
+		}
 	}
 	if err != nil {
 		// A confirm this late means the connection is not to be trusted:
