@@ -216,6 +216,14 @@ type Result struct {
 	// is LatencyNotifyP99Ms over it: what the relay adds to that floor.
 	LatencyInlineP99Ms  float64 `json:"latency_inline_p99_ms"`
 	NotifyOverInlineP99 float64 `json:"notify_p99_over_inline_p99"`
+	// InlineOverBrokerP99 is LatencyInlineP99Ms over LatencyBrokerP99Ms:
+	// above the NOTIFY goal's bound, no relay at all meets it at these
+	// commits on this machine.
+	InlineOverBrokerP99 float64 `json:"inline_p99_over_broker_p99"`
+	// CPUMicrosPerMsgRawProcess is the CPU time of this process per
+	// message in the raw phase that set the broker's limit: what amqp091
+	// publishing alone costs, a floor of the relay's own share.
+	CPUMicrosPerMsgRawProcess float64 `json:"cpu_us_per_msg_raw_process"`
 	// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
 	Ratio2ToRaw float64 `json:"relay2_ratio_to_raw"`
 	// NotifyOverBrokerP99 is LatencyNotifyP99Ms / LatencyBrokerP99Ms: what
@@ -552,6 +560,9 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 		return err
 	}
 	res.Phases = append(res.Phases, ph)
+	if ph.MsgsPerSec > res.RawMsgsPerSec && ph.Events > 0 {
+		res.CPUMicrosPerMsgRawProcess = ph.CPU.ProcessSeconds * 1e6 / float64(ph.Events)
+	}
 	res.RawMsgsPerSec = max(res.RawMsgsPerSec, ph.MsgsPerSec)
 	res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
 	res.Ratio2ToRaw = ratio(res.Relay2MsgsPerSec, res.RawMsgsPerSec)
@@ -967,6 +978,7 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Rate)
 	res.Latency = append(res.Latency, l)
 	res.LatencyBrokerP50Ms, res.LatencyBrokerP99Ms = l.Confirm.P50, l.Confirm.P99
+	res.InlineOverBrokerP99 = ratio(res.LatencyInlineP99Ms, res.LatencyBrokerP99Ms)
 	res.NotifyOverBrokerP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyBrokerP99Ms)
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"latency broker: no relay and no database; %d messages published from memory at %.0f/s (the rate the notify producers reached), timed from each publish: the broker's own share of every other mode's latency",
@@ -1096,8 +1108,11 @@ func (r Result) WriteTable(out io.Writer) error {
 		fmt.Fprintf(out, "  %-50s %6.2f  (goal %s %g)  met: %s\n", t.Figure, t.Measured, op, t.Goal, met)
 	}
 	if r.CPUMicrosPerMsgBroker > 0 {
-		fmt.Fprintf(out, "  CPU per message in relay-1: relay + PostgreSQL %.1f us, RabbitMQ %.1f us\n",
-			r.CPUMicrosPerMsgRelayPlusDB, r.CPUMicrosPerMsgBroker)
+		fmt.Fprintf(out, "  CPU per message in relay-1: relay + PostgreSQL %.1f us, RabbitMQ %.1f us; raw's process (amqp091 publishing alone) %.1f us\n",
+			r.CPUMicrosPerMsgRelayPlusDB, r.CPUMicrosPerMsgBroker, r.CPUMicrosPerMsgRawProcess)
+	}
+	if r.InlineOverBrokerP99 > 0 {
+		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)
 	}
 	if len(r.Latency) > 0 {
 		fmt.Fprintf(out, "\nLatency at half capacity (%d events at %.0f/s per mode, one replica)\n\n",

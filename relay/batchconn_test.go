@@ -133,7 +133,11 @@ func TestBatchConnWritesAFullBuffer(t *testing.T) {
 	if w, _ := raw.got(); len(w) != 0 {
 		t.Fatalf("%d writes below the bound", len(w))
 	}
-	_, _ = c.Write(chunk)
+	// The write that reaches the bound reports all of it written, as
+	// amqp091's buffered writer needs (a short write fails the publish).
+	if n, err := c.Write(chunk); n != len(chunk) || err != nil {
+		t.Fatalf("the write reaching the bound: %d, %v; want %d, nil", n, err, len(chunk))
+	}
 	w, _ := raw.got()
 	if len(w) != 1 || len(w[0]) != batchBytes {
 		t.Fatalf("at the bound: %d writes, want one of %d bytes", len(w), batchBytes)
