@@ -236,6 +236,23 @@ type Result struct {
 	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
 	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
 	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
+	// CPUCeilingRatioToRaw is the CPU per message of the raw phase that
+	// set the broker's limit over relay-1's, and CPUCeiling2RatioToRaw
+	// the same over relay-2's: the ratio to raw that the machine's cores
+	// allow a relay with that cost when they are the limit of both phases
+	// (a phase's rate is then its busy cores over its CPU per message).
+	// RatioToRaw over its ceiling says how close the relay came to it.
+	CPUCeilingRatioToRaw  float64 `json:"cpu_ceiling_ratio_to_raw"`
+	CPUCeiling2RatioToRaw float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
+	// CPUBudgetRelayPlusDB is the CPU per message relay-1's process and
+	// PostgreSQL may take, RabbitMQ's share in relay-1 unchanged, for its
+	// CPU ceiling to reach GoalRatioToRaw: what the relay-1 goal asks of
+	// the relay on a machine whose cores are the limit.
+	CPUBudgetRelayPlusDB float64 `json:"cpu_budget_us_per_msg_relay_plus_db"`
+	// CoresBound is true when every phase of the throughput comparison
+	// (raw, relay-1, relay-2, raw-after) kept the cores busy, less than
+	// coresBoundIdle of them idle on average: the ceilings then hold.
+	CoresBound bool `json:"cores_bound"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -446,6 +463,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			return res, err
 		}
 	}
+	res.ceilings()
 	var busiest float64
 	for _, ph := range res.Phases {
 		busiest = max(busiest, ph.LoadAverage)
@@ -567,6 +585,49 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 	res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
 	res.Ratio2ToRaw = ratio(res.Relay2MsgsPerSec, res.RawMsgsPerSec)
 	return nil
+}
+
+// coresBoundIdle is the idle share of the cores, on average over a
+// phase, below which the cores were the phase's limit.
+const coresBoundIdle = 0.1
+
+// ceilings sets the CPU ceilings of the relay's ratios to raw, the CPU
+// budget of the relay-1 goal and whether the cores bound every phase of
+// the comparison, from the phases that ran.
+func (r *Result) ceilings() {
+	var limit, one, two *Phase
+	bound, seen := true, 0
+	for i := range r.Phases {
+		ph := &r.Phases[i]
+		switch ph.Name {
+		case "raw", "raw-after":
+			if limit == nil || ph.MsgsPerSec > limit.MsgsPerSec {
+				limit = ph
+			}
+		case "relay-1":
+			one = ph
+		case "relay-2":
+			two = ph
+		default:
+			continue
+		}
+		seen++
+		bound = bound && ph.Resources != nil && ph.Resources.Idle < coresBoundIdle
+	}
+	r.CoresBound = bound && seen == 4
+	if limit == nil || limit.CPUMicrosPerMsg == 0 {
+		return
+	}
+	if one != nil {
+		r.CPUCeilingRatioToRaw = ratio(limit.CPUMicrosPerMsg, one.CPUMicrosPerMsg)
+		if one.Events > 0 {
+			broker := one.CPU.RabbitMQSeconds * 1e6 / float64(one.Events)
+			r.CPUBudgetRelayPlusDB = max(0, limit.CPUMicrosPerMsg/GoalRatioToRaw-broker)
+		}
+	}
+	if two != nil {
+		r.CPUCeiling2RatioToRaw = ratio(limit.CPUMicrosPerMsg, two.CPUMicrosPerMsg)
+	}
 }
 
 // partial notes a phase that did not get through the whole backlog within
@@ -1050,6 +1111,9 @@ type Summary struct {
 	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
 	LatencyInlineP99Ms         float64 `json:"latency_inline_p99_ms"`
 	NotifyOverInlineP99        float64 `json:"notify_p99_over_inline_p99"`
+	CPUCeilingRatioToRaw       float64 `json:"cpu_ceiling_ratio_to_raw"`
+	CPUCeiling2RatioToRaw      float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
+	CoresBound                 bool    `json:"cores_bound"`
 }
 
 // Summary returns the summary fields of r.
@@ -1064,6 +1128,8 @@ func (r Result) Summary() Summary {
 		CPUMicrosPerMsgRelayPlusDB: r.CPUMicrosPerMsgRelayPlusDB, CPUMicrosPerMsgBroker: r.CPUMicrosPerMsgBroker,
 		CPURelayPlusDBOverBroker: r.CPURelayPlusDBOverBroker,
 		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
+		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
+		CoresBound: r.CoresBound,
 	}
 }
 
@@ -1110,6 +1176,16 @@ func (r Result) WriteTable(out io.Writer) error {
 	if r.CPUMicrosPerMsgBroker > 0 {
 		fmt.Fprintf(out, "  CPU per message in relay-1: relay + PostgreSQL %.1f us, RabbitMQ %.1f us; raw's process (amqp091 publishing alone) %.1f us\n",
 			r.CPUMicrosPerMsgRelayPlusDB, r.CPUMicrosPerMsgBroker, r.CPUMicrosPerMsgRawProcess)
+	}
+	if r.CPUCeilingRatioToRaw > 0 {
+		bound := "no: a phase left cores idle, the ceilings do not bound it"
+		if r.CoresBound {
+			bound = "yes"
+		}
+		fmt.Fprintf(out, "  CPU ceiling of relay-1 / raw (raw's CPU per message over relay-1's) %.2f, relay-1 at %.0f%% of it; relay-2's ceiling %.2f; the cores the limit of every phase: %s\n",
+			r.CPUCeilingRatioToRaw, 100*ratio(r.RatioToRaw, r.CPUCeilingRatioToRaw), r.CPUCeiling2RatioToRaw, bound)
+		fmt.Fprintf(out, "  relay + PostgreSQL CPU per message that a ceiling of %g needs: %.1f us (measured %.1f us)\n",
+			GoalRatioToRaw, r.CPUBudgetRelayPlusDB, r.CPUMicrosPerMsgRelayPlusDB)
 	}
 	if r.InlineOverBrokerP99 > 0 {
 		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -274,5 +275,49 @@ func TestResourcesOfAPhase(t *testing.T) {
 	}
 	if d := machineDisk(); len(d.busy) == 0 {
 		t.Log("no disk in /proc/diskstats")
+	}
+}
+
+func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
+	busy := &Resources{Cores: 2, Idle: 0.05}
+	phase := func(name string, rate, us, rabbitUs float64, res *Resources) Phase {
+		const n = 1000
+		return Phase{Name: name, Events: n, MsgsPerSec: rate, CPUMicrosPerMsg: us,
+			CPU: CPU{RabbitMQSeconds: rabbitUs * n / 1e6}, Resources: res}
+	}
+	r := Result{Phases: []Phase{
+		phase("raw", 9000, 130, 110, busy),
+		phase("relay-1", 6000, 200, 100, busy),
+		phase("relay-2", 7000, 160, 100, busy),
+		phase("raw-after", 10000, 120, 105, busy), // the limit: the faster raw
+		phase("watermill", 600, 2000, 100, &Resources{Cores: 2, Idle: 1.5}),
+	}}
+	r.ceilings()
+	if r.CPUCeilingRatioToRaw != 0.6 || r.CPUCeiling2RatioToRaw != 0.75 {
+		t.Errorf("ceilings %.3f and %.3f, want 120/200 = 0.6 and 120/160 = 0.75", r.CPUCeilingRatioToRaw, r.CPUCeiling2RatioToRaw)
+	}
+	// 120 / 0.85 = 141.2 us per message for relay-1 in all, of which
+	// RabbitMQ took 100.
+	if want := 120/GoalRatioToRaw - 100; math.Abs(r.CPUBudgetRelayPlusDB-want) > 1e-9 {
+		t.Errorf("budget %.2f us, want %.2f", r.CPUBudgetRelayPlusDB, want)
+	}
+	if !r.CoresBound {
+		t.Error("every phase of the comparison kept the cores busy (watermill's idle cores do not count), yet not cores-bound")
+	}
+
+	r.Phases[1].Resources = &Resources{Cores: 2, Idle: 0.4}
+	r.ceilings()
+	if r.CoresBound {
+		t.Error("relay-1 left 0.4 cores idle, yet cores-bound")
+	}
+	r.Phases[1].Resources = nil
+	r.ceilings()
+	if r.CoresBound {
+		t.Error("relay-1's cores were not read, yet cores-bound")
+	}
+	short := Result{Phases: []Phase{phase("raw", 9000, 130, 110, busy), phase("relay-1", 6000, 200, 100, busy)}}
+	short.ceilings()
+	if short.CoresBound || short.CPUCeiling2RatioToRaw != 0 || short.CPUCeilingRatioToRaw != 0.65 {
+		t.Errorf("without relay-2 and raw-after: cores-bound %v, ceilings %.2f / %.2f", short.CoresBound, short.CPUCeilingRatioToRaw, short.CPUCeiling2RatioToRaw)
 	}
 }

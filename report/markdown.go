@@ -812,6 +812,9 @@ type benchFigures struct {
 	NotifyOverInline float64 `json:"notify_p99_over_inline_p99"`
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
 	CPUOverBroker    float64 `json:"cpu_relay_plus_db_over_broker"`
+	Ceiling          float64 `json:"cpu_ceiling_ratio_to_raw"`
+	Ceiling2         float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
+	CoresBound       bool    `json:"cores_bound"`
 	Config           struct {
 		Layout string `json:"layout"`
 	} `json:"config"`
@@ -832,8 +835,9 @@ func benchFiguresOf(f *BenchFile) benchFigures {
 // is about, side by side.
 func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 	s.WriteString("Every run, side by side: the ratios of each are measured within that run; the first run of each layout is shown in full below.\n\n")
-	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | relay-2 / raw | NOTIFY p99 / broker p99 | NOTIFY p99 / inline p99 | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | load average, max |\n")
-	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	s.WriteString("A ratio's CPU ceiling is raw's CPU per message over the relay's: the ratio the cores allow that relay when they are the limit of both phases (the last column says whether every phase of the comparison left less than a tenth of a core idle).\n\n")
+	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw (CPU ceiling) | relay-2 / raw (CPU ceiling) | NOTIFY p99 / broker p99 | NOTIFY p99 / inline p99 | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | load average, max | cores the limit |\n")
+	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	num := func(v float64) string {
 		if v == 0 {
 			return "-"
@@ -846,9 +850,19 @@ func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 		for _, p := range g.Phases {
 			load = max(load, p.LoadAverage)
 		}
-		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %.1f |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
-			cell(orValue(g.Config.Layout, "shared")), g.Raw, num(g.RatioToRaw), num(g.Ratio2ToRaw), num(g.NotifyOverBroker),
-			num(g.NotifyOverInline), num(g.RatioToWatermill), num(g.CPUOverBroker), load)
+		withCeiling := func(v, c float64) string {
+			if c == 0 {
+				return num(v)
+			}
+			return fmt.Sprintf("%s (%s)", num(v), num(c))
+		}
+		bound := "no"
+		if g.CoresBound {
+			bound = "yes"
+		}
+		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
+			cell(orValue(g.Config.Layout, "shared")), g.Raw, withCeiling(g.RatioToRaw, g.Ceiling), withCeiling(g.Ratio2ToRaw, g.Ceiling2),
+			num(g.NotifyOverBroker), num(g.NotifyOverInline), num(g.RatioToWatermill), num(g.CPUOverBroker), load, bound)
 	}
 	s.WriteString("\n")
 }
