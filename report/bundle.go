@@ -234,6 +234,13 @@ type GeneratedFile struct {
 	Meta Meta `json:"meta"`
 	// Command is the command line that produced the file.
 	Command string `json:"command"`
+	GeneratedCounts
+}
+
+// GeneratedCounts are a generated sweep's counts, score and survivors, as
+// its file keeps them and `outboxlab mutants --generated --json` prints
+// them.
+type GeneratedCounts struct {
 	// Generated counts the mutants run; Invalid those that did not
 	// compile or prepare; KilledFast those the fast tier killed;
 	// KilledAll those any tier killed (the fast tier alone when no

@@ -13,22 +13,11 @@ import (
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 
-// generatedSummary is what --generated --json prints.
+// generatedSummary is what --generated --json prints: the counts its
+// file keeps, and every mutant's outcome.
 type generatedSummary struct {
-	Generated  int     `json:"generated"`
-	Invalid    int     `json:"invalid"`
-	KilledFast int     `json:"killed_fast"`
-	KilledAll  int     `json:"killed_all"`
-	Equivalent int     `json:"equivalent"`
-	Excluded   int     `json:"excluded"`
-	Score      float64 `json:"score"`
-	Seconds    float64 `json:"seconds"`
-	// Containers says whether the container tier ran the fast tier's
-	// gaps, or why not.
-	Containers string                     `json:"containers"`
-	ByTier     map[string]int             `json:"killed_by_tier"`
-	Survivors  []report.GeneratedSurvivor `json:"survivors"`
-	Mutants    []generated.Outcome        `json:"mutants"`
+	report.GeneratedCounts
+	Mutants []generated.Outcome `json:"mutants"`
 }
 
 // runGenerated is mutants --generated.
@@ -146,9 +135,7 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio, d deps) i
 		writeGenerated(std, sum)
 	}
 	if o.out != "" {
-		gf := report.GeneratedFile{Meta: meta, Command: command, Generated: sum.Generated, Invalid: sum.Invalid,
-			KilledFast: sum.KilledFast, KilledAll: sum.KilledAll, Equivalent: sum.Equivalent, Excluded: sum.Excluded, Score: sum.Score,
-			Seconds: sum.Seconds, Containers: sum.Containers, ByTier: sum.ByTier, Survivors: sum.Survivors}
+		gf := report.GeneratedFile{Meta: meta, Command: command, GeneratedCounts: sum.GeneratedCounts}
 		if err := report.WriteFile(o.out, report.FileGenerated, gf); err != nil {
 			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
 			return exitUsage
@@ -168,7 +155,8 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio, d deps) i
 // summarize counts outcomes: killed_fast those the fast tier killed,
 // killed_all those and the gaps the container tier killed.
 func summarize(outcomes []generated.Outcome) generatedSummary {
-	sum := generatedSummary{Generated: len(outcomes), ByTier: map[string]int{}, Survivors: []report.GeneratedSurvivor{}, Mutants: outcomes}
+	sum := generatedSummary{Mutants: outcomes}
+	sum.Generated, sum.ByTier, sum.Survivors = len(outcomes), map[string]int{}, []report.GeneratedSurvivor{}
 	for _, r := range outcomes {
 		switch r.Status {
 		case generated.StatusInvalid:
