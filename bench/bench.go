@@ -253,6 +253,18 @@ type Result struct {
 	// (raw, relay-1, relay-2, raw-after) kept the cores busy, less than
 	// coresBoundIdle of them idle on average: the ceilings then hold.
 	CoresBound bool `json:"cores_bound"`
+	// BrokerBusyRaw is how many cores RabbitMQ kept busy in the raw phase
+	// that set the limit. BrokerBusyRatio is RabbitMQ's busy cores in
+	// relay-1 over that, and BrokerCostRatio raw's RabbitMQ CPU per
+	// message over relay-1's. Their product is RatioToRaw exactly (each
+	// phase's rate is RabbitMQ's busy cores over its CPU per message);
+	// where the broker is the limit (about a core busy in raw while cores
+	// stay idle: its queue and channel run as a few Erlang processes),
+	// they say how fully the relay kept the broker busy and how much
+	// more work each of its messages gave the broker.
+	BrokerBusyRaw   float64 `json:"broker_busy_raw"`
+	BrokerBusyRatio float64 `json:"broker_busy_ratio"`
+	BrokerCostRatio float64 `json:"broker_cost_ratio"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -463,7 +475,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			return res, err
 		}
 	}
-	res.ceilings()
+	res.Limits()
 	var busiest float64
 	for _, ph := range res.Phases {
 		busiest = max(busiest, ph.LoadAverage)
@@ -591,10 +603,13 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 // phase, below which the cores were the phase's limit.
 const coresBoundIdle = 0.1
 
-// ceilings sets the CPU ceilings of the relay's ratios to raw, the CPU
-// budget of the relay-1 goal and whether the cores bound every phase of
-// the comparison, from the phases that ran.
-func (r *Result) ceilings() {
+// Limits sets, from the phases that ran, the CPU ceilings of the relay's
+// ratios to raw, the CPU budget of the relay-1 goal, whether the cores
+// bound every phase of the comparison, and relay-1's ratio to raw as the
+// broker's busy cores and its CPU per message: what limited the drains.
+// Run calls it; a report calls it again on results written before a
+// figure of it existed.
+func (r *Result) Limits() {
 	var limit, one, two *Phase
 	bound, seen := true, 0
 	for i := range r.Phases {
@@ -615,6 +630,11 @@ func (r *Result) ceilings() {
 		bound = bound && ph.Resources != nil && ph.Resources.Idle < coresBoundIdle
 	}
 	r.CoresBound = bound && seen == 4
+	if limit != nil && one != nil && limit.Resources != nil && one.Resources != nil && limit.Events > 0 && one.Events > 0 {
+		r.BrokerBusyRaw = limit.Resources.RabbitMQ
+		r.BrokerBusyRatio = ratio(one.Resources.RabbitMQ, limit.Resources.RabbitMQ)
+		r.BrokerCostRatio = ratio(limit.CPU.RabbitMQSeconds/float64(limit.Events), one.CPU.RabbitMQSeconds/float64(one.Events))
+	}
 	if limit == nil || limit.CPUMicrosPerMsg == 0 {
 		return
 	}
@@ -1114,6 +1134,9 @@ type Summary struct {
 	CPUCeilingRatioToRaw       float64 `json:"cpu_ceiling_ratio_to_raw"`
 	CPUCeiling2RatioToRaw      float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
 	CoresBound                 bool    `json:"cores_bound"`
+	BrokerBusyRaw              float64 `json:"broker_busy_raw"`
+	BrokerBusyRatio            float64 `json:"broker_busy_ratio"`
+	BrokerCostRatio            float64 `json:"broker_cost_ratio"`
 }
 
 // Summary returns the summary fields of r.
@@ -1129,7 +1152,7 @@ func (r Result) Summary() Summary {
 		CPURelayPlusDBOverBroker: r.CPURelayPlusDBOverBroker,
 		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
 		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
-		CoresBound: r.CoresBound,
+		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
 	}
 }
 
@@ -1177,15 +1200,15 @@ func (r Result) WriteTable(out io.Writer) error {
 		fmt.Fprintf(out, "  CPU per message in relay-1: relay + PostgreSQL %.1f us, RabbitMQ %.1f us; raw's process (amqp091 publishing alone) %.1f us\n",
 			r.CPUMicrosPerMsgRelayPlusDB, r.CPUMicrosPerMsgBroker, r.CPUMicrosPerMsgRawProcess)
 	}
-	if r.CPUCeilingRatioToRaw > 0 {
-		bound := "no: a phase left cores idle, the ceilings do not bound it"
-		if r.CoresBound {
-			bound = "yes"
-		}
-		fmt.Fprintf(out, "  CPU ceiling of relay-1 / raw (raw's CPU per message over relay-1's) %.2f, relay-1 at %.0f%% of it; relay-2's ceiling %.2f; the cores the limit of every phase: %s\n",
-			r.CPUCeilingRatioToRaw, 100*ratio(r.RatioToRaw, r.CPUCeilingRatioToRaw), r.CPUCeiling2RatioToRaw, bound)
+	if r.CPUCeilingRatioToRaw > 0 && r.CoresBound {
+		fmt.Fprintf(out, "  the cores were the limit of every phase: CPU ceiling of relay-1 / raw (raw's CPU per message over relay-1's) %.2f, relay-1 at %.0f%% of it; relay-2's ceiling %.2f\n",
+			r.CPUCeilingRatioToRaw, 100*ratio(r.RatioToRaw, r.CPUCeilingRatioToRaw), r.CPUCeiling2RatioToRaw)
 		fmt.Fprintf(out, "  relay + PostgreSQL CPU per message that a ceiling of %g needs: %.1f us (measured %.1f us)\n",
 			GoalRatioToRaw, r.CPUBudgetRelayPlusDB, r.CPUMicrosPerMsgRelayPlusDB)
+	}
+	if r.BrokerBusyRatio > 0 {
+		fmt.Fprintf(out, "  RabbitMQ kept %.2f cores busy in raw; relay-1 / raw %.2f = RabbitMQ's busy cores, relay-1 / raw, %.2f x its CPU per message, raw / relay-1, %.2f\n",
+			r.BrokerBusyRaw, r.RatioToRaw, r.BrokerBusyRatio, r.BrokerCostRatio)
 	}
 	if r.InlineOverBrokerP99 > 0 {
 		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)

@@ -809,17 +809,22 @@ type benchFigures struct {
 	RatioToRaw       float64 `json:"ratio_to_raw"`
 	Ratio2ToRaw      float64 `json:"relay2_ratio_to_raw"`
 	NotifyOverBroker float64 `json:"notify_p99_over_broker_p99"`
-	NotifyOverInline float64 `json:"notify_p99_over_inline_p99"`
+	InlineOverBroker float64 `json:"inline_p99_over_broker_p99"`
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
 	CPUOverBroker    float64 `json:"cpu_relay_plus_db_over_broker"`
-	Ceiling          float64 `json:"cpu_ceiling_ratio_to_raw"`
-	Ceiling2         float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
-	CoresBound       bool    `json:"cores_bound"`
+	BrokerBusyRaw    float64 `json:"broker_busy_raw"`
+	BrokerBusyRatio  float64 `json:"broker_busy_ratio"`
+	BrokerCostRatio  float64 `json:"broker_cost_ratio"`
 	Config           struct {
 		Layout string `json:"layout"`
 	} `json:"config"`
 	Phases []struct {
+		Name        string  `json:"name"`
+		MsgsPerSec  float64 `json:"msgs_per_sec"`
 		LoadAverage float64 `json:"load_average"`
+		Resources   *struct {
+			Idle float64 `json:"idle"`
+		} `json:"resources"`
 	} `json:"phases"`
 }
 
@@ -835,9 +840,9 @@ func benchFiguresOf(f *BenchFile) benchFigures {
 // is about, side by side.
 func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 	s.WriteString("Every run, side by side: the ratios of each are measured within that run; the first run of each layout is shown in full below.\n\n")
-	s.WriteString("A ratio's CPU ceiling is raw's CPU per message over the relay's: the ratio the cores allow that relay when they are the limit of both phases (the last column says whether every phase of the comparison left less than a tenth of a core idle).\n\n")
-	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw (CPU ceiling) | relay-2 / raw (CPU ceiling) | NOTIFY p99 / broker p99 | NOTIFY p99 / inline p99 | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | load average, max | cores the limit |\n")
-	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	s.WriteString("relay-1 / raw is the product of two factors: RabbitMQ's busy cores in relay-1 over those in raw (how fully the relay kept the broker busy) and RabbitMQ's CPU per message in raw over relay-1's (how much more work each of the relay's messages gave the broker); the broker is the limit where it keeps about a core busy in raw while cores stay idle.\n\n")
+	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | = broker busy x broker cost | relay-2 / raw | NOTIFY p99 / broker p99 | inline p99 / broker p99 | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | RabbitMQ cores busy in raw, idle cores | load average, max |\n")
+	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	num := func(v float64) string {
 		if v == 0 {
 			return "-"
@@ -846,23 +851,24 @@ func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 	}
 	for _, f := range runs {
 		g := benchFiguresOf(f)
-		var load float64
+		var load, idle float64
 		for _, p := range g.Phases {
 			load = max(load, p.LoadAverage)
-		}
-		withCeiling := func(v, c float64) string {
-			if c == 0 {
-				return num(v)
+			if (p.Name == "raw" || p.Name == "raw-after") && p.MsgsPerSec == g.Raw && p.Resources != nil {
+				idle = p.Resources.Idle
 			}
-			return fmt.Sprintf("%s (%s)", num(v), num(c))
 		}
-		bound := "no"
-		if g.CoresBound {
-			bound = "yes"
+		factors := "-"
+		if g.BrokerBusyRatio > 0 {
+			factors = fmt.Sprintf("%.2f x %.2f", g.BrokerBusyRatio, g.BrokerCostRatio)
 		}
-		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
-			cell(orValue(g.Config.Layout, "shared")), g.Raw, withCeiling(g.RatioToRaw, g.Ceiling), withCeiling(g.Ratio2ToRaw, g.Ceiling2),
-			num(g.NotifyOverBroker), num(g.NotifyOverInline), num(g.RatioToWatermill), num(g.CPUOverBroker), load, bound)
+		busy := "-"
+		if g.BrokerBusyRaw > 0 {
+			busy = fmt.Sprintf("%.2f, %.2f", g.BrokerBusyRaw, idle)
+		}
+		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
+			cell(orValue(g.Config.Layout, "shared")), g.Raw, num(g.RatioToRaw), factors, num(g.Ratio2ToRaw),
+			num(g.NotifyOverBroker), num(g.InlineOverBroker), num(g.RatioToWatermill), num(g.CPUOverBroker), busy, load)
 	}
 	s.WriteString("\n")
 }

@@ -209,18 +209,20 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			[]string{"inline p99 / broker-alone p99, commit -> confirm with no relay at all",
 				fmt.Sprintf("%.2f", r.InlineOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
-	if r.CPUCeilingRatioToRaw > 0 {
-		bound := "no: a phase left cores idle"
-		if r.CoresBound {
-			bound = "yes"
-		}
+	if r.CPUCeilingRatioToRaw > 0 && r.CoresBound {
 		tt.Rows = append(tt.Rows,
-			[]string{"CPU ceiling of relay-1 / raw: raw's CPU per message / relay-1's", fmt.Sprintf("%.2f", r.CPUCeilingRatioToRaw),
-				"no goal: the ratio the cores allow relay-1 when they are the limit", bound},
-			[]string{"relay-1 / raw over its CPU ceiling", fmt.Sprintf("%.2f", r.RatioToRaw/r.CPUCeilingRatioToRaw),
-				"no goal: how close relay-1 came to what the cores allow", "-"},
+			[]string{"CPU ceiling of relay-1 / raw: raw's CPU per message / relay-1's (the cores bound every phase)", fmt.Sprintf("%.2f", r.CPUCeilingRatioToRaw),
+				"no goal: the ratio the cores allow relay-1", "-"},
 			[]string{"CPU per message, relay + PostgreSQL, us: the budget of a CPU ceiling at the relay-1 goal",
 				fmt.Sprintf("%.1f", r.CPUBudgetRelayPlusDB), fmt.Sprintf("no goal: measured %.1f us", r.CPUMicrosPerMsgRelayPlusDB), "-"})
+	}
+	if r.BrokerBusyRatio > 0 {
+		tt.Rows = append(tt.Rows,
+			[]string{"RabbitMQ's busy cores in raw", fmt.Sprintf("%.2f", r.BrokerBusyRaw), "no goal: about 1 with cores idle, the broker is the limit", "-"},
+			[]string{"relay-1 / raw, factor 1: RabbitMQ's busy cores, relay-1 / raw", fmt.Sprintf("%.2f", r.BrokerBusyRatio),
+				"no goal: how fully relay-1 kept the broker busy", "-"},
+			[]string{"relay-1 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-1", fmt.Sprintf("%.2f", r.BrokerCostRatio),
+				"no goal: the broker's work per message of relay-1 against raw's", "-"})
 	}
 	if r.CPUMicrosPerMsgBroker > 0 && r.CPUMicrosPerMsgRawProcess > 0 {
 		tt.Rows = append(tt.Rows, []string{"CPU per message, raw's process (amqp091 publishing alone) / RabbitMQ",
