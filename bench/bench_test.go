@@ -161,7 +161,7 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		"latency_notify_p50_ms", "latency_notify_p99_ms", "relay2_ratio_to_raw", "latency_broker_p99_ms",
 		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker",
 		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
-		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio"}
+		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99"}
 	var got []string
 	for k := range m {
 		got = append(got, k)

@@ -105,6 +105,10 @@ func TestRunSmall(t *testing.T) {
 	// The inline run has no relay, so no stages; the relay's runs have.
 	if res.Latency[3].Stages != nil || res.Latency[1].Stages == nil {
 		t.Errorf("stages: inline %+v, notify %+v", res.Latency[3].Stages, res.Latency[1].Stages)
+	} else if st := res.Latency[1].Stages; st.ClaimCall.P50 <= 0 || st.ClaimCall.P99 < st.ClaimCall.P50 ||
+		res.LatencyClaimCallP99Ms != st.ClaimCall.P99 || res.ClaimCallOverBrokerP99 != st.ClaimCall.P99/res.LatencyBrokerP99Ms {
+		t.Errorf("notify's claim statements %+v, latency_claim_call_p99_ms %.2f (x%.2f of the broker's)", st.ClaimCall,
+			res.LatencyClaimCallP99Ms, res.ClaimCallOverBrokerP99)
 	}
 	for _, l := range res.Latency {
 		// Producers that fall behind stop at twice the duration: the run

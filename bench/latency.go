@@ -60,6 +60,13 @@ type LatencyStages struct {
 	CommitToClaim    Percentiles `json:"commit_to_claim"`
 	ClaimToPublish   Percentiles `json:"claim_to_publish"`
 	PublishToConfirm Percentiles `json:"publish_to_confirm"`
+	// ClaimCall is, per event, how long the claim statement that leased
+	// its row took, from its start to its rows coming back: a part of
+	// CommitToClaim (that claim started after the COMMIT, since it saw
+	// the row). A relay that leases a row before it publishes it (the
+	// design's claim) spends at least its claim's duration between an
+	// event's COMMIT and its confirm.
+	ClaimCall Percentiles `json:"claim_call"`
 }
 
 // Percentiles of a latency distribution, in milliseconds.
@@ -123,6 +130,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	n := w.len()
 	commitAt := make([]atomic.Int64, n)
 	claimAt := make([]atomic.Int64, n)
+	claimStart := make([]atomic.Int64, n)
 	publishAt := make([]atomic.Int64, n)
 	confirmAt := make([]atomic.Int64, n)
 	deliverAt := make([]atomic.Int64, n)
@@ -159,7 +167,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		}
 		defer inline.stop()
 	} else {
-		if rs, err = startLatencyRelay(ctx, in, w, o, table, claimAt, publishAt, onConfirm); err != nil {
+		if rs, err = startLatencyRelay(ctx, in, w, o, table, claimStart, claimAt, publishAt, onConfirm); err != nil {
 			return res, err
 		}
 		defer rs.stop()
@@ -293,7 +301,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 
 	conf := make([]time.Duration, 0, produced)
 	del := make([]time.Duration, 0, produced)
-	var toClaim, toPublish, toConfirm []time.Duration
+	var toClaim, toPublish, toConfirm, claimCall []time.Duration
 	for i := range n {
 		c := commitAt[i].Load()
 		if c == 0 {
@@ -306,12 +314,14 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 			toClaim = append(toClaim, time.Duration(cl-c))
 			toPublish = append(toPublish, time.Duration(pu-cl))
 			toConfirm = append(toConfirm, time.Duration(co-pu))
+			claimCall = append(claimCall, time.Duration(cl-claimStart[i].Load()))
 		}
 	}
 	res.Confirm = percentiles(conf)
 	res.Delivery = percentiles(del)
 	if len(toClaim) > 0 {
-		res.Stages = &LatencyStages{CommitToClaim: percentiles(toClaim), ClaimToPublish: percentiles(toPublish), PublishToConfirm: percentiles(toConfirm)}
+		res.Stages = &LatencyStages{CommitToClaim: percentiles(toClaim), ClaimToPublish: percentiles(toPublish), PublishToConfirm: percentiles(toConfirm),
+			ClaimCall: percentiles(claimCall)}
 	}
 	if err := in.purge(ctx); err != nil {
 		return res, err
@@ -383,12 +393,12 @@ func (c *consumer) stop() {
 // again once its LISTEN is in place, so that no NOTIFY of the run is
 // missed.
 func startLatencyRelay(ctx context.Context, in *infra, w *workload, o latencyOptions, table outbox.Table,
-	claimAt, publishAt []atomic.Int64, onConfirm func(id string, at time.Time)) (*replicaSet, error) {
+	claimStart, claimAt, publishAt []atomic.Int64, onConfirm func(id string, at time.Time)) (*replicaSet, error) {
 	rs, err := startReplicas(ctx, in, replicaOptions{
 		table: table, count: 1, config: o.config, notify: o.notify,
-		onClaim: func(id string, at time.Time) {
-			if i, ok := w.index[id]; ok {
-				claimAt[i].CompareAndSwap(0, at.UnixNano())
+		onClaim: func(id string, started, at time.Time) {
+			if i, ok := w.index[id]; ok && claimAt[i].CompareAndSwap(0, at.UnixNano()) {
+				claimStart[i].Store(started.UnixNano())
 			}
 		},
 		onPublish: func(id string, at time.Time) {

@@ -17,8 +17,9 @@ import (
 type timedStore struct {
 	relay.Store
 	claim, mark callClock
-	// onClaim, when set, is told the moment each claimed row came back.
-	onClaim func(id uuid.UUID, at time.Time)
+	// onClaim, when set, is told the moment each claimed row came back,
+	// and when the claim that returned it started.
+	onClaim func(id uuid.UUID, started, at time.Time)
 	// claims records every claim's duration in order, so that a drain can
 	// show whether claims slow down as it goes.
 	mu     sync.Mutex
@@ -58,7 +59,7 @@ func (s *timedStore) Claim(ctx context.Context, owner string, limit int, lease t
 	s.claim.add(d, len(rows))
 	if s.onClaim != nil {
 		for _, r := range rows {
-			s.onClaim(r.ID, now)
+			s.onClaim(r.ID, t, now)
 		}
 	}
 	if len(rows) > 0 {

@@ -39,7 +39,7 @@ type replicaOptions struct {
 	count     int
 	config    relay.Config // RelayID is set per replica
 	notify    bool         // wake on LISTEN/NOTIFY
-	onClaim   func(id string, at time.Time)
+	onClaim   func(id string, started, at time.Time)
 	onPublish func(id string, at time.Time)
 	onConfirm func(id string, at time.Time)
 }
@@ -80,7 +80,7 @@ func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (
 		done:  make(chan error, 1),
 	}
 	if o.onClaim != nil {
-		rep.store.onClaim = func(id uuid.UUID, at time.Time) { o.onClaim(id.String(), at) }
+		rep.store.onClaim = func(id uuid.UUID, started, at time.Time) { o.onClaim(id.String(), started, at) }
 	}
 	cfg := o.config
 	cfg.RelayID = id
