@@ -484,7 +484,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			return res, err
 		}
 	}
-	res.Limits()
+	res.limits()
 	var busiest float64
 	for _, ph := range res.Phases {
 		busiest = max(busiest, ph.LoadAverage)
@@ -612,13 +612,11 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 // phase, below which the cores were the phase's limit.
 const coresBoundIdle = 0.1
 
-// Limits sets, from the phases that ran, the CPU ceilings of the relay's
+// limits sets, from the phases that ran, the CPU ceilings of the relay's
 // ratios to raw, the CPU budget of the relay-1 goal, whether the cores
 // bound every phase of the comparison, and relay-1's ratio to raw as the
 // broker's busy cores and its CPU per message: what limited the drains.
-// Run calls it; a report calls it again on results written before a
-// figure of it existed.
-func (r *Result) Limits() {
+func (r *Result) limits() {
 	var limit, one, two *Phase
 	bound, seen := true, 0
 	for i := range r.Phases {

@@ -293,7 +293,7 @@ func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
 		phase("raw-after", 10000, 120, 105, busy), // the limit: the faster raw
 		phase("watermill", 600, 2000, 100, &Resources{Cores: 2, Idle: 1.5}),
 	}}
-	r.Limits()
+	r.limits()
 	if r.CPUCeilingRatioToRaw != 0.6 || r.CPUCeiling2RatioToRaw != 0.75 {
 		t.Errorf("ceilings %.3f and %.3f, want 120/200 = 0.6 and 120/160 = 0.75", r.CPUCeilingRatioToRaw, r.CPUCeiling2RatioToRaw)
 	}
@@ -307,17 +307,17 @@ func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
 	}
 
 	r.Phases[1].Resources = &Resources{Cores: 2, Idle: 0.4}
-	r.Limits()
+	r.limits()
 	if r.CoresBound {
 		t.Error("relay-1 left 0.4 cores idle, yet cores-bound")
 	}
 	r.Phases[1].Resources = nil
-	r.Limits()
+	r.limits()
 	if r.CoresBound {
 		t.Error("relay-1's cores were not read, yet cores-bound")
 	}
 	short := Result{Phases: []Phase{phase("raw", 9000, 130, 110, busy), phase("relay-1", 6000, 200, 100, busy)}}
-	short.Limits()
+	short.limits()
 	if short.CoresBound || short.CPUCeiling2RatioToRaw != 0 || short.CPUCeilingRatioToRaw != 0.65 {
 		t.Errorf("without relay-2 and raw-after: cores-bound %v, ceilings %.2f / %.2f", short.CoresBound, short.CPUCeilingRatioToRaw, short.CPUCeiling2RatioToRaw)
 	}
@@ -331,7 +331,7 @@ func TestRatioToRawAsTheBrokersBusyCoresAndCost(t *testing.T) {
 	one := Phase{Name: "relay-1", Events: 10000, Seconds: 1.25, MsgsPerSec: 8000, CPU: CPU{RabbitMQSeconds: 1},
 		Resources: &Resources{Cores: 2, RabbitMQ: 0.8, Idle: 0.7}}
 	r := Result{Phases: []Phase{raw, one}, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, RatioToRaw: 0.8}
-	r.Limits()
+	r.limits()
 	if r.BrokerBusyRaw != 0.95 || math.Abs(r.BrokerBusyRatio-0.8/0.95) > 1e-9 || math.Abs(r.BrokerCostRatio-0.95) > 1e-9 {
 		t.Errorf("broker busy %.2f, busy ratio %.4f (want %.4f), cost ratio %.4f (want 0.95)", r.BrokerBusyRaw, r.BrokerBusyRatio, 0.8/0.95, r.BrokerCostRatio)
 	}
@@ -343,7 +343,7 @@ func TestRatioToRawAsTheBrokersBusyCoresAndCost(t *testing.T) {
 	}
 	r.Phases[1].Resources = nil
 	r.BrokerBusyRatio, r.BrokerCostRatio = 0, 0
-	r.Limits()
+	r.limits()
 	if r.BrokerBusyRatio != 0 || r.BrokerCostRatio != 0 {
 		t.Error("relay-1's busy cores were not read, yet a broker decomposition")
 	}
