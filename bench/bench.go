@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -61,11 +62,15 @@ type Options struct {
 	// replica); its zero fields take the relay's defaults. The raw
 	// publisher uses the same PublishWindow.
 	Relay relay.Config
-	// LatencyDuration is how long the producers run at half capacity in
+	// LatencyDuration is how long the producers run at LatencyRate in
 	// each latency run: the event count is fixed from it and the measured
 	// capacity, the same for every mode. Producers that fall behind stop
 	// at twice this. Default 5 s.
 	LatencyDuration time.Duration
+	// LatencyRate is the events per second the producers of every latency
+	// run are scheduled at. Default (0): half the rate at which one replica
+	// drained the backlog.
+	LatencyRate float64
 	// Producers is how many connections stage events in the latency runs.
 	// Default 16.
 	Producers int
@@ -160,6 +165,9 @@ func (o Options) Validate() error {
 	if o.Producers < 1 {
 		errs = append(errs, fmt.Errorf("Producers must be positive, got %d", o.Producers))
 	}
+	if o.LatencyRate < 0 || math.IsNaN(o.LatencyRate) || math.IsInf(o.LatencyRate, 0) {
+		errs = append(errs, fmt.Errorf("LatencyRate must be positive or 0 (half the drain rate), got %v", o.LatencyRate))
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -195,7 +203,8 @@ type Result struct {
 	// RatioToWatermill is RelayMsgsPerSec / WatermillMsgsPerSec (one
 	// replica against one forwarder).
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
-	// The latency fields are COMMIT -> confirmed publish at half capacity.
+	// The latency fields are COMMIT -> confirmed publish at the latency
+	// runs' rate (LatencyRateText).
 	LatencyPollP50Ms   float64 `json:"latency_poll_p50_ms"`
 	LatencyPollP99Ms   float64 `json:"latency_poll_p99_ms"`
 	LatencyNotifyP50Ms float64 `json:"latency_notify_p50_ms"`
@@ -229,6 +238,17 @@ type Result struct {
 	// goal at these commits on this machine.
 	LatencyClaimCallP99Ms  float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99 float64 `json:"claim_call_p99_over_broker_p99"`
+	// NotifyRelayStatementMeanMs is the mean duration of the notify run's
+	// claims and marks as the relay timed them, and
+	// NotifyRelayStatementCPUWaitMs how long, per statement, the
+	// PostgreSQL processes serving them waited runnable for a core
+	// (Latency.RelayStatementCPUWaitMs); NotifyBusyCores is how many
+	// cores the machine kept busy meanwhile. Where the wait is most of
+	// the statement, the relay's statements are slowed by the cores the
+	// run shares, not by their own work.
+	NotifyRelayStatementMeanMs    float64 `json:"notify_relay_statement_mean_ms"`
+	NotifyRelayStatementCPUWaitMs float64 `json:"notify_relay_statement_cpu_wait_ms"`
+	NotifyBusyCores               float64 `json:"notify_busy_cores"`
 	// CPUMicrosPerMsgRawProcess is the CPU time of this process per
 	// message in the raw phase that set the broker's limit: what amqp091
 	// publishing alone costs, a floor of the relay's own share.
@@ -368,6 +388,14 @@ type Resources struct {
 	// RabbitMQ's message store both fsync on them.
 	DiskBusy      float64 `json:"disk_busy"`
 	FlushesPerSec float64 `json:"flushes_per_sec"`
+	// ProcessWaiting, PostgresWaiting and RabbitMQWaiting are how many of
+	// each party's threads waited, runnable, for a core on average (run
+	// queue seconds per wall second), where the threads are readable: a
+	// party kept waiting while cores stay idle on average had its work
+	// land in bursts on cores the others held.
+	ProcessWaiting  float64 `json:"process_waiting,omitempty"`
+	PostgresWaiting float64 `json:"postgres_waiting,omitempty"`
+	RabbitMQWaiting float64 `json:"rabbitmq_waiting,omitempty"`
 }
 
 // resourcesOf returns the Resources of a phase, or nil when the machine's
@@ -382,6 +410,7 @@ func resourcesOf(c CPU, wall time.Duration) *Resources {
 	r.Idle = max(0, float64(r.Cores)-c.MachineSeconds/w)
 	r.DiskBusy = min(1, c.DiskBusySeconds/w)
 	r.FlushesPerSec = float64(c.DiskFlushes) / w
+	r.ProcessWaiting, r.PostgresWaiting, r.RabbitMQWaiting = c.ProcessWaitSeconds/w, c.PostgresWaitSeconds/w, c.RabbitMQWaitSeconds/w
 	return r
 }
 
@@ -1010,6 +1039,9 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		return errors.New("latency: no measured capacity")
 	}
 	rate := res.RelayMsgsPerSec / 2
+	if b.o.LatencyRate > 0 {
+		rate = b.o.LatencyRate
+	}
 	count := min(b.w.len(), max(100, int(rate*b.o.LatencyDuration.Seconds())))
 	res.Config.LatencyEvents = count
 	res.Config.LatencyRate = rate
@@ -1051,6 +1083,8 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 			if l.Stages != nil {
 				res.LatencyClaimCallP99Ms = l.Stages.ClaimCall.P99
 			}
+			res.NotifyRelayStatementMeanMs, res.NotifyRelayStatementCPUWaitMs = l.RelayStatementMeanMs, l.RelayStatementCPUWaitMs
+			res.NotifyBusyCores = l.BusyCores
 		}
 	}
 	res.NotifyOverInlineP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyInlineP99Ms)
@@ -1150,6 +1184,19 @@ type Summary struct {
 	BrokerCostRatio            float64 `json:"broker_cost_ratio"`
 	LatencyClaimCallP99Ms      float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99     float64 `json:"claim_call_p99_over_broker_p99"`
+
+	NotifyRelayStatementMeanMs    float64 `json:"notify_relay_statement_mean_ms"`
+	NotifyRelayStatementCPUWaitMs float64 `json:"notify_relay_statement_cpu_wait_ms"`
+	NotifyBusyCores               float64 `json:"notify_busy_cores"`
+}
+
+// LatencyRateText says what the latency runs' rate was: half the
+// one-replica drain rate (the default) or a rate the caller chose.
+func (r Result) LatencyRateText() string {
+	if r.Config.LatencyRate == r.RelayMsgsPerSec/2 {
+		return "half capacity"
+	}
+	return "a chosen rate"
 }
 
 // Summary returns the summary fields of r.
@@ -1167,6 +1214,8 @@ func (r Result) Summary() Summary {
 		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
 		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
 		LatencyClaimCallP99Ms: r.LatencyClaimCallP99Ms, ClaimCallOverBrokerP99: r.ClaimCallOverBrokerP99,
+		NotifyRelayStatementMeanMs: r.NotifyRelayStatementMeanMs, NotifyRelayStatementCPUWaitMs: r.NotifyRelayStatementCPUWaitMs,
+		NotifyBusyCores: r.NotifyBusyCores,
 	}
 }
 
@@ -1231,9 +1280,13 @@ func (r Result) WriteTable(out io.Writer) error {
 	if r.InlineOverBrokerP99 > 0 {
 		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)
 	}
+	if r.NotifyRelayStatementMeanMs > 0 && r.NotifyRelayStatementCPUWaitMs > 0 {
+		fmt.Fprintf(out, "  the notify run's claims and marks: %.2f ms mean, of which their PostgreSQL processes waited %.2f ms for a core (%.0f%%), %.2f of the cores busy\n",
+			r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, 100*ratio(r.NotifyRelayStatementCPUWaitMs, r.NotifyRelayStatementMeanMs), r.NotifyBusyCores)
+	}
 	if len(r.Latency) > 0 {
-		fmt.Fprintf(out, "\nLatency at half capacity (%d events at %.0f/s per mode, one replica)\n\n",
-			r.Config.LatencyEvents, r.Config.LatencyRate)
+		fmt.Fprintf(out, "\nLatency at %s (%d events at %.0f/s per mode, one replica)\n\n",
+			r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\trate/s\tconfirm p50\tp99\tmax\tdelivery p50\tp99\tmax\t")
 		for _, l := range r.Latency {
@@ -1248,6 +1301,9 @@ func (r Result) WriteTable(out io.Writer) error {
 		if r.LatencyInlineP99Ms > 0 {
 			fmt.Fprintf(out, "no relay, each event published as its COMMIT returns (inline): p99 %.1f ms (the relay's NOTIFY p99 is x%.1f that floor)\n",
 				r.LatencyInlineP99Ms, r.NotifyOverInlineP99)
+		}
+		if err := writeSched(out, r.Latency); err != nil {
+			return err
 		}
 		for _, l := range r.Latency {
 			if st := l.Stages; st != nil {
@@ -1274,10 +1330,10 @@ func (r Result) WriteTable(out io.Writer) error {
 		if c := ph.Resources; c != nil {
 			if !header {
 				header = true
-				fmt.Fprintf(out, "\nCores busy during each phase (of %d): this process / PostgreSQL / RabbitMQ / other work / idle; the busiest disk's busy share, flushes/s\n", c.Cores)
+				fmt.Fprintf(out, "\nCores busy during each phase (of %d): this process / PostgreSQL / RabbitMQ / other work / idle; the busiest disk's busy share, flushes/s; threads waiting for a core on average: this process / PostgreSQL / RabbitMQ\n", c.Cores)
 			}
-			fmt.Fprintf(out, "  %-10s %.2f / %.2f / %.2f / %.2f / %.2f; disk %.0f%%, %.0f flushes/s\n", ph.Name, c.Process, c.Postgres, c.RabbitMQ, c.Other, c.Idle,
-				100*c.DiskBusy, c.FlushesPerSec)
+			fmt.Fprintf(out, "  %-10s %.2f / %.2f / %.2f / %.2f / %.2f; disk %.0f%%, %.0f flushes/s; waiting %.2f / %.2f / %.2f\n", ph.Name, c.Process, c.Postgres, c.RabbitMQ, c.Other, c.Idle,
+				100*c.DiskBusy, c.FlushesPerSec, c.ProcessWaiting, c.PostgresWaiting, c.RabbitMQWaiting)
 		}
 	}
 	if p := r.Profile; p != nil {

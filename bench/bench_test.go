@@ -161,7 +161,8 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		"latency_notify_p50_ms", "latency_notify_p99_ms", "relay2_ratio_to_raw", "latency_broker_p99_ms",
 		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker",
 		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
-		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99"}
+		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99",
+		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores"}
 	var got []string
 	for k := range m {
 		got = append(got, k)
@@ -199,6 +200,8 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"negative events", Options{Events: -1}},
 		{"negative producers", Options{Producers: -2}},
+		{"negative latency rate", Options{LatencyRate: -1}},
+		{"latency rate not a number", Options{LatencyRate: math.NaN()}},
 		{"negative drain timeout", Options{DrainTimeout: -time.Second}},
 		{"bad relay config", Options{Relay: relayConfigWithLease(time.Second)}},
 		{"bad schema", Options{Schema: "no; drop"}},
@@ -254,8 +257,11 @@ func relayConfigWithLease(d time.Duration) (c relay.Config) {
 }
 
 func TestResourcesOfAPhase(t *testing.T) {
-	a := cpuSample{machine: 10 * time.Second, disk: diskSample{busy: map[string]time.Duration{"vda": time.Second, "vdb": 0}, flushes: 5}}
-	b := cpuSample{machine: 13 * time.Second, disk: diskSample{busy: map[string]time.Duration{"vda": 1500 * time.Millisecond, "vdb": 900 * time.Millisecond}, flushes: 205}}
+	a := cpuSample{machine: 10 * time.Second, disk: diskSample{busy: map[string]time.Duration{"vda": time.Second, "vdb": 0}, flushes: 5},
+		sched: schedSample{self: threadTimes{1: {wait: time.Second}}, rabbitmq: threadTimes{7: {wait: time.Second}, 8: {}}}}
+	b := cpuSample{machine: 13 * time.Second, disk: diskSample{busy: map[string]time.Duration{"vda": 1500 * time.Millisecond, "vdb": 900 * time.Millisecond}, flushes: 205},
+		sched: schedSample{self: threadTimes{1: {wait: 1200 * time.Millisecond}, 2: {wait: 200 * time.Millisecond}},
+			postgres: threadTimes{3: {wait: 100 * time.Millisecond}}, rabbitmq: threadTimes{7: {wait: 1500 * time.Millisecond}, 8: {wait: 500 * time.Millisecond}}}}
 	c := cpuBetween(a, b)
 	c.ProcessSeconds, c.PostgresSeconds, c.RabbitMQSeconds = 0.5, 0.5, 1
 	r := resourcesOf(c, 2*time.Second)
@@ -270,6 +276,11 @@ func TestResourcesOfAPhase(t *testing.T) {
 	// The busiest disk (vdb, 0.9 s of 2 s) and 200 flushes in 2 s.
 	if r.DiskBusy != 0.45 || r.FlushesPerSec != 100 {
 		t.Errorf("disk busy %.2f, %.0f flushes/s; want 0.45 and 100", r.DiskBusy, r.FlushesPerSec)
+	}
+	// Run-queue waits over the 2 s: this process 0.4 s (a thread new
+	// since the start counts from zero), PostgreSQL 0.1 s, RabbitMQ 1 s.
+	if !near(r.ProcessWaiting, 0.2) || !near(r.PostgresWaiting, 0.05) || !near(r.RabbitMQWaiting, 0.5) {
+		t.Errorf("threads waiting for a core %.3f / %.3f / %.3f, want 0.2 / 0.05 / 0.5", r.ProcessWaiting, r.PostgresWaiting, r.RabbitMQWaiting)
 	}
 	if resourcesOf(CPU{}, time.Second) != nil {
 		t.Error("resources without the machine's CPU time")
@@ -348,3 +359,6 @@ func TestRatioToRawAsTheBrokersBusyCoresAndCost(t *testing.T) {
 		t.Error("relay-1's busy cores were not read, yet a broker decomposition")
 	}
 }
+
+// near reports whether a and b agree to within a part in a million.
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }

@@ -278,6 +278,9 @@ type cpuSample struct {
 	// disk is what the machine's disks did so far, when /proc/diskstats
 	// is readable.
 	disk diskSample
+	// sched is the scheduler's times of this process's and the
+	// services' threads, where they are readable.
+	sched schedSample
 }
 
 // diskSample is the I/O of the machine's disks up to one moment: how long
@@ -289,7 +292,8 @@ type diskSample struct {
 }
 
 func (c cpuClock) sample() cpuSample {
-	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}, machine: machineCPU(), disk: machineDisk()}
+	s := cpuSample{wall: time.Now(), process: processCPU(), services: map[string]time.Duration{}, machine: machineCPU(), disk: machineDisk(),
+		sched: c.in.sampleSched(false)}
 	for role, id := range c.in.containers {
 		if d, ok := containerCPU(id); ok {
 			s.services[role] = d
@@ -313,6 +317,13 @@ type CPU struct {
 	// is readable.
 	DiskBusySeconds float64 `json:"disk_busy_seconds,omitempty"`
 	DiskFlushes     int64   `json:"disk_flushes,omitempty"`
+	// ProcessWaitSeconds, PostgresWaitSeconds and RabbitMQWaitSeconds are
+	// how long the threads of each waited, runnable, for a core (Linux's
+	// schedstat, summed over the threads alive at the phase's end), where
+	// they are readable.
+	ProcessWaitSeconds  float64 `json:"process_wait_seconds,omitempty"`
+	PostgresWaitSeconds float64 `json:"postgres_wait_seconds,omitempty"`
+	RabbitMQWaitSeconds float64 `json:"rabbitmq_wait_seconds,omitempty"`
 }
 
 func cpuBetween(a, b cpuSample) CPU {
@@ -328,6 +339,9 @@ func cpuBetween(a, b cpuSample) CPU {
 	if b.disk.flushes > a.disk.flushes {
 		c.DiskFlushes = b.disk.flushes - a.disk.flushes
 	}
+	c.ProcessWaitSeconds = b.sched.self.wait(a.sched.self).Seconds()
+	c.PostgresWaitSeconds = b.sched.postgres.wait(a.sched.postgres).Seconds()
+	c.RabbitMQWaitSeconds = b.sched.rabbitmq.wait(a.sched.rabbitmq).Seconds()
 	if x, ok := a.services["postgres"]; ok {
 		if y, ok := b.services["postgres"]; ok {
 			c.PostgresSeconds = (y - x).Seconds()

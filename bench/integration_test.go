@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +127,7 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: %d duplicate deliveries", l.Mode, l.Duplicates)
 		}
 	}
+	checkSched(t, res, 4)
 	if res.LatencyNotifyP99Ms != res.Latency[1].Confirm.P99 || res.LatencyPollP50Ms != res.Latency[0].Confirm.P50 {
 		t.Errorf("summary latencies do not match the runs: %+v", res.Summary())
 	}
@@ -437,5 +440,63 @@ func TestAutovacuumSettingsShipped(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("reloptions %q lack %s", got, want)
 		}
+	}
+}
+
+// checkSched checks the scheduler's figures of the latency runs of res,
+// whose producers held producers sessions: every run reads this process's
+// threads; where the PostgreSQL container's are readable, each session is
+// found by its application_name, and the notify run's wait per statement
+// follows from its relay sessions' wait.
+func checkSched(t *testing.T, res Result, producers int) {
+	t.Helper()
+	for _, l := range res.Latency {
+		if l.Mode == "broker" {
+			continue
+		}
+		groups := map[string]SchedGroup{}
+		for _, g := range l.Sched {
+			groups[g.Name] = g
+		}
+		self, ok := groups["this process"]
+		if !ok || self.Threads < 1 || self.OnCPUMs <= 0 || self.RunQueueMs < 0 {
+			t.Errorf("%s: this process's threads: %+v", l.Mode, self)
+		}
+		if l.BusyCores <= 0 || l.BusyCores > float64(runtime.NumCPU())+0.1 {
+			t.Errorf("%s: %.2f cores busy", l.Mode, l.BusyCores)
+		}
+		pg, ok := groups["PostgreSQL"]
+		if !ok {
+			t.Logf("%s: the PostgreSQL container's threads are not readable here", l.Mode)
+			continue
+		}
+		if p := groups["producer sessions"]; p.Threads != producers || p.OnCPUMs <= 0 {
+			t.Errorf("%s: producer sessions %+v, want %d", l.Mode, p, producers)
+		}
+		if pg.Threads <= producers || pg.OnCPUMs < groups["producer sessions"].OnCPUMs {
+			t.Errorf("%s: PostgreSQL %+v holds less than its producer sessions", l.Mode, pg)
+		}
+		if l.Mode == "inline" {
+			if _, ok := groups["relay sessions"]; ok || l.RelayStatements != 0 {
+				t.Errorf("inline ran no relay, yet: %+v", l.Sched)
+			}
+			continue
+		}
+		rel := groups["relay sessions"]
+		if rel.Threads < 1 || rel.OnCPUMs <= 0 || l.RelayStatements < 1 || l.RelayStatementMeanMs <= 0 {
+			t.Errorf("%s: relay sessions %+v, %d statements of %.2f ms", l.Mode, rel, l.RelayStatements, l.RelayStatementMeanMs)
+		} else if got := rel.RunQueueMs / float64(l.RelayStatements); math.Abs(got-l.RelayStatementCPUWaitMs) > 1e-9 {
+			t.Errorf("%s: wait per statement %.4f ms, the sessions say %.4f", l.Mode, l.RelayStatementCPUWaitMs, got)
+		}
+		if lis := groups["relay listener"]; (l.Mode == "poll") != (lis.Threads == 0) {
+			t.Errorf("%s: relay listener %+v", l.Mode, lis)
+		}
+	}
+	n := res.Latency[1]
+	if res.NotifyRelayStatementMeanMs != n.RelayStatementMeanMs || res.NotifyRelayStatementCPUWaitMs != n.RelayStatementCPUWaitMs ||
+		res.NotifyBusyCores != n.BusyCores {
+		t.Errorf("summary's notify statements %.2f / %.2f ms, %.2f cores; the notify run's %.2f / %.2f ms, %.2f cores",
+			res.NotifyRelayStatementMeanMs, res.NotifyRelayStatementCPUWaitMs, res.NotifyBusyCores,
+			n.RelayStatementMeanMs, n.RelayStatementCPUWaitMs, n.BusyCores)
 	}
 }

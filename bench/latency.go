@@ -53,6 +53,24 @@ type Latency struct {
 	// confirm reached the relay. Each is a distribution of its own, so
 	// their p99s need not add up to Confirm's.
 	Stages *LatencyStages `json:"stages,omitempty"`
+	// BusyCores is how many of the machine's cores were busy on average
+	// from the producers' start to the last confirm and delivery, where
+	// /proc/stat is readable.
+	BusyCores float64 `json:"busy_cores,omitempty"`
+	// Sched is how long each group of threads ran on a CPU over the same
+	// span and how long it waited for one, where the threads' schedstat
+	// is readable (Linux, the services as containers of this machine).
+	Sched []SchedGroup `json:"sched,omitempty"`
+	// RelayStatements is how many claims and marks the relay issued over
+	// the span, and RelayStatementMeanMs their mean duration as the relay
+	// timed them. RelayStatementCPUWaitMs is the run-queue wait of the
+	// relay's sessions (Sched's "relay sessions") per statement: how much
+	// of a statement's time its PostgreSQL process spent runnable, waiting
+	// for a core (the sessions' few backlog reports are counted in the
+	// wait but not in the statements).
+	RelayStatements         int64   `json:"relay_statements,omitempty"`
+	RelayStatementMeanMs    float64 `json:"relay_statement_mean_ms,omitempty"`
+	RelayStatementCPUWaitMs float64 `json:"relay_statement_cpu_wait_ms,omitempty"`
 }
 
 // LatencyStages are the parts of commit -> confirm.
@@ -173,7 +191,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		defer rs.stop()
 	}
 
-	pcfg, err := pgxpool.ParseConfig(in.dbURL)
+	pcfg, err := pgxpool.ParseConfig(withApplicationName(in.dbURL, appProducers))
 	if err != nil {
 		return res, fmt.Errorf("latency %s: %w", o.name, err)
 	}
@@ -189,6 +207,11 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		return res, fmt.Errorf("latency %s: %w", o.name, err)
 	}
 
+	sched0 := in.sampleSched(true)
+	var calls0, nanos0 int64
+	if rs != nil {
+		calls0, nanos0 = rs.reps[0].store.statements()
+	}
 	interval := time.Duration(float64(time.Second) / o.rate)
 	t0 := time.Now().Add(20 * time.Millisecond)
 	var next atomic.Int64
@@ -287,6 +310,29 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("latency %s: waiting for every event: %w", o.name, err)
+	}
+	// Every session is still open: read the scheduler's times before any
+	// of them closes.
+	sched1 := in.sampleSched(true)
+	relayID := ""
+	if rs != nil {
+		relayID = rs.reps[0].id
+		calls1, nanos1 := rs.reps[0].store.statements()
+		if n := calls1 - calls0; n > 0 {
+			res.RelayStatements = n
+			res.RelayStatementMeanMs = float64(nanos1-nanos0) / 1e6 / float64(n)
+		}
+	}
+	if res.Sched, err = in.schedGroups(ctx, sched0, sched1, relayID); err != nil {
+		return res, fmt.Errorf("latency %s: %w", o.name, err)
+	}
+	for _, g := range res.Sched {
+		if g.Name == "relay sessions" && res.RelayStatements > 0 {
+			res.RelayStatementCPUWaitMs = g.RunQueueMs / float64(res.RelayStatements)
+		}
+	}
+	if wall := sched1.wall.Sub(sched0.wall); wall > 0 && sched0.machine > 0 && sched1.machine > sched0.machine {
+		res.BusyCores = (sched1.machine - sched0.machine).Seconds() / wall.Seconds()
 	}
 	if rs != nil {
 		err = rs.stop()

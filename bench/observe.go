@@ -77,6 +77,12 @@ func (s *timedStore) Mark(ctx context.Context, owner string, ids []uuid.UUID) ([
 	return marked, err
 }
 
+// statements returns how many claims and marks the store has timed and
+// their time in all, in nanoseconds.
+func (s *timedStore) statements() (calls, nanos int64) {
+	return s.claim.calls.Load() + s.mark.calls.Load(), s.claim.nanos.Load() + s.mark.nanos.Load()
+}
+
 // claimTrend returns the mean duration of the first and the last tenth of
 // the claims that returned rows.
 func (s *timedStore) claimTrend() (first, last time.Duration) {

@@ -60,7 +60,10 @@ func startReplicas(ctx context.Context, in *infra, o replicaOptions) (*replicaSe
 }
 
 func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (*replica, error) {
-	pool, err := pgxpool.New(ctx, in.dbURL)
+	// Each replica's sessions carry its id as their application_name, and
+	// its listener's that id with appListenSuffix, so that a latency run
+	// can tell their PostgreSQL processes apart.
+	pool, err := pgxpool.New(ctx, withApplicationName(in.dbURL, id))
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: connecting to PostgreSQL: %w", id, relay.RedactError(err, in.dbURL))
 	}
@@ -94,7 +97,7 @@ func startReplica(ctx context.Context, in *infra, o replicaOptions, id string) (
 	rep.cancel = cancel
 	var wake <-chan struct{}
 	if o.notify {
-		if wake, err = relay.Listen(rctx, in.dbURL, o.table, relay.ListenConfig{}); err != nil {
+		if wake, err = relay.Listen(rctx, withApplicationName(in.dbURL, id+appListenSuffix), o.table, relay.ListenConfig{}); err != nil {
 			cancel()
 			rep.close()
 			return nil, fmt.Errorf("replica %s: %w", id, err)

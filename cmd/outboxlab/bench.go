@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -34,14 +35,14 @@ func benchVerb() verb {
 	return verb{
 		name:    "bench",
 		summary: "measure the relay's throughput and latency on containers",
-		args:    "[--events N] [--batch N] [--window N] [--duration D] [--seed S] [--isolate-broker] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
+		args:    "[--events N] [--batch N] [--window N] [--duration D] [--latency-rate R] [--seed S] [--isolate-broker] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
 		about: `Measures this repository's relay on real PostgreSQL and RabbitMQ containers
 (built by ` + "`make images`" + `; a Docker engine is needed), with no fault injected:
 the rate at which one and two replicas drain a backlog of --events staged
 events, side by side with amqp091 publishing the same messages straight from
 memory (the broker's limit) and with watermill's SQL forwarder; then the
 latency from COMMIT to the broker's confirm and to the consumer, at half
-the measured capacity for --duration, polling and with LISTEN/NOTIFY, beside
+the measured capacity (or --latency-rate events/s) for --duration, polling and with LISTEN/NOTIFY, beside
 its floors: the broker alone at that rate, and the same commits with no
 relay, each event published as its COMMIT returns (inline). Every contender
 reaches the containers at their own addresses where the host can (no port
@@ -60,7 +61,8 @@ tables REPORT.md shows.`,
 			fs.IntVar(&o.events, "events", bench.DefaultEvents, "the backlog each drain starts from (`N` events)")
 			fs.IntVar(&o.batch, "batch", relay.DefaultBatchSize, "the relay's batch size (`N` rows per claim)")
 			fs.IntVar(&o.window, "window", relay.DefaultPublishWindow, "the publish window: at most `N` publishes awaiting confirms")
-			fs.DurationVar(&o.duration, "duration", bench.DefaultLatencyDuration, "how long each latency run sends at half capacity")
+			fs.DurationVar(&o.duration, "duration", bench.DefaultLatencyDuration, "how long each latency run sends")
+			fs.Float64Var(&o.latencyRate, "latency-rate", 0, "schedule the latency runs at `R` events/s (default half the one-replica drain rate)")
 			fs.Var(&o.seed, "seed", "the `seed` of the payloads and ids (default 1)")
 			fs.BoolVar(&o.isolateBroker, "isolate-broker", false, "give RabbitMQ the first core, PostgreSQL and the relay the others")
 			fs.BoolVar(&o.skipWatermill, "skip-watermill", false, "leave out the watermill forwarder")
@@ -77,6 +79,7 @@ type benchOptions struct {
 	batch         int
 	window        int
 	duration      time.Duration
+	latencyRate   float64
 	seed          seedFlag
 	skipWatermill bool
 	skipLatency   bool
@@ -92,11 +95,14 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.duration <= 0 {
 		return usageErr(std, "bench", "--duration must be positive")
 	}
+	if o.latencyRate < 0 || math.IsNaN(o.latencyRate) || math.IsInf(o.latencyRate, 0) {
+		return usageErr(std, "bench", "--latency-rate must be a positive number of events per second, not %v", o.latencyRate)
+	}
 	if o.batch < 1 || o.window < 1 {
 		return usageErr(std, "bench", "--batch and --window must be at least 1, not %d and %d", o.batch, o.window)
 	}
 	opts := bench.Options{
-		Events: o.events, LatencyDuration: o.duration, Seed: 1,
+		Events: o.events, LatencyDuration: o.duration, LatencyRate: o.latencyRate, Seed: 1,
 		Relay:         relay.Config{BatchSize: o.batch, PublishWindow: o.window},
 		SkipWatermill: o.skipWatermill, SkipLatency: o.skipLatency, IsolateBroker: o.isolateBroker,
 	}
@@ -173,8 +179,8 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	f.Tables = append(f.Tables, tp)
 	if len(r.Latency) > 0 {
 		lt := report.Table{
-			Title: fmt.Sprintf("Latency at half capacity (%d events at %.0f/s per mode, one replica), in ms",
-				r.Config.LatencyEvents, r.Config.LatencyRate),
+			Title: fmt.Sprintf("Latency at %s (%d events at %.0f/s per mode, one replica), in ms",
+				r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate),
 			Columns: []string{"mode", "rate/s", "confirm p50", "confirm p99", "confirm max", "delivery p50", "delivery p99", "delivery max", "duplicates"},
 		}
 		for _, l := range r.Latency {
@@ -214,6 +220,12 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			fmt.Sprintf("%.2f", r.ClaimCallOverBrokerP99),
 			fmt.Sprintf("no goal: above %g, no relay that leases a row with claims as long before it publishes it meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
+	if r.NotifyRelayStatementMeanMs > 0 && r.NotifyRelayStatementCPUWaitMs > 0 {
+		tt.Rows = append(tt.Rows, []string{fmt.Sprintf("the notify run's claims and marks (%.2f ms mean): share of it their PostgreSQL processes waited for a core (%.2f of the cores busy)",
+			r.NotifyRelayStatementMeanMs, r.NotifyBusyCores),
+			fmt.Sprintf("%.2f", r.NotifyRelayStatementCPUWaitMs/r.NotifyRelayStatementMeanMs),
+			"no goal: near 1, the cores the run shares, not the statements' own work, set their time", "-"})
+	}
 	if r.CPUCeilingRatioToRaw > 0 && r.CoresBound {
 		tt.Rows = append(tt.Rows,
 			[]string{"CPU ceiling of relay-1 / raw: raw's CPU per message / relay-1's (the cores bound every phase)", fmt.Sprintf("%.2f", r.CPUCeilingRatioToRaw),
@@ -250,18 +262,23 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 		}
 	}
 	ct := report.Table{
-		Title:   "Cores busy during each phase (CPU seconds per second; idle near 0: the cores were the limit)",
-		Columns: []string{"phase", "this process", "PostgreSQL", "RabbitMQ", "other work", "idle", "cores", "disk busy", "flushes/s"},
+		Title: "Cores busy during each phase (CPU seconds per second; idle near 0: the cores were the limit)",
+		Columns: []string{"phase", "this process", "PostgreSQL", "RabbitMQ", "other work", "idle", "cores", "disk busy", "flushes/s",
+			"threads waiting for a core: this process / PostgreSQL / RabbitMQ"},
 	}
 	for _, ph := range r.Phases {
 		if c := ph.Resources; c != nil {
 			ct.Rows = append(ct.Rows, []string{ph.Name, fmt.Sprintf("%.2f", c.Process), fmt.Sprintf("%.2f", c.Postgres),
 				fmt.Sprintf("%.2f", c.RabbitMQ), fmt.Sprintf("%.2f", c.Other), fmt.Sprintf("%.2f", c.Idle), fmt.Sprint(c.Cores),
-				fmt.Sprintf("%.0f%%", 100*c.DiskBusy), fmt.Sprintf("%.0f", c.FlushesPerSec)})
+				fmt.Sprintf("%.0f%%", 100*c.DiskBusy), fmt.Sprintf("%.0f", c.FlushesPerSec),
+				fmt.Sprintf("%.2f / %.2f / %.2f", c.ProcessWaiting, c.PostgresWaiting, c.RabbitMQWaiting)})
 		}
 	}
 	if len(ct.Rows) > 0 {
 		f.Tables = append(f.Tables, ct)
+	}
+	if wt := schedTable(r.Latency); len(wt.Rows) > 0 {
+		f.Tables = append(f.Tables, wt)
 	}
 	bt := report.Table{
 		Title:   "Where the relay spent each drain (share of the replicas' wall time; claims and marks run beside the loop, so their shares overlap the rest)",
@@ -315,4 +332,38 @@ func layoutText(layout string) string {
 		return "RabbitMQ alone on the first core, PostgreSQL and the relay on the others"
 	}
 	return "every process free to run on every core"
+}
+
+// schedTable is, for each latency run that read them, how long each group
+// of threads ran on a core and waited for one.
+func schedTable(runs []bench.Latency) report.Table {
+	groups := []string{"relay sessions", "relay listener", "producer sessions", "PostgreSQL", "RabbitMQ", "this process"}
+	t := report.Table{
+		Title:   "Latency runs: threads on a core / waiting for one, ms over each run (Linux schedstat); the relay's claims and marks: count, mean ms, of which waiting for a core",
+		Columns: append(append([]string{"mode", "cores busy"}, groups...), "relay statements"),
+	}
+	for _, l := range runs {
+		if len(l.Sched) == 0 {
+			continue
+		}
+		byName := map[string]bench.SchedGroup{}
+		for _, g := range l.Sched {
+			byName[g.Name] = g
+		}
+		row := []string{l.Mode, fmt.Sprintf("%.2f", l.BusyCores)}
+		for _, name := range groups {
+			g, ok := byName[name]
+			if !ok {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%.0f / %.0f", g.OnCPUMs, g.RunQueueMs))
+		}
+		st := "-"
+		if l.RelayStatements > 0 {
+			st = fmt.Sprintf("%d, %.2f, %.2f", l.RelayStatements, l.RelayStatementMeanMs, l.RelayStatementCPUWaitMs)
+		}
+		t.Rows = append(t.Rows, append(row, st))
+	}
+	return t
 }

@@ -98,6 +98,14 @@ func TestBenchJSONAndFailure(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.RelayMsgsPerSec != 8000 {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
+	var rate float64
+	d = fakeBench(d, benchResult(), nil, func(o bench.Options) { rate = o.LatencyRate })
+	if code, _, errOut := invokeWith(t, d, "bench", "--latency-rate", "750"); code != exitOK || rate != 750 {
+		t.Errorf("--latency-rate 750: exit %d, rate %v, %s", code, rate, errOut)
+	}
+	if code, _, errOut := invokeWith(t, d, "bench", "--latency-rate", "-3"); code != exitUsage || !strings.Contains(errOut, "--latency-rate must be") {
+		t.Errorf("--latency-rate -3: exit %d, %q", code, errOut)
+	}
 	d = fakeBench(d, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
 	code, _, errOut := invokeWith(t, d, "bench")
 	if code != exitFail || !strings.Contains(errOut, "999 of 1000") {
@@ -138,5 +146,49 @@ func TestBenchFileShowsWhereTheTimeGoes(t *testing.T) {
 	}
 	if got := titles["Outbox"].Rows; len(got) != 1 || got[0][5] != "2000" || got[0][6] != "1000" {
 		t.Errorf("hygiene rows %v", got)
+	}
+}
+
+func TestBenchFileShowsWhoWaitedForACore(t *testing.T) {
+	r := benchResult()
+	r.Phases[1].Resources = &bench.Resources{Cores: 2, RabbitMQ: 0.9, Idle: 0.6, ProcessWaiting: 0.05, PostgresWaiting: 0.125, RabbitMQWaiting: 0.25}
+	r.Latency[0].BusyCores = 1.68
+	r.Latency[0].Sched = []bench.SchedGroup{{Name: "relay sessions", Threads: 2, OnCPUMs: 2367, RunQueueMs: 9688}, {Name: "this process", Threads: 9, OnCPUMs: 6300, RunQueueMs: 8267}}
+	r.Latency[0].RelayStatements, r.Latency[0].RelayStatementMeanMs, r.Latency[0].RelayStatementCPUWaitMs = 13295, 0.9, 0.72
+	r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, r.NotifyBusyCores = 0.9, 0.72, 1.68
+	f, err := benchFile(report.Meta{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found struct{ cores, sched, target, title bool }
+	for _, tb := range f.Tables {
+		switch {
+		case strings.HasPrefix(tb.Title, "Cores busy"):
+			found.cores = len(tb.Rows) == 1 && tb.Rows[0][len(tb.Rows[0])-1] == "0.05 / 0.12 / 0.25"
+		case strings.HasPrefix(tb.Title, "Latency runs: threads"):
+			row := tb.Rows[0]
+			found.sched = len(tb.Rows) == 1 && row[0] == "notify" && row[1] == "1.68" && row[2] == "2367 / 9688" && row[3] == "-" &&
+				row[len(row)-2] == "6300 / 8267" && row[len(row)-1] == "13295, 0.90, 0.72"
+		case strings.HasPrefix(tb.Title, "Targets"):
+			for _, row := range tb.Rows {
+				if strings.HasPrefix(row[0], "the notify run's claims and marks (0.90 ms mean)") && row[1] == "0.80" {
+					found.target = true
+				}
+			}
+		case strings.HasPrefix(tb.Title, "Latency at half capacity"):
+			found.title = true
+		}
+	}
+	if found != (struct{ cores, sched, target, title bool }{true, true, true, true}) {
+		t.Errorf("tables found %+v:\n%+v", found, f.Tables)
+	}
+	r.Config.LatencyRate = 800
+	if f, err = benchFile(report.Meta{}, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range f.Tables {
+		if strings.HasPrefix(tb.Title, "Latency at") && !strings.HasPrefix(tb.Title, "Latency at a chosen rate (500 events at 800/s") {
+			t.Errorf("a chosen rate's title: %s", tb.Title)
+		}
 	}
 }
