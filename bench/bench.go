@@ -67,6 +67,12 @@ type Options struct {
 	// capacity, the same for every mode. Producers that fall behind stop
 	// at twice this. Default 5 s.
 	LatencyDuration time.Duration
+	// LatencyWarmup is how long each latency run sends at its rate before
+	// it starts timing: the events of the warm-up are delivered and
+	// checked like the rest, but their latencies, which hold connections
+	// being opened and statements being prepared, are left out, so that
+	// the figures are those of the steady state. Default 1 s.
+	LatencyWarmup time.Duration
 	// LatencyRate is the events per second the producers of every latency
 	// run are scheduled at. Default (0): half the rate at which one replica
 	// drained the backlog.
@@ -109,6 +115,7 @@ const (
 	DefaultEvents           = 100_000
 	DefaultPayloadBytes     = 256
 	DefaultLatencyDuration  = 5 * time.Second
+	DefaultLatencyWarmup    = time.Second
 	DefaultProducers        = 16
 	DefaultDrainTimeout     = 20 * time.Second
 	DefaultWatermillTimeout = 20 * time.Second
@@ -130,6 +137,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Producers == 0 {
 		o.Producers = DefaultProducers
+	}
+	if o.LatencyWarmup == 0 {
+		o.LatencyWarmup = DefaultLatencyWarmup
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = DefaultDrainTimeout
@@ -171,7 +181,7 @@ func (o Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"LatencyDuration", o.LatencyDuration}, {"DrainTimeout", o.DrainTimeout}, {"WatermillTimeout", o.WatermillTimeout}} {
+	}{{"LatencyDuration", o.LatencyDuration}, {"LatencyWarmup", o.LatencyWarmup}, {"DrainTimeout", o.DrainTimeout}, {"WatermillTimeout", o.WatermillTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
@@ -329,6 +339,9 @@ type RunConfig struct {
 	PollIntervalMs  float64 `json:"poll_interval_ms"`
 	LatencyEvents   int     `json:"latency_events"`
 	LatencyRate     float64 `json:"latency_rate"`
+	// LatencyWarmupMs is how long each latency run sent before it started
+	// timing (Options.LatencyWarmup).
+	LatencyWarmupMs float64 `json:"latency_warmup_ms"`
 	Producers       int     `json:"producers"`
 	WatermillConfig string  `json:"watermill_config"`
 	// Layout is LayoutShared or LayoutIsolated; Addressing how the
@@ -1042,9 +1055,16 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 	if b.o.LatencyRate > 0 {
 		rate = b.o.LatencyRate
 	}
-	count := min(b.w.len(), max(100, int(rate*b.o.LatencyDuration.Seconds())))
+	// warm is the warm-up of a run at rate r that times count events: its
+	// first events, at most half the workload and within what it holds
+	// beside the count.
+	warm := func(r float64, count int) int {
+		return max(0, min(int(r*b.o.LatencyWarmup.Seconds()), b.w.len()/2, b.w.len()-count))
+	}
+	count := min(b.w.len()-warm(rate, 0), max(100, int(rate*b.o.LatencyDuration.Seconds())))
 	res.Config.LatencyEvents = count
 	res.Config.LatencyRate = rate
+	res.Config.LatencyWarmupMs = float64(b.o.LatencyWarmup) / 1e6
 	settle := 2*b.o.Relay.PollInterval + time.Minute
 	for _, mode := range []struct {
 		name                        string
@@ -1058,9 +1078,10 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		}
 		b.quiesce(ctx, res, "latency "+mode.name)
 		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
-		l, err := measureLatency(ctx, b.in, b.w.slice(count), latencyOptions{
+		wn := warm(rate, count)
+		l, err := measureLatency(ctx, b.in, b.w.slice(wn+count), latencyOptions{
 			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, inline: mode.inline, rate: rate, producers: b.o.Producers,
-			config: b.o.Relay, settle: settle, produceFor: 2 * b.o.LatencyDuration,
+			config: b.o.Relay, settle: settle, produceFor: 2 * b.o.LatencyDuration, warm: wn,
 		})
 		if err != nil {
 			return err
@@ -1087,6 +1108,9 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 			res.NotifyBusyCores = l.BusyCores
 		}
 	}
+	res.Notes = append(res.Notes, fmt.Sprintf(
+		"latency: each run first sent for %s at its rate to warm up (connections opened, statements prepared); those events were delivered and checked like the rest, and left out of the figures",
+		b.o.LatencyWarmup))
 	res.NotifyOverInlineP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyInlineP99Ms)
 	res.Notes = append(res.Notes, "latency inline: no relay; each producer stages its event as in notify (with the NOTIFY), at the rate the notify producers reached, and publishes it itself the moment its COMMIT returns, the dual write the outbox replaces: the floor of a relay's commit -> confirm at these commits on this machine")
 	// The broker's own share: the same messages at the rate the NOTIFY
@@ -1095,7 +1119,8 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 	bcount := min(count, max(100, int(brate*b.o.LatencyDuration.Seconds())))
 	b.quiesce(ctx, res, "latency broker")
 	b.o.Logf("bench: latency broker: %d messages at %.0f/s, no database", bcount, brate)
-	l, err := measureBrokerLatency(ctx, b.in, b.w.slice(bcount), brate)
+	bwarm := warm(brate, bcount)
+	l, err := measureBrokerLatency(ctx, b.in, b.w.slice(bwarm+bcount), brate, bwarm)
 	if err != nil {
 		return err
 	}
@@ -1285,8 +1310,8 @@ func (r Result) WriteTable(out io.Writer) error {
 			r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, 100*ratio(r.NotifyRelayStatementCPUWaitMs, r.NotifyRelayStatementMeanMs), r.NotifyBusyCores)
 	}
 	if len(r.Latency) > 0 {
-		fmt.Fprintf(out, "\nLatency at %s (%d events at %.0f/s per mode, one replica)\n\n",
-			r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate)
+		fmt.Fprintf(out, "\nLatency at %s (%d events at %.0f/s per mode after a %s warm-up, one replica)\n\n",
+			r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate, time.Duration(r.Config.LatencyWarmupMs*1e6))
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\trate/s\tconfirm p50\tp99\tmax\tdelivery p50\tp99\tmax\t")
 		for _, l := range r.Latency {

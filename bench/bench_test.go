@@ -201,6 +201,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative events", Options{Events: -1}},
 		{"negative producers", Options{Producers: -2}},
 		{"negative latency rate", Options{LatencyRate: -1}},
+		{"negative warm-up", Options{LatencyWarmup: -time.Second}},
 		{"latency rate not a number", Options{LatencyRate: math.NaN()}},
 		{"negative drain timeout", Options{DrainTimeout: -time.Second}},
 		{"bad relay config", Options{Relay: relayConfigWithLease(time.Second)}},

@@ -31,10 +31,16 @@ type Latency struct {
 	// a transaction of its own after its COMMIT, with synchronous_commit
 	// off: a variant this benchmark measures for comparison).
 	Mode string `json:"mode"`
-	// Events is how many events the producers committed: all that were
-	// scheduled, or those committed within twice the run's duration when
-	// the producers fell behind.
+	// Events is how many events the producers committed after the
+	// warm-up: all that were scheduled, or those committed within twice
+	// the run's duration when the producers fell behind. Every figure of
+	// the run is over these.
 	Events int `json:"events"`
+	// WarmupEvents is how many events were scheduled first, at the same
+	// rate, to warm the parties up (connections opened, statements
+	// prepared, caches filled): each was delivered like the rest, but none
+	// is in the figures.
+	WarmupEvents int `json:"warmup_events,omitempty"`
 	// TargetRate is the producers' schedule in events per second; Rate is
 	// what they achieved, from the first COMMIT to the last.
 	TargetRate float64 `json:"target_rate"`
@@ -126,9 +132,13 @@ type latencyOptions struct {
 	// settle bounds the wait for the last confirm and delivery after the
 	// last COMMIT.
 	settle time.Duration
-	// produceFor bounds the producers: when they fall behind the
-	// schedule, the run measures the events they committed within it.
+	// produceFor bounds the producers after the warm-up: when they fall
+	// behind the schedule, the run measures the events they committed
+	// within it.
 	produceFor time.Duration
+	// warm is how many of the first events are the warm-up
+	// (Latency.WarmupEvents).
+	warm int
 }
 
 // measureLatency stages every event of w, one per transaction, from
@@ -137,7 +147,7 @@ type latencyOptions struct {
 // and records for each event when its COMMIT returned, when the relay saw
 // its confirm and when the consumer received it.
 func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOptions) (Latency, error) {
-	res := Latency{Mode: o.name, TargetRate: o.rate, PollIntervalMs: float64(o.config.WithDefaults().PollInterval) / 1e6}
+	res := Latency{Mode: o.name, TargetRate: o.rate, PollIntervalMs: float64(o.config.WithDefaults().PollInterval) / 1e6, WarmupEvents: o.warm}
 	table, err := in.newOutbox(ctx, "outbox_latency_"+strings.ReplaceAll(o.name, "-", "_"))
 	if err != nil {
 		return res, err
@@ -207,13 +217,31 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		return res, fmt.Errorf("latency %s: %w", o.name, err)
 	}
 
-	sched0 := in.sampleSched(true)
-	var calls0, nanos0 int64
-	if rs != nil {
-		calls0, nanos0 = rs.reps[0].store.statements()
-	}
 	interval := time.Duration(float64(time.Second) / o.rate)
 	t0 := time.Now().Add(20 * time.Millisecond)
+	// The scheduler's times and the relay's statements are counted from
+	// the end of the warm-up, as the latencies are.
+	type start struct {
+		sched        schedSample
+		calls, nanos int64
+	}
+	started, quit := make(chan start, 1), make(chan struct{})
+	defer close(quit)
+	go func() {
+		timer := time.NewTimer(time.Until(t0.Add(time.Duration(o.warm) * interval)))
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		st := start{sched: in.sampleSched(true)}
+		if rs != nil {
+			st.calls, st.nanos = rs.reps[0].store.statements()
+		}
+		started <- st
+	}()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, o.producers)
@@ -225,7 +253,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 			for {
 				// Past the bound no event is taken any more, so the
 				// events produced are always the first ones.
-				if o.produceFor > 0 && time.Since(t0) > o.produceFor {
+				if o.produceFor > 0 && time.Since(t0) > time.Duration(o.warm)*interval+o.produceFor {
 					return
 				}
 				k := int(next.Add(1) - 1)
@@ -283,21 +311,25 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 		return res, fmt.Errorf("latency %s: %w", o.name, err)
 	}
 	first, last := int64(math.MaxInt64), int64(0)
-	produced := 0
+	produced, measured := 0, 0
 	for i := range commitAt {
 		c := commitAt[i].Load()
 		if c == 0 {
 			continue
 		}
 		produced++
+		if i < o.warm {
+			continue
+		}
+		measured++
 		first, last = min(first, c), max(last, c)
 	}
-	if produced == 0 {
-		return res, fmt.Errorf("latency %s: the producers committed no event within %s", o.name, o.produceFor)
+	if measured == 0 {
+		return res, fmt.Errorf("latency %s: the producers committed no event within %s of the warm-up", o.name, o.produceFor)
 	}
-	res.Events = produced
+	res.Events = measured
 	if last > first {
-		res.Rate = float64(produced-1) / (float64(last-first) / 1e9)
+		res.Rate = float64(measured-1) / (float64(last-first) / 1e9)
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, o.settle)
@@ -314,6 +346,8 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	// Every session is still open: read the scheduler's times before any
 	// of them closes.
 	sched1 := in.sampleSched(true)
+	st := <-started
+	sched0, calls0, nanos0 := st.sched, st.calls, st.nanos
 	relayID := ""
 	if rs != nil {
 		relayID = rs.reps[0].id
@@ -345,10 +379,10 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	cons.stop()
 	res.Duplicates = int(duplicates.Load())
 
-	conf := make([]time.Duration, 0, produced)
-	del := make([]time.Duration, 0, produced)
+	conf := make([]time.Duration, 0, measured)
+	del := make([]time.Duration, 0, measured)
 	var toClaim, toPublish, toConfirm, claimCall []time.Duration
-	for i := range n {
+	for i := o.warm; i < n; i++ {
 		c := commitAt[i].Load()
 		if c == 0 {
 			continue

@@ -99,8 +99,10 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound t
 // and publish -> delivery to a consumer of the queue. No database is
 // involved, so it is the broker's own share of the relay's latency at that
 // rate on this machine: no relay can confirm faster than the broker does.
-func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate float64) (Latency, error) {
-	res := Latency{Mode: "broker", TargetRate: rate}
+// The first warm events are the warm-up (Latency.WarmupEvents), left out
+// of the figures.
+func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate float64, warm int) (Latency, error) {
+	res := Latency{Mode: "broker", TargetRate: rate, WarmupEvents: warm}
 	if err := in.purge(ctx); err != nil {
 		return res, err
 	}
@@ -132,7 +134,9 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 
 	conf := make([]time.Duration, 0, n)
 	confirms := takeConfirms(ctx, n, "broker latency", func(i int, at time.Time) {
-		conf = append(conf, time.Duration(at.UnixNano()-sentAt[i].Load()))
+		if i >= warm {
+			conf = append(conf, time.Duration(at.UnixNano()-sentAt[i].Load()))
+		}
 	})
 
 	interval := time.Duration(float64(time.Second) / rate)
@@ -154,8 +158,8 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 		}
 		confirms.add(i, dc)
 	}
-	if last := time.Since(t0); n > 1 && last > 0 {
-		res.Rate = float64(n-1) / last.Seconds()
+	if last := time.Since(t0) - time.Duration(warm)*interval; n-warm > 1 && last > 0 {
+		res.Rate = float64(n-warm-1) / last.Seconds()
 	}
 	if err := errors.Join(perr, confirms.close()); err != nil {
 		return res, err
@@ -172,11 +176,11 @@ func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate floa
 		return res, fmt.Errorf("broker latency: %w", err)
 	}
 	cons.stop()
-	del := make([]time.Duration, 0, n)
-	for i := range n {
+	del := make([]time.Duration, 0, n-warm)
+	for i := warm; i < n; i++ {
 		del = append(del, time.Duration(deliverAt[i].Load()-sentAt[i].Load()))
 	}
-	res.Events = n
+	res.Events = n - warm
 	res.Confirm = percentiles(conf)
 	res.Delivery = percentiles(del)
 	return res, in.purge(ctx)

@@ -179,8 +179,8 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	f.Tables = append(f.Tables, tp)
 	if len(r.Latency) > 0 {
 		lt := report.Table{
-			Title: fmt.Sprintf("Latency at %s (%d events at %.0f/s per mode, one replica), in ms",
-				r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate),
+			Title: fmt.Sprintf("Latency at %s (%d events at %.0f/s per mode after a %s warm-up, one replica), in ms",
+				r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate, time.Duration(r.Config.LatencyWarmupMs*1e6)),
 			Columns: []string{"mode", "rate/s", "confirm p50", "confirm p99", "confirm max", "delivery p50", "delivery p99", "delivery max", "duplicates"},
 		}
 		for _, l := range r.Latency {
