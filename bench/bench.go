@@ -331,14 +331,14 @@ type Result struct {
 
 // RunConfig records the settings of a run.
 type RunConfig struct {
-	Events          int     `json:"events"`
-	PayloadBytes    int     `json:"payload_bytes"`
-	Seed            uint64  `json:"seed"`
-	BatchSize       int     `json:"batch_size"`
-	PublishWindow   int     `json:"publish_window"`
-	PollIntervalMs  float64 `json:"poll_interval_ms"`
-	LatencyEvents   int     `json:"latency_events"`
-	LatencyRate     float64 `json:"latency_rate"`
+	Events         int     `json:"events"`
+	PayloadBytes   int     `json:"payload_bytes"`
+	Seed           uint64  `json:"seed"`
+	BatchSize      int     `json:"batch_size"`
+	PublishWindow  int     `json:"publish_window"`
+	PollIntervalMs float64 `json:"poll_interval_ms"`
+	LatencyEvents  int     `json:"latency_events"`
+	LatencyRate    float64 `json:"latency_rate"`
 	// LatencyWarmupMs is how long each latency run sent before it started
 	// timing (Options.LatencyWarmup).
 	LatencyWarmupMs float64 `json:"latency_warmup_ms"`
