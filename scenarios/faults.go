@@ -282,8 +282,35 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 	if err := f.slot.Unpause(ctx); err != nil {
 		return err
 	}
+	f.awaitLateWrite(ctx, len(held) > 0)
 	f.active.Store(false)
 	return nil
+}
+
+// lateWriteWithin bounds the wait for a thawed replica's late write: it
+// finishes the step it was frozen in (a failpoint's sleep, at most a
+// second and a half in the catalogue), publishes the rows it held and
+// marks them.
+const lateWriteWithin = 5 * time.Second
+
+// awaitLateWrite waits, within lateWriteWithin, until the records of the
+// thawed replica show a write the lease fence stopped, where the replica
+// records and held rows: the run goes on to stop the relays only once the
+// late mark it tests was made, rather than stopping the replica before it
+// got there. A replica that never writes late (it may check its lease
+// first) costs the bound and is judged as it stands.
+func (f *pauseHolding) awaitLateWrite(ctx context.Context, held bool) {
+	files := f.slot.recordsFiles()
+	if !held || len(files) == 0 {
+		return
+	}
+	path := files[len(files)-1]
+	wctx, cancel := context.WithTimeout(ctx, lateWriteWithin)
+	defer cancel()
+	_ = chaos.WaitFor(wctx, 50*time.Millisecond, func(context.Context) (bool, error) {
+		l, ok, err := lastLifetime(path)
+		return err == nil && ok && fencedWrites(l.Ops, f.slot.name) > 0, nil
+	})
 }
 
 // verdict checks the rows the replica held when it was frozen: another

@@ -87,3 +87,45 @@ func TestRunMergesRelayRecords(t *testing.T) {
 		t.Errorf("garbage in a records file: summary %+v, problems %v; want it unreadable and a problem", sum, r3.problems)
 	}
 }
+
+// TestPauseHealAwaitsTheLateWrite checks that the heal of a pause waits
+// for the thawed replica's records to show the write the lease fence
+// stopped: it returns once a fenced mark is appended to the replica's
+// records file, well within its bound, and at once when the replica held
+// nothing or records nothing.
+func TestPauseHealAwaitsTheLateWrite(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Now().Round(0)
+	line := func(op history.Op) string {
+		var b strings.Builder
+		if err := history.WriteJSONL(&b, []history.Op{op}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimPrefix(b.String(), history.Header+"\n")
+	}
+	path := filepath.Join(dir, "relay-a.1.jsonl")
+	claim := history.Header + "\n" +
+		line(history.Op{Time: t0, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}})
+	if err := os.WriteFile(path, []byte(claim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &pauseHolding{slot: &relaySlot{name: "relay-a", records: []string{path}}}
+
+	began := time.Now()
+	f.awaitLateWrite(t.Context(), false)
+	(&pauseHolding{slot: &relaySlot{name: "relay-a"}}).awaitLateWrite(t.Context(), true)
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("with nothing held or no records the heal waited %s", d)
+	}
+
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		fenced := line(history.Op{Time: t0.Add(time.Second), Process: "relay-a", Type: history.OK, F: history.Mark, Meta: history.Meta{Fenced: 1}, Events: []string{"e1"}})
+		_ = os.WriteFile(path, []byte(claim+fenced), 0o644)
+	}()
+	began = time.Now()
+	f.awaitLateWrite(t.Context(), true)
+	if d := time.Since(began); d < 150*time.Millisecond || d > lateWriteWithin-time.Second {
+		t.Errorf("the heal returned after %s; the fenced mark came after 200ms (bound %s)", d, lateWriteWithin)
+	}
+}
