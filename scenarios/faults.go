@@ -142,6 +142,11 @@ type pauseHolding struct {
 	// takeover at heal.
 	within time.Duration
 
+	// paused is whether the replica is frozen by this fault now: the
+	// heal thaws only a replica it froze (a pause that could not bite was
+	// thawed at once).
+	paused atomic.Bool
+
 	mu        sync.Mutex
 	held      []uuid.UUID
 	snapshot  map[uuid.UUID]time.Time
@@ -215,6 +220,7 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 		if err := f.slot.Pause(ctx); err != nil {
 			return false, err
 		}
+		f.paused.Store(true)
 		// What the frozen replica holds is read once its statements in
 		// flight have landed: a mark sent just before the freeze still
 		// commits, and the rows it marked are not held.
@@ -229,7 +235,11 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 			f.mu.Unlock()
 			return true, nil
 		}
-		return false, f.slot.Unpause(ctx)
+		if err := f.slot.Unpause(ctx); err != nil {
+			return false, err
+		}
+		f.paused.Store(false)
+		return false, nil
 	})
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -279,10 +289,13 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		}
 		f.mu.Unlock()
 	}
-	if err := f.slot.Unpause(ctx); err != nil {
-		return err
+	if f.paused.Load() {
+		if err := f.slot.Unpause(ctx); err != nil {
+			return err
+		}
+		f.paused.Store(false)
+		f.awaitLateWrite(ctx, len(held) > 0)
 	}
-	f.awaitLateWrite(ctx, len(held) > 0)
 	f.active.Store(false)
 	return nil
 }

@@ -129,3 +129,20 @@ func TestPauseHealAwaitsTheLateWrite(t *testing.T) {
 		t.Errorf("the heal returned after %s; the fenced mark came after 200ms (bound %s)", d, lateWriteWithin)
 	}
 }
+
+// TestPauseHealThawsOnlyWhatItFroze checks that the heal of a pause that
+// could not bite (the replica held no claim when it could be frozen, and
+// was thawed at once) leaves the replica alone: thawing a running
+// container is an error of the engine, which made such a run fail
+// instead of being inconclusive. The slot has no container: an unpause
+// would panic.
+func TestPauseHealThawsOnlyWhatItFroze(t *testing.T) {
+	f := &pauseHolding{slot: &relaySlot{name: "relay-a"}}
+	f.active.Store(true)
+	if err := f.Heal(t.Context()); err != nil {
+		t.Fatalf("heal of a pause that froze nothing: %v", err)
+	}
+	if f.active.Load() {
+		t.Error("the fault is still active after its heal")
+	}
+}
