@@ -18,13 +18,7 @@ import (
 func TestRunMergesRelayRecords(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Now().Round(0)
-	line := func(op history.Op) string {
-		var b strings.Builder
-		if err := history.WriteJSONL(&b, []history.Op{op}); err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimPrefix(b.String(), history.Header+"\n")
-	}
+	line := func(op history.Op) string { return recordLine(t, op) }
 	first := history.Header + "\n" +
 		line(history.Op{Time: t0.Add(1 * time.Millisecond), Process: "relay-a", Type: history.Invoke, F: history.Claim}) +
 		line(history.Op{Time: t0.Add(2 * time.Millisecond), Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}}) +
@@ -96,13 +90,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 func TestPauseHealAwaitsTheLateWrite(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Now().Round(0)
-	line := func(op history.Op) string {
-		var b strings.Builder
-		if err := history.WriteJSONL(&b, []history.Op{op}); err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimPrefix(b.String(), history.Header+"\n")
-	}
+	line := func(op history.Op) string { return recordLine(t, op) }
 	path := filepath.Join(dir, "relay-a.1.jsonl")
 	claim := history.Header + "\n" +
 		line(history.Op{Time: t0, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}})
@@ -145,4 +133,14 @@ func TestPauseHealThawsOnlyWhatItFroze(t *testing.T) {
 	if f.active.Load() {
 		t.Error("the fault is still active after its heal")
 	}
+}
+
+// recordLine is op as one line of a records file.
+func recordLine(t *testing.T, op history.Op) string {
+	t.Helper()
+	var b strings.Builder
+	if err := history.WriteJSONL(&b, []history.Op{op}); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(b.String(), history.Header+"\n")
 }
