@@ -339,9 +339,9 @@ func cpuBetween(a, b cpuSample) CPU {
 	if b.disk.flushes > a.disk.flushes {
 		c.DiskFlushes = b.disk.flushes - a.disk.flushes
 	}
-	c.ProcessWaitSeconds = b.sched.self.wait(a.sched.self).Seconds()
-	c.PostgresWaitSeconds = b.sched.postgres.wait(a.sched.postgres).Seconds()
-	c.RabbitMQWaitSeconds = b.sched.rabbitmq.wait(a.sched.rabbitmq).Seconds()
+	c.ProcessWaitSeconds = b.sched.self.since(a.sched.self, "", nil).RunQueueMs / 1e3
+	c.PostgresWaitSeconds = b.sched.postgres.since(a.sched.postgres, "", nil).RunQueueMs / 1e3
+	c.RabbitMQWaitSeconds = b.sched.rabbitmq.since(a.sched.rabbitmq, "", nil).RunQueueMs / 1e3
 	if x, ok := a.services["postgres"]; ok {
 		if y, ok := b.services["postgres"]; ok {
 			c.PostgresSeconds = (y - x).Seconds()
@@ -441,24 +441,33 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// cgroupDirs returns where a container's cgroup may be, where the engine
+// runs on this machine: the v1 directories of its cpuacct controller (on
+// its own or mounted with cpu), then the v2 directories (systemd's scope,
+// or the engine's own tree).
+func cgroupDirs(id string) (v1, v2 []string) {
+	return []string{
+			filepath.Join("/sys/fs/cgroup/cpuacct/docker", id),
+			filepath.Join("/sys/fs/cgroup/cpu,cpuacct/docker", id),
+		}, []string{
+			filepath.Join("/sys/fs/cgroup/system.slice", "docker-"+id+".scope"),
+			filepath.Join("/sys/fs/cgroup/docker", id),
+		}
+}
+
 // containerCPU reads a container's CPU time from its cgroup (v1 cpuacct or
 // v2 cpu.stat), where the engine runs on this machine.
 func containerCPU(id string) (time.Duration, bool) {
-	for _, p := range []string{
-		filepath.Join("/sys/fs/cgroup/cpuacct/docker", id, "cpuacct.usage"),
-		filepath.Join("/sys/fs/cgroup/cpu,cpuacct/docker", id, "cpuacct.usage"),
-	} {
-		if b, err := os.ReadFile(p); err == nil {
+	v1, v2 := cgroupDirs(id)
+	for _, dir := range v1 {
+		if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
 			if ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
 				return time.Duration(ns), true
 			}
 		}
 	}
-	for _, p := range []string{
-		filepath.Join("/sys/fs/cgroup/system.slice", "docker-"+id+".scope", "cpu.stat"),
-		filepath.Join("/sys/fs/cgroup/docker", id, "cpu.stat"),
-	} {
-		b, err := os.ReadFile(p)
+	for _, dir := range v2 {
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
 		if err != nil {
 			continue
 		}

@@ -60,7 +60,7 @@ type Latency struct {
 	// their p99s need not add up to Confirm's.
 	Stages *LatencyStages `json:"stages,omitempty"`
 	// BusyCores is how many of the machine's cores were busy on average
-	// from the producers' start to the last confirm and delivery, where
+	// from the end of the warm-up to the last confirm and delivery, where
 	// /proc/stat is readable.
 	BusyCores float64 `json:"busy_cores,omitempty"`
 	// Sched is how long each group of threads ran on a CPU over the same

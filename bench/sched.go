@@ -83,14 +83,18 @@ func selfThreads() threadTimes {
 // and with inner, for each its process id inside the container (the last
 // of NSpid).
 func containerThreads(id string, inner bool) (threadTimes, map[int]int) {
-	var tids []int
-	for _, p := range []string{
-		filepath.Join("/sys/fs/cgroup/cpu,cpuacct/docker", id, "tasks"),
-		filepath.Join("/sys/fs/cgroup/cpuacct/docker", id, "tasks"),
-		filepath.Join("/sys/fs/cgroup/cpu/docker", id, "tasks"),
-		filepath.Join("/sys/fs/cgroup/system.slice", "docker-"+id+".scope", "cgroup.threads"),
-		filepath.Join("/sys/fs/cgroup/docker", id, "cgroup.threads"),
-	} {
+	var (
+		tids  []int
+		paths []string
+	)
+	v1, v2 := cgroupDirs(id)
+	for _, dir := range v1 {
+		paths = append(paths, filepath.Join(dir, "tasks"))
+	}
+	for _, dir := range v2 {
+		paths = append(paths, filepath.Join(dir, "cgroup.threads"))
+	}
+	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
@@ -117,16 +121,6 @@ func containerThreads(id string, inner bool) (threadTimes, map[int]int) {
 		}
 	}
 	return tt, pids
-}
-
-// wait returns the run-queue wait of the threads of t less what each had
-// at start.
-func (t threadTimes) wait(start threadTimes) time.Duration {
-	var d time.Duration
-	for tid, p := range t {
-		d += p.wait - start[tid].wait
-	}
-	return d
 }
 
 // nsPID returns the id of thread tid in its innermost pid namespace.
