@@ -116,7 +116,11 @@ func TestCluster(t *testing.T) {
 	if err := cl.WaitRunning(ctx, 3); err != nil {
 		t.Fatalf("after the heal: %v", err)
 	}
-	if err := pingRabbitMQ(ctx, cl.AMQPURL(2)); err != nil {
+	// A node that comes back from pause_minority restarts its listener:
+	// it takes connections again within a bound, not at once.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := WaitUntil(wctx, 200*time.Millisecond, func(ctx context.Context) error { return pingRabbitMQ(ctx, cl.AMQPURL(2)) }); err != nil {
 		t.Errorf("node 3's published port after the heal: %v", err)
 	}
 }
