@@ -1310,8 +1310,8 @@ func (r Result) WriteTable(out io.Writer) error {
 			r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, 100*ratio(r.NotifyRelayStatementCPUWaitMs, r.NotifyRelayStatementMeanMs), r.NotifyBusyCores)
 	}
 	if len(r.Latency) > 0 {
-		fmt.Fprintf(out, "\nLatency at %s (%d events at %.0f/s per mode after a %s warm-up, one replica)\n\n",
-			r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate, time.Duration(r.Config.LatencyWarmupMs*1e6))
+		fmt.Fprintf(out, "\nLatency at %s (%d events at %.0f/s per mode from %d producers after a %s warm-up, one replica)\n\n",
+			r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate, r.Config.Producers, time.Duration(r.Config.LatencyWarmupMs*1e6))
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "mode\trate/s\tconfirm p50\tp99\tmax\tdelivery p50\tp99\tmax\t")
 		for _, l := range r.Latency {

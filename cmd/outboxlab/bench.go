@@ -35,14 +35,15 @@ func benchVerb() verb {
 	return verb{
 		name:    "bench",
 		summary: "measure the relay's throughput and latency on containers",
-		args:    "[--events N] [--batch N] [--window N] [--duration D] [--latency-rate R] [--seed S] [--isolate-broker] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
+		args:    "[--events N] [--batch N] [--window N] [--duration D] [--latency-rate R] [--producers N] [--seed S] [--isolate-broker] [--skip-watermill] [--skip-latency] [--json] [--out DIR]",
 		about: `Measures this repository's relay on real PostgreSQL and RabbitMQ containers
 (built by ` + "`make images`" + `; a Docker engine is needed), with no fault injected:
 the rate at which one and two replicas drain a backlog of --events staged
 events, side by side with amqp091 publishing the same messages straight from
 memory (the broker's limit) and with watermill's SQL forwarder; then the
 latency from COMMIT to the broker's confirm and to the consumer, at half
-the measured capacity (or --latency-rate events/s) for --duration, polling and with LISTEN/NOTIFY, beside
+the measured capacity (or --latency-rate events/s) for --duration, from
+--producers connections, polling and with LISTEN/NOTIFY, beside
 its floors: the broker alone at that rate, and the same commits with no
 relay, each event published as its COMMIT returns (inline). Every contender
 reaches the containers at their own addresses where the host can (no port
@@ -63,6 +64,7 @@ tables REPORT.md shows.`,
 			fs.IntVar(&o.window, "window", relay.DefaultPublishWindow, "the publish window: at most `N` publishes awaiting confirms")
 			fs.DurationVar(&o.duration, "duration", bench.DefaultLatencyDuration, "how long each latency run sends")
 			fs.Float64Var(&o.latencyRate, "latency-rate", 0, "schedule the latency runs at `R` events/s (default half the one-replica drain rate)")
+			fs.IntVar(&o.producers, "producers", bench.DefaultProducers, "how many connections stage events in the latency runs (`N`)")
 			fs.Var(&o.seed, "seed", "the `seed` of the payloads and ids (default 1)")
 			fs.BoolVar(&o.isolateBroker, "isolate-broker", false, "give RabbitMQ the first core, PostgreSQL and the relay the others")
 			fs.BoolVar(&o.skipWatermill, "skip-watermill", false, "leave out the watermill forwarder")
@@ -80,6 +82,7 @@ type benchOptions struct {
 	window        int
 	duration      time.Duration
 	latencyRate   float64
+	producers     int
 	seed          seedFlag
 	skipWatermill bool
 	skipLatency   bool
@@ -98,11 +101,14 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.latencyRate < 0 || math.IsNaN(o.latencyRate) || math.IsInf(o.latencyRate, 0) {
 		return usageErr(std, "bench", "--latency-rate must be a positive number of events per second, not %v", o.latencyRate)
 	}
+	if o.producers < 1 {
+		return usageErr(std, "bench", "--producers must be at least 1, not %d", o.producers)
+	}
 	if o.batch < 1 || o.window < 1 {
 		return usageErr(std, "bench", "--batch and --window must be at least 1, not %d and %d", o.batch, o.window)
 	}
 	opts := bench.Options{
-		Events: o.events, LatencyDuration: o.duration, LatencyRate: o.latencyRate, Seed: 1,
+		Events: o.events, LatencyDuration: o.duration, LatencyRate: o.latencyRate, Producers: o.producers, Seed: 1,
 		Relay:         relay.Config{BatchSize: o.batch, PublishWindow: o.window},
 		SkipWatermill: o.skipWatermill, SkipLatency: o.skipLatency, IsolateBroker: o.isolateBroker,
 	}
@@ -179,8 +185,8 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	f.Tables = append(f.Tables, tp)
 	if len(r.Latency) > 0 {
 		lt := report.Table{
-			Title: fmt.Sprintf("Latency at %s (%d events at %.0f/s per mode after a %s warm-up, one replica), in ms",
-				r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate, time.Duration(r.Config.LatencyWarmupMs*1e6)),
+			Title: fmt.Sprintf("Latency at %s (%d events at %.0f/s per mode from %d producers after a %s warm-up, one replica), in ms",
+				r.LatencyRateText(), r.Config.LatencyEvents, r.Config.LatencyRate, r.Config.Producers, time.Duration(r.Config.LatencyWarmupMs*1e6)),
 			Columns: []string{"mode", "rate/s", "confirm p50", "confirm p99", "confirm max", "delivery p50", "delivery p99", "delivery max", "duplicates"},
 		}
 		for _, l := range r.Latency {

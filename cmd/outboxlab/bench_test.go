@@ -106,6 +106,14 @@ func TestBenchJSONAndFailure(t *testing.T) {
 	if code, _, errOut := invokeWith(t, d, "bench", "--latency-rate", "-3"); code != exitUsage || !strings.Contains(errOut, "--latency-rate must be") {
 		t.Errorf("--latency-rate -3: exit %d, %q", code, errOut)
 	}
+	var producers int
+	d = fakeBench(d, benchResult(), nil, func(o bench.Options) { producers = o.Producers })
+	if code, _, errOut := invokeWith(t, d, "bench", "--producers", "4"); code != exitOK || producers != 4 {
+		t.Errorf("--producers 4: exit %d, producers %d, %s", code, producers, errOut)
+	}
+	if code, _, errOut := invokeWith(t, d, "bench", "--producers", "0"); code != exitUsage || !strings.Contains(errOut, "--producers must be") {
+		t.Errorf("--producers 0: exit %d, %q", code, errOut)
+	}
 	d = fakeBench(d, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
 	code, _, errOut := invokeWith(t, d, "bench")
 	if code != exitFail || !strings.Contains(errOut, "999 of 1000") {
