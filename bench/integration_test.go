@@ -84,9 +84,12 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s lost %d leases", ph.Name, b.LostLeases)
 		}
 		// Publishing, waiting for confirms and decoding happen on the
-		// relay's goroutine; claims and marks overlap them on their own.
+		// relay's goroutine; claims and marks overlap them on their own:
+		// one claim at a time per replica, but up to two marks (the
+		// relay's maxMarks), so the marks' share may pass the wall time
+		// where marks are slow (a loaded machine: 1.25 seen in CI).
 		sum := b.Publish.ShareOfWall + b.ConfirmWait.ShareOfWall + b.Decode.ShareOfWall
-		if sum <= 0 || sum > 1.05 || b.Claim.ShareOfWall <= 0 || b.Claim.ShareOfWall > 1.05 || b.Mark.ShareOfWall <= 0 || b.Mark.ShareOfWall > 1.05 {
+		if sum <= 0 || sum > 1.05 || b.Claim.ShareOfWall <= 0 || b.Claim.ShareOfWall > 1.05 || b.Mark.ShareOfWall <= 0 || b.Mark.ShareOfWall > 2.05 {
 			t.Errorf("%s: the relay's own calls take %.2f of the wall time, claims %.2f, marks %.2f",
 				ph.Name, sum, b.Claim.ShareOfWall, b.Mark.ShareOfWall)
 		}

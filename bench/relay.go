@@ -211,7 +211,9 @@ func (rs *replicaSet) breakdown(wall time.Duration, window int) *Breakdown {
 // decoder, and its share of the replicas' wall time. Publishing, waiting
 // for confirms and decoding happen on the relay's own goroutine (what they
 // leave is its bookkeeping); claims and marks run on goroutines of their
-// own while it publishes, so their shares overlap the others.
+// own while it publishes, so their shares overlap the others, and a
+// replica may have two marks on their way at once, so the marks' share
+// can pass 1.
 type Breakdown struct {
 	Claim       CallTime `json:"claim"`
 	Mark        CallTime `json:"mark"`
