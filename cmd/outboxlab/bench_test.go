@@ -98,21 +98,24 @@ func TestBenchJSONAndFailure(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.RelayMsgsPerSec != 8000 {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
-	var rate float64
-	d = fakeBench(d, benchResult(), nil, func(o bench.Options) { rate = o.LatencyRate })
-	if code, _, errOut := invokeWith(t, d, "bench", "--latency-rate", "750"); code != exitOK || rate != 750 {
-		t.Errorf("--latency-rate 750: exit %d, rate %v, %s", code, rate, errOut)
-	}
-	if code, _, errOut := invokeWith(t, d, "bench", "--latency-rate", "-3"); code != exitUsage || !strings.Contains(errOut, "--latency-rate must be") {
-		t.Errorf("--latency-rate -3: exit %d, %q", code, errOut)
-	}
-	var producers int
-	d = fakeBench(d, benchResult(), nil, func(o bench.Options) { producers = o.Producers })
-	if code, _, errOut := invokeWith(t, d, "bench", "--producers", "4"); code != exitOK || producers != 4 {
-		t.Errorf("--producers 4: exit %d, producers %d, %s", code, producers, errOut)
-	}
-	if code, _, errOut := invokeWith(t, d, "bench", "--producers", "0"); code != exitUsage || !strings.Contains(errOut, "--producers must be") {
-		t.Errorf("--producers 0: exit %d, %q", code, errOut)
+	// Each latency flag reaches bench.Options, and a bad value is a usage
+	// error that names the flag.
+	for _, c := range []struct {
+		flag, good, bad string
+		got             func(bench.Options) float64
+		want            float64
+	}{
+		{"--latency-rate", "750", "-3", func(o bench.Options) float64 { return o.LatencyRate }, 750},
+		{"--producers", "4", "0", func(o bench.Options) float64 { return float64(o.Producers) }, 4},
+	} {
+		var got float64
+		d = fakeBench(d, benchResult(), nil, func(o bench.Options) { got = c.got(o) })
+		if code, _, errOut := invokeWith(t, d, "bench", c.flag, c.good); code != exitOK || got != c.want {
+			t.Errorf("%s %s: exit %d, option %v, %s", c.flag, c.good, code, got, errOut)
+		}
+		if code, _, errOut := invokeWith(t, d, "bench", c.flag, c.bad); code != exitUsage || !strings.Contains(errOut, c.flag+" must be") {
+			t.Errorf("%s %s: exit %d, %q", c.flag, c.bad, code, errOut)
+		}
 	}
 	d = fakeBench(d, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
 	code, _, errOut := invokeWith(t, d, "bench")
