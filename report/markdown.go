@@ -818,9 +818,11 @@ type benchFigures struct {
 	BrokerCostRatio  float64 `json:"broker_cost_ratio"`
 	StatementMeanMs  float64 `json:"notify_relay_statement_mean_ms"`
 	StatementWaitMs  float64 `json:"notify_relay_statement_cpu_wait_ms"`
+	NotifyBusyCores  float64 `json:"notify_busy_cores"`
 	Config           struct {
 		Layout      string  `json:"layout"`
 		LatencyRate float64 `json:"latency_rate"`
+		Producers   int     `json:"producers"`
 	} `json:"config"`
 	Latency []struct {
 		Mode string  `json:"mode"`
@@ -848,8 +850,8 @@ func benchFiguresOf(f *BenchFile) benchFigures {
 // is about, side by side.
 func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 	s.WriteString("Every run, side by side: the ratios of each are measured within that run; the first run of each layout is shown in full below.\n\n")
-	s.WriteString("relay-1 / raw is the product of two factors: RabbitMQ's busy cores in relay-1 over those in raw (how fully the relay kept the broker busy) and RabbitMQ's CPU per message in raw over relay-1's (how much more work each of the relay's messages gave the broker); the broker is the limit where it keeps about a core busy in raw while cores stay idle. Every event's commit -> confirm holds the claim statement that leased its row: where that statement's p99 is above the NOTIFY goal's bound over the broker's p99, a relay that leases before it publishes cannot meet the goal at those commits; the notify run's claims and marks show how much of their mean duration their PostgreSQL processes spent waiting for a core (most of it: the cores the run shares, not the statements' own work, set their time). The latency runs are scheduled at half the one-replica drain rate unless a run chose its rate (bench --latency-rate); where the notify producers reached less than their schedule, the database was saturated by the notifying commits and the latencies hold that queue; every latency figure is after a warm-up at the run's rate.\n\n")
-	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | = broker busy x broker cost | relay-2 / raw | latency runs: scheduled, notify reached, events/s | NOTIFY p99 / broker p99 | inline p99 / broker p99 | claim statement p99 / broker p99 | notify claims and marks: waiting for a core / mean, ms | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | RabbitMQ cores busy in raw, idle cores | load average, max |\n")
+	s.WriteString("relay-1 / raw is the product of two factors: RabbitMQ's busy cores in relay-1 over those in raw (how fully the relay kept the broker busy) and RabbitMQ's CPU per message in raw over relay-1's (how much more work each of the relay's messages gave the broker); the broker is the limit where it keeps about a core busy in raw while cores stay idle. Every event's commit -> confirm holds the claim statement that leased its row: where that statement's p99 is above the NOTIFY goal's bound over the broker's p99, a relay that leases before it publishes cannot meet the goal at those commits; the notify run's claims and marks show how much of their mean duration their PostgreSQL processes spent waiting for a core (most of it: the cores the run shares, not the statements' own work, set their time). The latency runs are scheduled at half the one-replica drain rate unless a run chose its rate (bench --latency-rate), from as many producer connections as the run chose (bench --producers, 16 by default); where the notify producers reached less than their schedule, the database was saturated by the notifying commits and the latencies hold that queue; every latency figure is after a warm-up at the run's rate.\n\n")
+	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | = broker busy x broker cost | relay-2 / raw | latency runs: scheduled, notify reached, events/s; producer connections | NOTIFY p99 / broker p99 | inline p99 / broker p99 | claim statement p99 / broker p99 | notify claims and marks: waiting for a core / mean, ms; cores busy | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | RabbitMQ cores busy in raw, idle cores | load average, max |\n")
 	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	num := func(v float64) string {
 		if v == 0 {
@@ -878,11 +880,17 @@ func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 		for _, l := range g.Latency {
 			if l.Mode == "notify" && g.Config.LatencyRate > 0 {
 				rates = fmt.Sprintf("%.0f, %.0f", g.Config.LatencyRate, l.Rate)
+				if g.Config.Producers > 0 {
+					rates += fmt.Sprintf("; %d producers", g.Config.Producers)
+				}
 			}
 		}
 		wait := "-"
 		if g.StatementMeanMs > 0 {
 			wait = fmt.Sprintf("%.2f / %.2f", g.StatementWaitMs, g.StatementMeanMs)
+			if g.NotifyBusyCores > 0 {
+				wait += fmt.Sprintf("; %.2f cores busy", g.NotifyBusyCores)
+			}
 		}
 		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
 			cell(orValue(g.Config.Layout, "shared")), g.Raw, num(g.RatioToRaw), factors, num(g.Ratio2ToRaw), rates,
