@@ -43,6 +43,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxlab/outboxlab/bench/goal"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -213,6 +214,12 @@ type Result struct {
 	// RatioToWatermill is RelayMsgsPerSec / WatermillMsgsPerSec (one
 	// replica against one forwarder).
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
+	// RawOverWatermill is RawMsgsPerSec / WatermillMsgsPerSec: the ratio
+	// to watermill of a relay as fast as publishing from memory, so the
+	// most any relay through this broker reaches on this machine. Below
+	// the watermill goal, the goal is out of reach here, whatever the
+	// relay does.
+	RawOverWatermill float64 `json:"raw_over_watermill"`
 	// The latency fields are COMMIT -> confirmed publish at the latency
 	// runs' rate (LatencyRateText).
 	LatencyPollP50Ms   float64 `json:"latency_poll_p50_ms"`
@@ -304,6 +311,10 @@ type Result struct {
 	BrokerBusyRaw   float64 `json:"broker_busy_raw"`
 	BrokerBusyRatio float64 `json:"broker_busy_ratio"`
 	BrokerCostRatio float64 `json:"broker_cost_ratio"`
+	// Broker2BusyRatio and Broker2CostRatio are the same two factors of
+	// Ratio2ToRaw, for the two-replica drain.
+	Broker2BusyRatio float64 `json:"broker2_busy_ratio"`
+	Broker2CostRatio float64 `json:"broker2_cost_ratio"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -679,10 +690,10 @@ func (r *Result) limits() {
 		bound = bound && ph.Resources != nil && ph.Resources.Idle < coresBoundIdle
 	}
 	r.CoresBound = bound && seen == 4
-	if limit != nil && one != nil && limit.Resources != nil && one.Resources != nil && limit.Events > 0 && one.Events > 0 {
+	if limit != nil && limit.Resources != nil {
 		r.BrokerBusyRaw = limit.Resources.RabbitMQ
-		r.BrokerBusyRatio = ratio(one.Resources.RabbitMQ, limit.Resources.RabbitMQ)
-		r.BrokerCostRatio = ratio(limit.CPU.RabbitMQSeconds/float64(limit.Events), one.CPU.RabbitMQSeconds/float64(one.Events))
+		r.BrokerBusyRatio, r.BrokerCostRatio = goal.BrokerFactors(limit.drain(), one.drain())
+		r.Broker2BusyRatio, r.Broker2CostRatio = goal.BrokerFactors(limit.drain(), two.drain())
 	}
 	if limit == nil || limit.CPUMicrosPerMsg == 0 {
 		return
@@ -697,6 +708,15 @@ func (r *Result) limits() {
 	if two != nil {
 		r.CPUCeiling2RatioToRaw = ratio(limit.CPUMicrosPerMsg, two.CPUMicrosPerMsg)
 	}
+}
+
+// drain is what ph asked of the broker; a phase not run (nil) or
+// without its resources asks nothing.
+func (ph *Phase) drain() goal.Drain {
+	if ph == nil || ph.Resources == nil {
+		return goal.Drain{}
+	}
+	return goal.Drain{Events: ph.Events, BrokerBusy: ph.Resources.RabbitMQ, BrokerSeconds: ph.CPU.RabbitMQSeconds}
 }
 
 // partial notes a phase that did not get through the whole backlog within
@@ -1044,6 +1064,7 @@ func (b *runner) watermill(ctx context.Context, res *Result) error {
 	res.Phases = append(res.Phases, ph)
 	res.WatermillMsgsPerSec = ph.MsgsPerSec
 	res.RatioToWatermill = ratio(res.RelayMsgsPerSec, res.WatermillMsgsPerSec)
+	res.RawOverWatermill = ratio(res.RawMsgsPerSec, res.WatermillMsgsPerSec)
 	return nil
 }
 
@@ -1138,44 +1159,39 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 }
 
 // Target is one goal of the benchmark and what a run measured against it.
-type Target struct {
-	// Figure names what is measured; Measured is its value in the run.
-	Figure   string  `json:"figure"`
-	Measured float64 `json:"measured"`
-	// Goal is the bound: Measured must be at least Goal, or at most Goal
-	// when AtMost is set.
-	Goal   float64 `json:"goal"`
-	AtMost bool    `json:"at_most"`
-	// Ran is false when the run did not measure the figure (a phase was
-	// left out); Met is then false too.
-	Ran bool `json:"ran"`
-	Met bool `json:"met"`
-}
+type Target = goal.Target
 
-// Goals of the benchmark: the relay against the broker's limit, its tail
-// latency against the broker's own, against its peer, and its CPU cost
-// against the broker's. Every one is a ratio within one run.
+// Goals of the benchmark (see package goal): the relay against the
+// broker's limit, its tail latency against the broker's own, against its
+// peer, and its CPU cost against the broker's.
 const (
-	GoalRatioToRaw        = 0.85
-	GoalRatio2ToRaw       = 0.95
-	GoalNotifyOverBroker  = 2.0
-	GoalRatioToWatermill  = 10.0
-	GoalCPUOverBrokerUpTo = 0.5
+	GoalRatioToRaw        = goal.RatioToRaw
+	GoalRatio2ToRaw       = goal.Ratio2ToRaw
+	GoalNotifyOverBroker  = goal.NotifyOverBroker
+	GoalRatioToWatermill  = goal.RatioToWatermill
+	GoalCPUOverBrokerUpTo = goal.CPUOverBrokerUpTo
 )
 
-// Targets returns the run's figures against the goals.
+// Targets returns the run's figures against the goals; a figure whose
+// phases did not run is not judged.
 func (r Result) Targets() []Target {
-	t := func(figure string, measured, goal float64, atMost, ran bool) Target {
-		met := ran && (measured >= goal && !atMost || measured <= goal && atMost)
-		return Target{Figure: figure, Measured: measured, Goal: goal, AtMost: atMost, Ran: ran, Met: met}
+	return goal.Judge(r.goalFigures())
+}
+
+// goalFigures are the ratios of r that the goals judge, each zero where
+// a phase it needs did not run.
+func (r Result) goalFigures() goal.Figures {
+	f := goal.Figures{RatioToWatermill: r.RatioToWatermill}
+	if r.RawMsgsPerSec > 0 {
+		f.RatioToRaw, f.Ratio2ToRaw = r.RatioToRaw, r.Ratio2ToRaw
 	}
-	return []Target{
-		t("relay-1 / raw, msgs/s", r.RatioToRaw, GoalRatioToRaw, false, r.RawMsgsPerSec > 0 && r.RelayMsgsPerSec > 0),
-		t("relay-2 / raw, msgs/s", r.Ratio2ToRaw, GoalRatio2ToRaw, false, r.RawMsgsPerSec > 0 && r.Relay2MsgsPerSec > 0),
-		t("NOTIFY p99 / broker-alone p99, commit -> confirm", r.NotifyOverBrokerP99, GoalNotifyOverBroker, true, r.LatencyBrokerP99Ms > 0),
-		t("relay-1 / watermill, msgs/s", r.RatioToWatermill, GoalRatioToWatermill, false, r.WatermillMsgsPerSec > 0),
-		t("CPU per message, relay + PostgreSQL / RabbitMQ", r.CPURelayPlusDBOverBroker, GoalCPUOverBrokerUpTo, true, r.CPUMicrosPerMsgBroker > 0),
+	if r.LatencyBrokerP99Ms > 0 {
+		f.NotifyOverBroker = r.NotifyOverBrokerP99
 	}
+	if r.CPUMicrosPerMsgBroker > 0 {
+		f.CPUOverBroker = r.CPURelayPlusDBOverBroker
+	}
+	return f
 }
 
 // Summary is the JSON the command prints with --json: the summary fields
@@ -1188,6 +1204,7 @@ type Summary struct {
 	WatermillMsgsPerSec float64 `json:"watermill_msgs_per_sec"`
 	RatioToRaw          float64 `json:"ratio_to_raw"`
 	RatioToWatermill    float64 `json:"ratio_to_watermill"`
+	RawOverWatermill    float64 `json:"raw_over_watermill"`
 	LatencyPollP50Ms    float64 `json:"latency_poll_p50_ms"`
 	LatencyPollP99Ms    float64 `json:"latency_poll_p99_ms"`
 	LatencyNotifyP50Ms  float64 `json:"latency_notify_p50_ms"`
@@ -1207,6 +1224,8 @@ type Summary struct {
 	BrokerBusyRaw              float64 `json:"broker_busy_raw"`
 	BrokerBusyRatio            float64 `json:"broker_busy_ratio"`
 	BrokerCostRatio            float64 `json:"broker_cost_ratio"`
+	Broker2BusyRatio           float64 `json:"broker2_busy_ratio"`
+	Broker2CostRatio           float64 `json:"broker2_cost_ratio"`
 	LatencyClaimCallP99Ms      float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99     float64 `json:"claim_call_p99_over_broker_p99"`
 
@@ -1229,7 +1248,7 @@ func (r Result) Summary() Summary {
 	return Summary{
 		Events: r.Events, RawMsgsPerSec: r.RawMsgsPerSec, RelayMsgsPerSec: r.RelayMsgsPerSec,
 		Relay2MsgsPerSec: r.Relay2MsgsPerSec, WatermillMsgsPerSec: r.WatermillMsgsPerSec,
-		RatioToRaw: r.RatioToRaw, RatioToWatermill: r.RatioToWatermill,
+		RatioToRaw: r.RatioToRaw, RatioToWatermill: r.RatioToWatermill, RawOverWatermill: r.RawOverWatermill,
 		LatencyPollP50Ms: r.LatencyPollP50Ms, LatencyPollP99Ms: r.LatencyPollP99Ms,
 		LatencyNotifyP50Ms: r.LatencyNotifyP50Ms, LatencyNotifyP99Ms: r.LatencyNotifyP99Ms,
 		Relay2RatioToRaw: r.Ratio2ToRaw, LatencyBrokerP99Ms: r.LatencyBrokerP99Ms, NotifyOverBrokerP99: r.NotifyOverBrokerP99,
@@ -1238,6 +1257,7 @@ func (r Result) Summary() Summary {
 		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
 		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
 		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
+		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio,
 		LatencyClaimCallP99Ms: r.LatencyClaimCallP99Ms, ClaimCallOverBrokerP99: r.ClaimCallOverBrokerP99,
 		NotifyRelayStatementMeanMs: r.NotifyRelayStatementMeanMs, NotifyRelayStatementCPUWaitMs: r.NotifyRelayStatementCPUWaitMs,
 		NotifyBusyCores: r.NotifyBusyCores,
@@ -1298,9 +1318,17 @@ func (r Result) WriteTable(out io.Writer) error {
 		fmt.Fprintf(out, "  RabbitMQ kept %.2f cores busy in raw; relay-1 / raw %.2f = RabbitMQ's busy cores, relay-1 / raw, %.2f x its CPU per message, raw / relay-1, %.2f\n",
 			r.BrokerBusyRaw, r.RatioToRaw, r.BrokerBusyRatio, r.BrokerCostRatio)
 	}
+	if r.Broker2BusyRatio > 0 {
+		fmt.Fprintf(out, "  relay-2 / raw %.2f = RabbitMQ's busy cores, relay-2 / raw, %.2f x its CPU per message, raw / relay-2, %.2f\n",
+			r.Ratio2ToRaw, r.Broker2BusyRatio, r.Broker2CostRatio)
+	}
 	if r.ClaimCallOverBrokerP99 > 0 {
 		fmt.Fprintf(out, "  the notify run's claim statements, p99 over its events / broker-alone p99: %.2f (%.1f ms; every event's commit -> confirm holds its claim)\n",
 			r.ClaimCallOverBrokerP99, r.LatencyClaimCallP99Ms)
+	}
+	if r.RawOverWatermill > 0 {
+		fmt.Fprintf(out, "  raw / watermill (relay-1 / watermill of a relay as fast as raw; below %g, no relay meets that goal here): %.2f\n",
+			GoalRatioToWatermill, r.RawOverWatermill)
 	}
 	if r.InlineOverBrokerP99 > 0 {
 		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)

@@ -162,7 +162,8 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker",
 		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
 		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99",
-		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores"}
+		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores",
+		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio"}
 	var got []string
 	for k := range m {
 		got = append(got, k)
@@ -342,8 +343,14 @@ func TestRatioToRawAsTheBrokersBusyCoresAndCost(t *testing.T) {
 		Resources: &Resources{Cores: 2, RabbitMQ: 0.95, Idle: 0.9}}
 	one := Phase{Name: "relay-1", Events: 10000, Seconds: 1.25, MsgsPerSec: 8000, CPU: CPU{RabbitMQSeconds: 1},
 		Resources: &Resources{Cores: 2, RabbitMQ: 0.8, Idle: 0.7}}
-	r := Result{Phases: []Phase{raw, one}, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, RatioToRaw: 0.8}
+	// relay-2: 10000 msgs in 1.1 s, RabbitMQ 0.99 s (99 us each).
+	two := Phase{Name: "relay-2", Events: 10000, Seconds: 1.1, MsgsPerSec: 10000 / 1.1, CPU: CPU{RabbitMQSeconds: 0.99},
+		Resources: &Resources{Cores: 2, RabbitMQ: 0.9, Idle: 0.6}}
+	r := Result{Phases: []Phase{raw, one, two}, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, RatioToRaw: 0.8, Ratio2ToRaw: 1 / 1.1}
 	r.limits()
+	if got := r.Broker2BusyRatio * r.Broker2CostRatio; math.Abs(r.Broker2BusyRatio-0.9/0.95) > 1e-9 || math.Abs(got-r.Ratio2ToRaw) > 1e-9 {
+		t.Errorf("relay-2: busy ratio %.4f (want %.4f), busy ratio x cost ratio %.4f, ratio to raw %.4f", r.Broker2BusyRatio, 0.9/0.95, got, r.Ratio2ToRaw)
+	}
 	if r.BrokerBusyRaw != 0.95 || math.Abs(r.BrokerBusyRatio-0.8/0.95) > 1e-9 || math.Abs(r.BrokerCostRatio-0.95) > 1e-9 {
 		t.Errorf("broker busy %.2f, busy ratio %.4f (want %.4f), cost ratio %.4f (want 0.95)", r.BrokerBusyRaw, r.BrokerBusyRatio, 0.8/0.95, r.BrokerCostRatio)
 	}

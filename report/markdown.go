@@ -217,6 +217,7 @@ func WriteMarkdown(w io.Writer, b Bundle) error {
 	}
 	if len(benches) > 1 {
 		writeBenchRuns(&s, benches)
+		writeBenchGoals(&s, benches)
 	}
 	shown := map[string]bool{}
 	for _, f := range benches {
@@ -812,6 +813,7 @@ type benchFigures struct {
 	InlineOverBroker float64 `json:"inline_p99_over_broker_p99"`
 	ClaimOverBroker  float64 `json:"claim_call_p99_over_broker_p99"`
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
+	Watermill        float64 `json:"watermill_msgs_per_sec"`
 	CPUOverBroker    float64 `json:"cpu_relay_plus_db_over_broker"`
 	BrokerBusyRaw    float64 `json:"broker_busy_raw"`
 	BrokerBusyRatio  float64 `json:"broker_busy_ratio"`
@@ -830,10 +832,15 @@ type benchFigures struct {
 	} `json:"latency"`
 	Phases []struct {
 		Name        string  `json:"name"`
+		Events      int     `json:"events"`
 		MsgsPerSec  float64 `json:"msgs_per_sec"`
 		LoadAverage float64 `json:"load_average"`
-		Resources   *struct {
-			Idle float64 `json:"idle"`
+		CPU         struct {
+			RabbitMQSeconds float64 `json:"rabbitmq_seconds"`
+		} `json:"cpu"`
+		Resources *struct {
+			Idle     float64 `json:"idle"`
+			RabbitMQ float64 `json:"rabbitmq"`
 		} `json:"resources"`
 	} `json:"phases"`
 }
@@ -851,7 +858,7 @@ func benchFiguresOf(f *BenchFile) benchFigures {
 func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 	s.WriteString("Every run, side by side: the ratios of each are measured within that run; the first run of each layout is shown in full below.\n\n")
 	s.WriteString("relay-1 / raw is the product of two factors: RabbitMQ's busy cores in relay-1 over those in raw (how fully the relay kept the broker busy) and RabbitMQ's CPU per message in raw over relay-1's (how much more work each of the relay's messages gave the broker); the broker is the limit where it keeps about a core busy in raw while cores stay idle. Every event's commit -> confirm holds the claim statement that leased its row: where that statement's p99 is above the NOTIFY goal's bound over the broker's p99, a relay that leases before it publishes cannot meet the goal at those commits; the notify run's claims and marks show how much of their mean duration their PostgreSQL processes spent waiting for a core (most of it: the cores the run shares, not the statements' own work, set their time). The latency runs are scheduled at half the one-replica drain rate unless a run chose its rate (bench --latency-rate), from as many producer connections as the run chose (bench --producers, 16 by default); where the notify producers reached less than their schedule, the database was saturated by the notifying commits and the latencies hold that queue; every latency figure is after a warm-up at the run's rate.\n\n")
-	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | = broker busy x broker cost | relay-2 / raw | latency runs: scheduled, notify reached, events/s; producer connections | NOTIFY p99 / broker p99 | inline p99 / broker p99 | claim statement p99 / broker p99 | notify claims and marks: waiting for a core / mean, ms; cores busy | relay-1 / watermill | CPU relay + PostgreSQL / RabbitMQ | RabbitMQ cores busy in raw, idle cores | load average, max |\n")
+	s.WriteString("| run | commit | layout | raw msgs/s | relay-1 / raw | = broker busy x broker cost | relay-2 / raw | latency runs: scheduled, notify reached, events/s; producer connections | NOTIFY p99 / broker p99 | inline p99 / broker p99 | claim statement p99 / broker p99 | notify claims and marks: waiting for a core / mean, ms; cores busy | relay-1 / watermill (raw / watermill) | CPU relay + PostgreSQL / RabbitMQ | RabbitMQ cores busy in raw, idle cores | load average, max |\n")
 	s.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	num := func(v float64) string {
 		if v == 0 {
@@ -892,9 +899,13 @@ func writeBenchRuns(s *strings.Builder, runs []*BenchFile) {
 				wait += fmt.Sprintf("; %.2f cores busy", g.NotifyBusyCores)
 			}
 		}
+		wm := num(g.RatioToWatermill)
+		if c := g.rawOverWatermill(); c > 0 {
+			wm += fmt.Sprintf(" (%.2f)", c)
+		}
 		fmt.Fprintf(s, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |\n", cell(f.Meta.Date), cell(orUnknown(f.Meta.Commit)),
 			cell(orValue(g.Config.Layout, "shared")), g.Raw, num(g.RatioToRaw), factors, num(g.Ratio2ToRaw), rates,
-			num(g.NotifyOverBroker), num(g.InlineOverBroker), num(g.ClaimOverBroker), wait, num(g.RatioToWatermill), num(g.CPUOverBroker), busy, load)
+			num(g.NotifyOverBroker), num(g.InlineOverBroker), num(g.ClaimOverBroker), wait, wm, num(g.CPUOverBroker), busy, load)
 	}
 	s.WriteString("\n")
 }

@@ -221,6 +221,11 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			[]string{"inline p99 / broker-alone p99, commit -> confirm with no relay at all",
 				fmt.Sprintf("%.2f", r.InlineOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
+	if r.RawOverWatermill > 0 {
+		tt.Rows = append(tt.Rows, []string{"raw / watermill, msgs/s: relay-1 / watermill of a relay as fast as publishing from memory",
+			fmt.Sprintf("%.2f", r.RawOverWatermill),
+			fmt.Sprintf("no goal: below %g, no relay through this broker meets the watermill goal here", bench.GoalRatioToWatermill), "-"})
+	}
 	if r.ClaimCallOverBrokerP99 > 0 {
 		tt.Rows = append(tt.Rows, []string{"claim statement p99 (the notify run's, per event) / broker-alone p99: a part of every event's commit -> confirm",
 			fmt.Sprintf("%.2f", r.ClaimCallOverBrokerP99),
@@ -246,6 +251,13 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 				"no goal: how fully relay-1 kept the broker busy", "-"},
 			[]string{"relay-1 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-1", fmt.Sprintf("%.2f", r.BrokerCostRatio),
 				"no goal: the broker's work per message of relay-1 against raw's", "-"})
+	}
+	if r.Broker2BusyRatio > 0 {
+		tt.Rows = append(tt.Rows,
+			[]string{"relay-2 / raw, factor 1: RabbitMQ's busy cores, relay-2 / raw", fmt.Sprintf("%.2f", r.Broker2BusyRatio),
+				"no goal: how fully the two replicas kept the broker busy", "-"},
+			[]string{"relay-2 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-2", fmt.Sprintf("%.2f", r.Broker2CostRatio),
+				"no goal: the broker's work per message of relay-2 against raw's", "-"})
 	}
 	if r.CPUMicrosPerMsgBroker > 0 && r.CPUMicrosPerMsgRawProcess > 0 {
 		tt.Rows = append(tt.Rows, []string{"CPU per message, raw's process (amqp091 publishing alone) / RabbitMQ",

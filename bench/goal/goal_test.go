@@ -1,0 +1,62 @@
+package goal
+
+import (
+	"math"
+	"testing"
+)
+
+// TestJudgeMeetsAndMissesEachGoal judges figures on both sides of every
+// bound, and a figure not measured, which is never met.
+func TestJudgeMeetsAndMissesEachGoal(t *testing.T) {
+	met := Judge(Figures{RatioToRaw: 0.85, Ratio2ToRaw: 0.96, NotifyOverBroker: 2, RatioToWatermill: 10.5, CPUOverBroker: 0.49})
+	missed := Judge(Figures{RatioToRaw: 0.84, Ratio2ToRaw: 0.94, NotifyOverBroker: 2.01, RatioToWatermill: 9.9, CPUOverBroker: 0.51})
+	none := Judge(Figures{})
+	if len(met) != 5 || len(missed) != 5 || len(none) != 5 {
+		t.Fatalf("judged %d, %d, %d goals, want 5 each", len(met), len(missed), len(none))
+	}
+	for i := range met {
+		if !met[i].Ran || !met[i].Met {
+			t.Errorf("%s at %g %s: not met", met[i].Figure, met[i].Measured, met[i].Bound())
+		}
+		if !missed[i].Ran || missed[i].Met {
+			t.Errorf("%s at %g %s: met", missed[i].Figure, missed[i].Measured, missed[i].Bound())
+		}
+		if none[i].Ran || none[i].Met {
+			t.Errorf("%s not measured: ran %v, met %v", none[i].Figure, none[i].Ran, none[i].Met)
+		}
+		if met[i].Figure != missed[i].Figure {
+			t.Errorf("goal %d is %q once and %q once", i, met[i].Figure, missed[i].Figure)
+		}
+	}
+	if b := met[2].Bound(); b != "<= 2" {
+		t.Errorf("the NOTIFY goal's bound reads %q", b)
+	}
+	if b := met[0].Bound(); b != ">= 0.85" {
+		t.Errorf("the relay-1 goal's bound reads %q", b)
+	}
+}
+
+// TestBrokerFactorsMultiplyToTheRateRatio checks that the two factors of
+// a drain against raw multiply to its rate over raw's, and that a drain
+// missing a figure has no factors.
+func TestBrokerFactorsMultiplyToTheRateRatio(t *testing.T) {
+	// raw: 9000 events in 1 s, 1.0 core of RabbitMQ; relay: 9000 events in
+	// 1.25 s (0.8 of raw's rate), 0.9 cores busy, so 1.125 CPU seconds.
+	raw := Drain{Events: 9000, BrokerBusy: 1.0, BrokerSeconds: 1.0}
+	relay := Drain{Events: 9000, BrokerBusy: 0.9, BrokerSeconds: 0.9 * 1.25}
+	busy, cost := BrokerFactors(raw, relay)
+	if math.Abs(busy-0.9) > 1e-9 || math.Abs(cost-1/1.125) > 1e-9 {
+		t.Errorf("factors %g x %g, want 0.9 x %g", busy, cost, 1/1.125)
+	}
+	if p := busy * cost; math.Abs(p-0.8) > 1e-9 {
+		t.Errorf("busy x cost = %g, want the rate ratio 0.8", p)
+	}
+	for _, d := range []Drain{{}, {Events: 9000, BrokerBusy: 0.9}, {BrokerBusy: 0.9, BrokerSeconds: 1}} {
+		if b, c := BrokerFactors(raw, d); b != 0 || c != 0 {
+			t.Errorf("drain %+v: factors %g x %g, want none", d, b, c)
+		}
+	}
+	if b, c := BrokerFactors(Drain{}, relay); b != 0 || c != 0 {
+		t.Errorf("no raw drain: factors %g x %g, want none", b, c)
+	}
+}

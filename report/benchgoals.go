@@ -1,0 +1,196 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/outboxlab/outboxlab/bench/goal"
+)
+
+// goalFigures are the ratios of g that the benchmark's goals judge.
+func (g benchFigures) goalFigures() goal.Figures {
+	return goal.Figures{
+		RatioToRaw: g.RatioToRaw, Ratio2ToRaw: g.Ratio2ToRaw, NotifyOverBroker: g.NotifyOverBroker,
+		RatioToWatermill: g.RatioToWatermill, CPUOverBroker: g.CPUOverBroker,
+	}
+}
+
+// rawOverWatermill is relay-1 / watermill of a relay as fast as raw
+// publishing: the most any relay through this broker reached against
+// watermill in the run; zero when watermill did not run.
+func (g benchFigures) rawOverWatermill() float64 {
+	if g.Watermill <= 0 {
+		return 0
+	}
+	return g.Raw / g.Watermill
+}
+
+// brokerFactors are the two factors of the drain phase's rate over raw's
+// (goal.BrokerFactors), raw being the raw phase with the higher rate, as
+// the benchmark takes it; zeros where a phase or its resources are
+// missing.
+func (g benchFigures) brokerFactors(phase string) (busy, cost float64) {
+	var raw, relay goal.Drain
+	best := 0.0
+	for _, p := range g.Phases {
+		if p.Resources == nil {
+			continue
+		}
+		d := goal.Drain{Events: p.Events, BrokerBusy: p.Resources.RabbitMQ, BrokerSeconds: p.CPU.RabbitMQSeconds}
+		switch {
+		case (p.Name == "raw" || p.Name == "raw-after") && p.MsgsPerSec > best:
+			raw, best = d, p.MsgsPerSec
+		case p.Name == phase:
+			relay = d
+		}
+	}
+	return goal.BrokerFactors(raw, relay)
+}
+
+// spread is a set of one figure's values over runs.
+type spread []float64
+
+// String is "min / median / max" of the values ("-" for none; the one
+// value alone).
+func (s spread) String() string {
+	if len(s) == 0 {
+		return "-"
+	}
+	v := slices.Clone(s)
+	slices.Sort(v)
+	if len(v) == 1 {
+		return fmt.Sprintf("%.2f", v[0])
+	}
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return fmt.Sprintf("%.2f / %.2f / %.2f", v[0], med, v[len(v)-1])
+}
+
+// count counts the values for which f holds.
+func (s spread) count(f func(float64) bool) int {
+	n := 0
+	for _, v := range s {
+		if f(v) {
+			n++
+		}
+	}
+	return n
+}
+
+// goalBounds are, for each goal in goal.Judge's order, the figures of a
+// run that bound it: what it would take, on that machine, to meet it.
+func goalBounds(g benchFigures) [][]namedFigure {
+	wait := 0.0
+	if g.StatementMeanMs > 0 {
+		wait = g.StatementWaitMs / g.StatementMeanMs
+	}
+	busy1, cost1 := g.brokerFactors("relay-1")
+	busy2, cost2 := g.brokerFactors("relay-2")
+	return [][]namedFigure{
+		{{name: "RabbitMQ's busy cores, relay-1 / raw", value: busy1},
+			{name: "its CPU per message, raw / relay-1", value: cost1}},
+		{{name: "RabbitMQ's busy cores, relay-2 / raw", value: busy2},
+			{name: "its CPU per message, raw / relay-2", value: cost2}},
+		{{name: "inline p99 / broker p99 (the same commits, no relay)", value: g.InlineOverBroker,
+			outOfReach: func(v float64) bool { return v > goal.NotifyOverBroker }, reach: fmt.Sprintf("above %g", goal.NotifyOverBroker)},
+			{name: "share of the notify run's claims and marks spent waiting for a core", value: wait}},
+		{{name: "raw / watermill (a relay as fast as raw)", value: g.rawOverWatermill(),
+			outOfReach: func(v float64) bool { return v < goal.RatioToWatermill }, reach: fmt.Sprintf("below %g", goal.RatioToWatermill)}},
+		nil,
+	}
+}
+
+// namedFigure is one figure of a run with what it is. Where outOfReach
+// holds for its value, no relay meets the goal it bounds in that run;
+// reach says that condition ("below 10").
+type namedFigure struct {
+	name       string
+	value      float64
+	outOfReach func(float64) bool
+	reach      string
+}
+
+// writeBenchGoals writes, per goal and layout, in how many runs the goal
+// was met, the spread of its figure and of the figures that bound it:
+// the verdict of the benchmark over every run, not the luck of one.
+func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
+	type key struct {
+		goal   int
+		layout string
+	}
+	type cellOf struct {
+		target  goal.Target
+		runs    int
+		met     int
+		figures spread
+		bounds  []spread
+	}
+	cells := map[key]*cellOf{}
+	var layouts []string
+	for _, f := range runs {
+		g := benchFiguresOf(f)
+		layout := orValue(g.Config.Layout, "shared")
+		if !slices.Contains(layouts, layout) {
+			layouts = append(layouts, layout)
+		}
+		bounds := goalBounds(g)
+		for i, t := range goal.Judge(g.goalFigures()) {
+			if !t.Ran {
+				continue
+			}
+			k := key{i, layout}
+			c := cells[k]
+			if c == nil {
+				c = &cellOf{target: t, bounds: make([]spread, len(bounds[i]))}
+				cells[k] = c
+			}
+			c.runs++
+			if t.Met {
+				c.met++
+			}
+			c.figures = append(c.figures, t.Measured)
+			for j, b := range bounds[i] {
+				if b.value > 0 {
+					c.bounds[j] = append(c.bounds[j], b.value)
+				}
+			}
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	s.WriteString("The goals over every run above, per layout: in how many runs each was met, the spread of its figure, and the spread of the figures that bound it (where raw / watermill is below the watermill goal, or inline / broker above the NOTIFY goal, no relay meets that goal in that run, whatever it does).\n\n")
+	s.WriteString("| goal | layout | met in | measured, min / median / max | what bounds it, min / median / max |\n")
+	s.WriteString("|---|---|--:|--:|---|\n")
+	empty := benchFigures{}
+	names := goalBounds(empty)
+	for i := range goal.Judge(goal.Figures{}) {
+		for _, layout := range layouts {
+			c := cells[key{i, layout}]
+			if c == nil {
+				continue
+			}
+			var parts []string
+			for j, b := range c.bounds {
+				if len(b) == 0 {
+					continue
+				}
+				n := names[i][j]
+				part := fmt.Sprintf("%s: %s", n.name, b)
+				if n.outOfReach != nil {
+					part += fmt.Sprintf(" (%s, out of reach of any relay, in %d of %d runs)", n.reach, b.count(n.outOfReach), len(b))
+				}
+				parts = append(parts, part)
+			}
+			bound := "-"
+			if len(parts) > 0 {
+				bound = strings.Join(parts, "; ")
+			}
+			fmt.Fprintf(s, "| %s %s | %s | %d of %d | %s | %s |\n", cell(c.target.Figure), c.target.Bound(), cell(layout), c.met, c.runs, c.figures, cell(bound))
+		}
+	}
+	s.WriteString("\n")
+}
