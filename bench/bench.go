@@ -308,6 +308,10 @@ type Result struct {
 	// stay idle: its queue and channel run as a few Erlang processes),
 	// they say how fully the relay kept the broker busy and how much
 	// more work each of its messages gave the broker.
+	// RawSelfRatio is the slower raw phase's rate over the faster's
+	// (goal.RawSelfRatio): raw publishing itself against the broker's
+	// limit, the broker's own noise from one phase to the next.
+	RawSelfRatio    float64 `json:"raw_self_ratio"`
 	BrokerBusyRaw   float64 `json:"broker_busy_raw"`
 	BrokerBusyRatio float64 `json:"broker_busy_ratio"`
 	BrokerCostRatio float64 `json:"broker_cost_ratio"`
@@ -690,6 +694,13 @@ func (r *Result) limits() {
 		bound = bound && ph.Resources != nil && ph.Resources.Idle < coresBoundIdle
 	}
 	r.CoresBound = bound && seen == 4
+	var raws []float64
+	for _, ph := range r.Phases {
+		if ph.Name == "raw" || ph.Name == "raw-after" {
+			raws = append(raws, ph.MsgsPerSec)
+		}
+	}
+	r.RawSelfRatio = goal.RawSelfRatio(raws...)
 	if limit != nil && limit.Resources != nil {
 		r.BrokerBusyRaw = limit.Resources.RabbitMQ
 		r.BrokerBusyRatio, r.BrokerCostRatio = goal.BrokerFactors(limit.drain(), one.drain())
@@ -1226,6 +1237,7 @@ type Summary struct {
 	BrokerCostRatio            float64 `json:"broker_cost_ratio"`
 	Broker2BusyRatio           float64 `json:"broker2_busy_ratio"`
 	Broker2CostRatio           float64 `json:"broker2_cost_ratio"`
+	RawSelfRatio               float64 `json:"raw_self_ratio"`
 	LatencyClaimCallP99Ms      float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99     float64 `json:"claim_call_p99_over_broker_p99"`
 
@@ -1257,7 +1269,7 @@ func (r Result) Summary() Summary {
 		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
 		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
 		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
-		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio,
+		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio, RawSelfRatio: r.RawSelfRatio,
 		LatencyClaimCallP99Ms: r.LatencyClaimCallP99Ms, ClaimCallOverBrokerP99: r.ClaimCallOverBrokerP99,
 		NotifyRelayStatementMeanMs: r.NotifyRelayStatementMeanMs, NotifyRelayStatementCPUWaitMs: r.NotifyRelayStatementCPUWaitMs,
 		NotifyBusyCores: r.NotifyBusyCores,
@@ -1317,6 +1329,9 @@ func (r Result) WriteTable(out io.Writer) error {
 	if r.BrokerBusyRatio > 0 {
 		fmt.Fprintf(out, "  RabbitMQ kept %.2f cores busy in raw; relay-1 / raw %.2f = RabbitMQ's busy cores, relay-1 / raw, %.2f x its CPU per message, raw / relay-1, %.2f\n",
 			r.BrokerBusyRaw, r.RatioToRaw, r.BrokerBusyRatio, r.BrokerCostRatio)
+	}
+	if r.RawSelfRatio > 0 {
+		fmt.Fprintf(out, "  raw's slower phase / its faster (raw publishing itself against the broker's limit): %.2f\n", r.RawSelfRatio)
 	}
 	if r.Broker2BusyRatio > 0 {
 		fmt.Fprintf(out, "  relay-2 / raw %.2f = RabbitMQ's busy cores, relay-2 / raw, %.2f x its CPU per message, raw / relay-2, %.2f\n",

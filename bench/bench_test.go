@@ -163,7 +163,7 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
 		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99",
 		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores",
-		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio"}
+		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio", "raw_self_ratio"}
 	var got []string
 	for k := range m {
 		got = append(got, k)
@@ -307,6 +307,9 @@ func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
 		phase("watermill", 600, 2000, 100, &Resources{Cores: 2, Idle: 1.5}),
 	}}
 	r.limits()
+	if r.RawSelfRatio != 0.9 {
+		t.Errorf("raw's slower phase over its faster: %g, want 9000/10000", r.RawSelfRatio)
+	}
 	if r.CPUCeilingRatioToRaw != 0.6 || r.CPUCeiling2RatioToRaw != 0.75 {
 		t.Errorf("ceilings %.3f and %.3f, want 120/200 = 0.6 and 120/160 = 0.75", r.CPUCeilingRatioToRaw, r.CPUCeiling2RatioToRaw)
 	}

@@ -60,3 +60,19 @@ func TestBrokerFactorsMultiplyToTheRateRatio(t *testing.T) {
 		t.Errorf("no raw drain: factors %g x %g, want none", b, c)
 	}
 }
+
+// TestRawSelfRatio scores the slower raw phase against the faster, in
+// either order, and needs two measured rates.
+func TestRawSelfRatio(t *testing.T) {
+	if got := RawSelfRatio(8000, 6800); got != 0.85 {
+		t.Errorf("RawSelfRatio(8000, 6800) = %g, want 0.85", got)
+	}
+	if got := RawSelfRatio(6800, 8000); got != 0.85 {
+		t.Errorf("RawSelfRatio(6800, 8000) = %g, want 0.85", got)
+	}
+	for _, rates := range [][]float64{nil, {8000}, {8000, 0}} {
+		if got := RawSelfRatio(rates...); got != 0 {
+			t.Errorf("RawSelfRatio(%v) = %g, want 0", rates, got)
+		}
+	}
+}

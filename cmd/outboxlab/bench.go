@@ -252,6 +252,11 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			[]string{"relay-1 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-1", fmt.Sprintf("%.2f", r.BrokerCostRatio),
 				"no goal: the broker's work per message of relay-1 against raw's", "-"})
 	}
+	if r.RawSelfRatio > 0 {
+		tt.Rows = append(tt.Rows, []string{"raw's slower phase / its faster, msgs/s: raw publishing itself against the broker's limit",
+			fmt.Sprintf("%.2f", r.RawSelfRatio),
+			fmt.Sprintf("no goal: the broker's own noise from one phase to the next; below %g or %g, raw itself missed the relay-1 or relay-2 goal", bench.GoalRatioToRaw, bench.GoalRatio2ToRaw), "-"})
+	}
 	if r.Broker2BusyRatio > 0 {
 		tt.Rows = append(tt.Rows,
 			[]string{"relay-2 / raw, factor 1: RabbitMQ's busy cores, relay-2 / raw", fmt.Sprintf("%.2f", r.Broker2BusyRatio),
