@@ -28,12 +28,8 @@ func TestBenchGoalsOverRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := WriteMarkdown(&out, m); err != nil {
-		t.Fatal(err)
-	}
-	md := out.String()
-	for _, want := range []string{
+	md := markdownOf(t, m)
+	wantAll(t, md,
 		"| relay-1 / raw, msgs/s >= 0.85 | shared | 1 of 2 | 0.71 / 0.80 / 0.90 | raw's slower phase / its faster (raw publishing itself): 0.90 / 0.90 / 0.90 (below 0.85, raw itself missed the goal, in 0 of 2 runs) |",
 		"| relay-1 / raw, msgs/s >= 0.85 | isolated | 1 of 1 | 0.93 | raw's slower phase / its faster (raw publishing itself): 0.90 (below 0.85, raw itself missed the goal, in 0 of 1 runs) |",
 		"| relay-2 / raw, msgs/s >= 0.95 | shared | 0 of 2 | 0.80 / 0.80 / 0.80 | raw's slower phase / its faster (raw publishing itself): 0.90 / 0.90 / 0.90 (below 0.95, raw itself missed the goal, in 2 of 2 runs); RabbitMQ's busy cores, relay-2 / raw: 0.90 / 0.90 / 0.90; its CPU per message, raw / relay-2: 0.89 / 0.89 / 0.89 |",
@@ -41,12 +37,28 @@ func TestBenchGoalsOverRuns(t *testing.T) {
 		"| relay-1 / watermill, msgs/s >= 10 | shared | 1 of 2 | 5.33 / 7.72 / 10.12 | raw / watermill (a relay as fast as raw): 7.50 / 9.38 / 11.25 (below 10, out of reach of any relay, in 1 of 2 runs) |",
 		"| CPU per message, relay + PostgreSQL / RabbitMQ <= 0.5 | isolated | 1 of 1 | 0.45 | - |",
 		"| 5.33 (7.50) |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("the report lacks %q:\n%s", want, md)
-		}
-	}
+	)
 	if strings.Index(md, "| relay-1 / raw, msgs/s >= 0.85 | shared") > strings.Index(md, "| relay-1 / raw, msgs/s >= 0.85 | isolated") {
 		t.Error("the layouts are not in the order their runs came")
+	}
+}
+
+// markdownOf renders b as REPORT.md.
+func markdownOf(t *testing.T, b Bundle) string {
+	t.Helper()
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, b); err != nil {
+		t.Fatal(err)
+	}
+	return md.String()
+}
+
+// wantAll fails t for each of wants that the report out lacks.
+func wantAll(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, out)
+		}
 	}
 }

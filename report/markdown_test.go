@@ -148,12 +148,8 @@ func TestFalseVerdictFigureCountsEveryCellAndShowsWhatDidNotPass(t *testing.T) {
 			runs = append(runs, r)
 		}
 	}
-	var md bytes.Buffer
-	if err := WriteMarkdown(&md, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: runs}}); err != nil {
-		t.Fatal(err)
-	}
-	out := md.String()
-	for _, want := range []string{
+	out := markdownOf(t, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: runs}})
+	wantAll(t, out,
 		"### False-verdict figure",
 		"| baseline | 1..3 | 2 | 0 | 1 |",
 		"| db-down | 1..3 | 2 | 1 | 0 | duplicate-deliveries (3) | `replay db-down 3` |",
@@ -161,11 +157,7 @@ func TestFalseVerdictFigureCountsEveryCellAndShowsWhatDidNotPass(t *testing.T) {
 		"| db-down | ours |  | 3 | **FAIL** |", // a failure of a later seed keeps its row
 		"| baseline | ours |  | 2 | _INCONCLUSIVE_ |",
 		"`db-down` (seed 3) failed:\n- duplicate-deliveries: 2 unexplained",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("REPORT.md lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "| db-down | ours |  | 2 |") {
 		t.Errorf("a passing cell of a later seed has a detail row:\n%s", out)
 	}
@@ -175,19 +167,11 @@ func TestFalseVerdictFigureCountsEveryCellAndShowsWhatDidNotPass(t *testing.T) {
 	for i := range theirs {
 		theirs[i].Relay = "watermill"
 	}
-	md.Reset()
-	if err := WriteMarkdown(&md, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: theirs}}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(md.String(), "False-verdict") || !strings.Contains(md.String(), "| **all 6 cells** |") {
-		t.Errorf("another relay's campaign:\n%s", md.String())
+	if other := markdownOf(t, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: theirs}}); strings.Contains(other, "False-verdict") || !strings.Contains(other, "| **all 6 cells** |") {
+		t.Errorf("another relay's campaign:\n%s", other)
 	}
 	// One seed per scenario is no campaign: no figure.
-	md.Reset()
-	if err := WriteMarkdown(&md, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: runs[:1]}}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(md.String(), "False-verdict") {
+	if strings.Contains(markdownOf(t, Bundle{Scenarios: &ScenarioFile{Meta: meta, Runs: runs[:1]}}), "False-verdict") {
 		t.Errorf("a single-seed run got a false-verdict figure")
 	}
 }
