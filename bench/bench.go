@@ -308,10 +308,6 @@ type Result struct {
 	// stay idle: its queue and channel run as a few Erlang processes),
 	// they say how fully the relay kept the broker busy and how much
 	// more work each of its messages gave the broker.
-	// RawSelfRatio is the slower raw phase's rate over the faster's
-	// (goal.RawSelfRatio): raw publishing itself against the broker's
-	// limit, the broker's own noise from one phase to the next.
-	RawSelfRatio    float64 `json:"raw_self_ratio"`
 	BrokerBusyRaw   float64 `json:"broker_busy_raw"`
 	BrokerBusyRatio float64 `json:"broker_busy_ratio"`
 	BrokerCostRatio float64 `json:"broker_cost_ratio"`
@@ -319,6 +315,10 @@ type Result struct {
 	// Ratio2ToRaw, for the two-replica drain.
 	Broker2BusyRatio float64 `json:"broker2_busy_ratio"`
 	Broker2CostRatio float64 `json:"broker2_cost_ratio"`
+	// RawSelfRatio is the slower raw phase's rate over the faster's
+	// (goal.RawSelfRatio): raw publishing itself against the broker's
+	// limit, the broker's own noise from one phase to the next.
+	RawSelfRatio float64 `json:"raw_self_ratio"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -675,11 +675,13 @@ const coresBoundIdle = 0.1
 // broker's busy cores and its CPU per message: what limited the drains.
 func (r *Result) limits() {
 	var limit, one, two *Phase
+	var raws []float64
 	bound, seen := true, 0
 	for i := range r.Phases {
 		ph := &r.Phases[i]
 		switch ph.Name {
 		case "raw", "raw-after":
+			raws = append(raws, ph.MsgsPerSec)
 			if limit == nil || ph.MsgsPerSec > limit.MsgsPerSec {
 				limit = ph
 			}
@@ -694,12 +696,6 @@ func (r *Result) limits() {
 		bound = bound && ph.Resources != nil && ph.Resources.Idle < coresBoundIdle
 	}
 	r.CoresBound = bound && seen == 4
-	var raws []float64
-	for _, ph := range r.Phases {
-		if ph.Name == "raw" || ph.Name == "raw-after" {
-			raws = append(raws, ph.MsgsPerSec)
-		}
-	}
 	r.RawSelfRatio = goal.RawSelfRatio(raws...)
 	if limit != nil && limit.Resources != nil {
 		r.BrokerBusyRaw = limit.Resources.RabbitMQ

@@ -185,9 +185,9 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 	s.WriteString("The goals over every run above, per layout: in how many runs each was met, the spread of its figure, and the spread of the figures that bound it (where raw / watermill is below the watermill goal, or inline / broker above the NOTIFY goal, no relay meets that goal in that run, whatever it does; where raw's slower phase over its faster is below a goal on the ratio to raw, raw publishing itself, the same messages the same way, missed that goal against the broker's limit: the broker's own noise from one phase to the next).\n\n")
 	s.WriteString("| goal | layout | met in | measured, min / median / max | what bounds it, min / median / max |\n")
 	s.WriteString("|---|---|--:|--:|---|\n")
-	empty := benchFigures{}
-	names := goalBounds(empty)
-	for i := range goal.Judge(goal.Figures{}) {
+	// The names of the bounds, one list per goal in goal.Judge's order.
+	names := goalBounds(benchFigures{})
+	for i := range names {
 		for _, layout := range layouts {
 			c := cells[key{i, layout}]
 			if c == nil {
