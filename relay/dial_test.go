@@ -143,13 +143,20 @@ func TestAMQPPublisherDialClosesItsSocketWhenCancelled(t *testing.T) {
 // start index, wrapping around, and when none answers every node's error
 // comes back, in that order, with the start index.
 func TestDialAnyTriesEveryNodeFromStart(t *testing.T) {
+	// The three listeners stay open until all are made, so their ports
+	// are distinct (a port closed at once can be handed out again, and two
+	// nodes on one address cannot be told apart in the error).
 	var urls []string
+	var ls []net.Listener
 	for i := 0; i < 3; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		ls = append(ls, l)
 		urls = append(urls, "amqp://"+l.Addr().String()+"/")
+	}
+	for _, l := range ls {
 		_ = l.Close() // nothing listens there any more: refused at once
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
