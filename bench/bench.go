@@ -255,6 +255,17 @@ type Result struct {
 	// goal at these commits on this machine.
 	LatencyClaimCallP99Ms  float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99 float64 `json:"claim_call_p99_over_broker_p99"`
+	// LatencyKeyedP99Ms is commit -> confirm of the keyed lease run at the
+	// notify run's commits: no relay, each row leased by its key in one
+	// statement after its NOTIFY and then published (keyedLeaser), the
+	// three hops of a relay that leases a row after the NOTIFY and before
+	// it publishes it, and nothing else. KeyedOverBrokerP99 is it over
+	// LatencyBrokerP99Ms: above the NOTIFY goal's bound, no such relay
+	// meets the goal at these commits on this machine. NotifyOverKeyedP99
+	// is LatencyNotifyP99Ms over it: how far the relay is from that floor.
+	LatencyKeyedP99Ms  float64 `json:"latency_keyed_p99_ms"`
+	KeyedOverBrokerP99 float64 `json:"keyed_p99_over_broker_p99"`
+	NotifyOverKeyedP99 float64 `json:"notify_p99_over_keyed_p99"`
 	// NotifyRelayStatementMeanMs is the mean duration of the notify run's
 	// claims and marks as the relay timed them, and
 	// NotifyRelayStatementCPUWaitMs how long, per statement, the
@@ -1095,11 +1106,14 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 	res.Config.LatencyWarmupMs = float64(b.o.LatencyWarmup) / 1e6
 	settle := 2*b.o.Relay.PollInterval + time.Minute
 	for _, mode := range []struct {
-		name                        string
-		notify, afterCommit, inline bool
-	}{{"poll", false, false, false}, {"notify", true, false, false}, {"notify-after-commit", true, true, false}, {"inline", true, false, true}} {
+		name                               string
+		notify, afterCommit, inline, keyed bool
+	}{
+		{name: "poll"}, {name: "notify", notify: true}, {name: "notify-after-commit", notify: true, afterCommit: true},
+		{name: "inline", notify: true, inline: true}, {name: "keyed", notify: true, keyed: true},
+	} {
 		rate, count := rate, count
-		if mode.inline {
+		if mode.inline || mode.keyed {
 			// The floor of the notify run: the rate its producers reached.
 			rate = notifyRate(res.Latency, rate)
 			count = min(count, max(100, int(rate*b.o.LatencyDuration.Seconds())))
@@ -1108,7 +1122,7 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		b.o.Logf("bench: latency %s: %d events at %.0f/s", mode.name, count, rate)
 		wn := warm(rate, count)
 		l, err := measureLatency(ctx, b.in, b.w.slice(wn+count), latencyOptions{
-			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, inline: mode.inline, rate: rate, producers: b.o.Producers,
+			name: mode.name, notify: mode.notify, afterCommit: mode.afterCommit, inline: mode.inline, keyed: mode.keyed, rate: rate, producers: b.o.Producers,
 			config: b.o.Relay, settle: settle, produceFor: 2 * b.o.LatencyDuration, warm: wn,
 		})
 		if err != nil {
@@ -1125,6 +1139,8 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		switch {
 		case mode.inline:
 			res.LatencyInlineP99Ms = l.Confirm.P99
+		case mode.keyed:
+			res.LatencyKeyedP99Ms = l.Confirm.P99
 		case !mode.notify:
 			res.LatencyPollP50Ms, res.LatencyPollP99Ms, res.LatencyPollMaxMs = l.Confirm.P50, l.Confirm.P99, l.Confirm.Max
 		case !mode.afterCommit:
@@ -1140,7 +1156,9 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		"latency: each run first sent for %s at its rate to warm up (connections opened, statements prepared); those events were delivered and checked like the rest, and left out of the figures",
 		b.o.LatencyWarmup))
 	res.NotifyOverInlineP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyInlineP99Ms)
+	res.NotifyOverKeyedP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyKeyedP99Ms)
 	res.Notes = append(res.Notes, "latency inline: no relay; each producer stages its event as in notify (with the NOTIFY), at the rate the notify producers reached, and publishes it itself the moment its COMMIT returns, the dual write the outbox replaces: the floor of a relay's commit -> confirm at these commits on this machine")
+	res.Notes = append(res.Notes, "latency keyed: no relay; each producer stages its event as in notify, its NOTIFY naming the row, at the rate the notify producers reached; a leaser LISTENs, leases the rows named by their key in one statement (asynchronous commit, as the relay's claim) and publishes them: the NOTIFY's delivery, one round trip to the database and publish -> confirm, the floor of a relay that leases a row after its NOTIFY and before it publishes it (no scan, no order, no mark)")
 	// The broker's own share: the same messages at the rate the NOTIFY
 	// producers reached, published from memory.
 	brate := notifyRate(res.Latency, rate)
@@ -1159,6 +1177,7 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 	res.InlineOverBrokerP99 = ratio(res.LatencyInlineP99Ms, res.LatencyBrokerP99Ms)
 	res.NotifyOverBrokerP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyBrokerP99Ms)
 	res.ClaimCallOverBrokerP99 = ratio(res.LatencyClaimCallP99Ms, res.LatencyBrokerP99Ms)
+	res.KeyedOverBrokerP99 = ratio(res.LatencyKeyedP99Ms, res.LatencyBrokerP99Ms)
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"latency broker: no relay and no database; %d messages published from memory at %.0f/s (the rate the notify producers reached), timed from each publish: the broker's own share of every other mode's latency",
 		l.Events, brate))
@@ -1236,6 +1255,9 @@ type Summary struct {
 	RawSelfRatio               float64 `json:"raw_self_ratio"`
 	LatencyClaimCallP99Ms      float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99     float64 `json:"claim_call_p99_over_broker_p99"`
+	LatencyKeyedP99Ms          float64 `json:"latency_keyed_p99_ms"`
+	KeyedOverBrokerP99         float64 `json:"keyed_p99_over_broker_p99"`
+	NotifyOverKeyedP99         float64 `json:"notify_p99_over_keyed_p99"`
 
 	NotifyRelayStatementMeanMs    float64 `json:"notify_relay_statement_mean_ms"`
 	NotifyRelayStatementCPUWaitMs float64 `json:"notify_relay_statement_cpu_wait_ms"`
@@ -1267,6 +1289,7 @@ func (r Result) Summary() Summary {
 		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
 		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio, RawSelfRatio: r.RawSelfRatio,
 		LatencyClaimCallP99Ms: r.LatencyClaimCallP99Ms, ClaimCallOverBrokerP99: r.ClaimCallOverBrokerP99,
+		LatencyKeyedP99Ms: r.LatencyKeyedP99Ms, KeyedOverBrokerP99: r.KeyedOverBrokerP99, NotifyOverKeyedP99: r.NotifyOverKeyedP99,
 		NotifyRelayStatementMeanMs: r.NotifyRelayStatementMeanMs, NotifyRelayStatementCPUWaitMs: r.NotifyRelayStatementCPUWaitMs,
 		NotifyBusyCores: r.NotifyBusyCores,
 	}
@@ -1344,6 +1367,10 @@ func (r Result) WriteTable(out io.Writer) error {
 	if r.InlineOverBrokerP99 > 0 {
 		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)
 	}
+	if r.KeyedOverBrokerP99 > 0 {
+		fmt.Fprintf(out, "  keyed lease p99 / broker-alone p99 (a row leased by its key after its NOTIFY, then published; above %g, no relay that leases after the NOTIFY meets that goal here): %.2f\n",
+			GoalNotifyOverBroker, r.KeyedOverBrokerP99)
+	}
 	if r.NotifyRelayStatementMeanMs > 0 && r.NotifyRelayStatementCPUWaitMs > 0 {
 		fmt.Fprintf(out, "  the notify run's claims and marks: %.2f ms mean, of which their PostgreSQL processes waited %.2f ms for a core (%.0f%%), %.2f of the cores busy\n",
 			r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, 100*ratio(r.NotifyRelayStatementCPUWaitMs, r.NotifyRelayStatementMeanMs), r.NotifyBusyCores)
@@ -1365,6 +1392,10 @@ func (r Result) WriteTable(out io.Writer) error {
 		if r.LatencyInlineP99Ms > 0 {
 			fmt.Fprintf(out, "no relay, each event published as its COMMIT returns (inline): p99 %.1f ms (the relay's NOTIFY p99 is x%.1f that floor)\n",
 				r.LatencyInlineP99Ms, r.NotifyOverInlineP99)
+		}
+		if r.LatencyKeyedP99Ms > 0 {
+			fmt.Fprintf(out, "each row leased by its key after its NOTIFY, then published (keyed): p99 %.1f ms (the relay's NOTIFY p99 is x%.2f that floor)\n",
+				r.LatencyKeyedP99Ms, r.NotifyOverKeyedP99)
 		}
 		if err := writeSched(out, r.Latency); err != nil {
 			return err

@@ -163,7 +163,8 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
 		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99",
 		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores",
-		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio", "raw_self_ratio"}
+		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio", "raw_self_ratio",
+		"latency_keyed_p99_ms", "keyed_p99_over_broker_p99", "notify_p99_over_keyed_p99"}
 	var got []string
 	for k := range m {
 		got = append(got, k)

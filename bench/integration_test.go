@@ -97,12 +97,20 @@ func TestRunSmall(t *testing.T) {
 	if res.RatioToRaw != res.RelayMsgsPerSec/res.RawMsgsPerSec || res.RatioToWatermill != res.RelayMsgsPerSec/res.WatermillMsgsPerSec {
 		t.Errorf("ratios %+v do not follow from the rates", res.Summary())
 	}
-	if len(res.Latency) != 5 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" ||
-		res.Latency[2].Mode != "notify-after-commit" || res.Latency[3].Mode != "inline" || res.Latency[4].Mode != "broker" {
+	if len(res.Latency) != 6 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" ||
+		res.Latency[2].Mode != "notify-after-commit" || res.Latency[3].Mode != "inline" || res.Latency[4].Mode != "keyed" ||
+		res.Latency[5].Mode != "broker" {
 		t.Fatalf("latency runs = %+v", res.Latency)
 	}
-	if res.LatencyBrokerP99Ms != res.Latency[4].Confirm.P99 {
-		t.Errorf("latency_broker_p99_ms %.1f, the broker run says %.1f", res.LatencyBrokerP99Ms, res.Latency[4].Confirm.P99)
+	if res.LatencyBrokerP99Ms != res.Latency[5].Confirm.P99 {
+		t.Errorf("latency_broker_p99_ms %.1f, the broker run says %.1f", res.LatencyBrokerP99Ms, res.Latency[5].Confirm.P99)
+	}
+	// The keyed lease leases every row it publishes, so it has stages;
+	// its figures follow from its run.
+	if k := res.Latency[4]; k.Stages == nil || k.Stages.ClaimCall.P50 <= 0 || res.LatencyKeyedP99Ms != k.Confirm.P99 ||
+		res.KeyedOverBrokerP99 != k.Confirm.P99/res.LatencyBrokerP99Ms || res.NotifyOverKeyedP99 != res.LatencyNotifyP99Ms/k.Confirm.P99 {
+		t.Errorf("keyed run %+v: latency_keyed_p99_ms %.2f, x%.2f of the broker's, the relay x%.2f of it",
+			k, res.LatencyKeyedP99Ms, res.KeyedOverBrokerP99, res.NotifyOverKeyedP99)
 	}
 	if res.LatencyInlineP99Ms != res.Latency[3].Confirm.P99 || res.NotifyOverInlineP99 != res.LatencyNotifyP99Ms/res.LatencyInlineP99Ms {
 		t.Errorf("latency_inline_p99_ms %.1f (x%.2f), the inline run says %.1f", res.LatencyInlineP99Ms, res.NotifyOverInlineP99, res.Latency[3].Confirm.P99)

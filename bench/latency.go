@@ -125,7 +125,11 @@ type latencyOptions struct {
 	// inline runs no relay: each producer publishes its event itself as
 	// soon as its COMMIT returned (the dual write the outbox replaces),
 	// the floor of any relay's commit -> confirm at the same commits.
-	inline    bool
+	inline bool
+	// keyed runs no relay: the keyed lease floor (keyedLeaser) leases and
+	// publishes each event, whose staging transaction sends its id as
+	// the NOTIFY's payload.
+	keyed     bool
 	rate      float64
 	producers int
 	config    relay.Config
@@ -188,13 +192,20 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	var (
 		rs     *replicaSet
 		inline *inlinePublisher
+		keyed  *keyedLeaser
 	)
-	if o.inline {
+	switch {
+	case o.inline:
 		if inline, err = startInline(ctx, in, w, onConfirm); err != nil {
 			return res, err
 		}
 		defer inline.stop()
-	} else {
+	case o.keyed:
+		if keyed, err = startKeyed(ctx, in, w, table, claimStart, claimAt, publishAt, onConfirm); err != nil {
+			return res, err
+		}
+		defer keyed.stop()
+	default:
 		if rs, err = startLatencyRelay(ctx, in, w, o, table, claimStart, claimAt, publishAt, onConfirm); err != nil {
 			return res, err
 		}
@@ -237,8 +248,11 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 			return
 		}
 		st := start{sched: in.sampleSched(true)}
-		if rs != nil {
+		switch {
+		case rs != nil:
 			st.calls, st.nanos = rs.reps[0].store.statements()
+		case keyed != nil:
+			st.calls, st.nanos = keyed.statements()
 		}
 		started <- st
 	}()
@@ -271,9 +285,14 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 					}
 				}
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					return outbox.Stage(ctx, tx, table, outbox.Event{
+					err := outbox.Stage(ctx, tx, table, outbox.Event{
 						ID: w.ids[k], Type: MessageType, Payload: w.payloads[k],
-					}, outbox.StageOptions{Notify: o.notify && !o.afterCommit})
+					}, outbox.StageOptions{Notify: o.notify && !o.afterCommit && !o.keyed})
+					if err == nil && o.keyed {
+						// The same NOTIFY as Stage's, naming the row.
+						_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, table.Channel(), w.idStr[k])
+					}
+					return err
 				})
 				if err != nil {
 					errs[p] = fmt.Errorf("producer %d: event %d: %w", p, k, err)
@@ -334,6 +353,12 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 
 	wctx, cancel := context.WithTimeout(ctx, o.settle)
 	err = testenv.WaitUntil(wctx, 10*time.Millisecond, func(context.Context) error {
+		if keyed != nil {
+			if err := keyed.failure(); err != nil {
+				cancel() // it publishes nothing more
+				return err
+			}
+		}
 		if c, d := confirmed.Load(), delivered.Load(); c < int64(produced) || d < int64(produced) {
 			return fmt.Errorf("%d of %d events confirmed, %d delivered", c, produced, d)
 		}
@@ -349,9 +374,18 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	st := <-started
 	sched0, calls0, nanos0 := st.sched, st.calls, st.nanos
 	relayID := ""
-	if rs != nil {
+	var calls1, nanos1 int64
+	switch {
+	case rs != nil:
 		relayID = rs.reps[0].id
-		calls1, nanos1 := rs.reps[0].store.statements()
+		calls1, nanos1 = rs.reps[0].store.statements()
+	case keyed != nil:
+		// The leaser's sessions are told apart as a relay's are: they
+		// are in its place.
+		relayID = appKeyed
+		calls1, nanos1 = keyed.statements()
+	}
+	if relayID != "" {
 		if n := calls1 - calls0; n > 0 {
 			res.RelayStatements = n
 			res.RelayStatementMeanMs = float64(nanos1-nanos0) / 1e6 / float64(n)
@@ -368,9 +402,12 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	if wall := sched1.wall.Sub(sched0.wall); wall > 0 && sched0.machine > 0 && sched1.machine > sched0.machine {
 		res.BusyCores = (sched1.machine - sched0.machine).Seconds() / wall.Seconds()
 	}
-	if rs != nil {
+	switch {
+	case rs != nil:
 		err = rs.stop()
-	} else {
+	case keyed != nil:
+		err = keyed.stop()
+	default:
 		err = inline.stop()
 	}
 	if err != nil {

@@ -812,6 +812,8 @@ type benchFigures struct {
 	NotifyOverBroker float64 `json:"notify_p99_over_broker_p99"`
 	InlineOverBroker float64 `json:"inline_p99_over_broker_p99"`
 	ClaimOverBroker  float64 `json:"claim_call_p99_over_broker_p99"`
+	KeyedOverBroker  float64 `json:"keyed_p99_over_broker_p99"`
+	NotifyOverKeyed  float64 `json:"notify_p99_over_keyed_p99"`
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
 	Watermill        float64 `json:"watermill_msgs_per_sec"`
 	CPUOverBroker    float64 `json:"cpu_relay_plus_db_over_broker"`

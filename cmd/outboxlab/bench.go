@@ -221,6 +221,13 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			[]string{"inline p99 / broker-alone p99, commit -> confirm with no relay at all",
 				fmt.Sprintf("%.2f", r.InlineOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
+	if r.LatencyKeyedP99Ms > 0 {
+		tt.Rows = append(tt.Rows,
+			[]string{"NOTIFY p99 / keyed lease p99 (no relay: each row leased by its key after its NOTIFY, then published), commit -> confirm",
+				fmt.Sprintf("%.2f", r.NotifyOverKeyedP99), "no goal: how far the relay is from a relay that leases after the NOTIFY and does nothing else", "-"},
+			[]string{"keyed lease p99 / broker-alone p99, commit -> confirm",
+				fmt.Sprintf("%.2f", r.KeyedOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay that leases a row after its NOTIFY meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
+	}
 	if r.RawOverWatermill > 0 {
 		tt.Rows = append(tt.Rows, []string{"raw / watermill, msgs/s: relay-1 / watermill of a relay as fast as publishing from memory",
 			fmt.Sprintf("%.2f", r.RawOverWatermill),
