@@ -217,6 +217,28 @@ func TestWellFormed(t *testing.T) {
 			offending: []string{"e1"},
 		},
 		{
+			// A relay's pipelined marks: the later one's rows were all
+			// fenced and its completion names none; it comes first.
+			name: "overlapping marks, the later one completing first with no row marked",
+			h: build().invoke("relay-a", history.Mark, "e1", "e2").invoke("relay-a", history.Mark, "e3", "e4").
+				ok("relay-a", history.Mark).ok("relay-a", history.Mark, "e1", "e2").h(),
+			valid: true,
+		},
+		{
+			name: "a completion that fits no invoke, after one that named nothing",
+			h: build().invoke("relay-a", history.Mark, "e1").ok("relay-a", history.Mark).
+				ok("relay-a", history.Mark, "e9").h(),
+			offending: []string{"e9"},
+		},
+		{
+			// The completion that named nothing cannot have completed an
+			// invoke that came after it.
+			name: "a completion that named nothing cannot move to a later invoke",
+			h: build().invoke("relay-a", history.Mark, "e1").ok("relay-a", history.Mark).
+				invoke("relay-a", history.Mark, "e3").ok("relay-a", history.Mark, "e1").h(),
+			offending: []string{"e1"},
+		},
+		{
 			name:      "indexes out of order",
 			h:         swapped,
 			offending: []string{"e1"},

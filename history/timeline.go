@@ -57,9 +57,23 @@ type procFunc struct {
 // for a process closes every operation that process had open as crashed;
 // a completion that arrives after that matches nothing and stands alone.
 // ops must be in Index order.
+//
+// Where a process has several operations of one function open at once (a
+// relay's pipelined marks), a completion that names no event (a mark whose
+// every row the lease fence left untouched, or one that failed) fits any
+// of them, and is first given the oldest. When a later completion fits
+// none of the invokes still open but fits the one such a completion took,
+// the two trade: the later completion takes that invoke, and the one that
+// named nothing moves to the oldest invoke still open that came before it,
+// which it fits as well. No completion that fits an invoke is left standing alone because
+// one that named nothing came first.
 func Pairs(ops []Op) []Pair {
 	pairs := make([]Pair, 0, len(ops))
 	open := make(map[procFunc][]int) // positions in pairs, oldest first
+	// blank holds, per process and function, the positions of the pairs
+	// whose invoke named events and whose completion named none: the
+	// completions that could as well have completed another invoke.
+	blank := make(map[procFunc][]int)
 	for i := range ops {
 		op := &ops[i]
 		if op.F == Crash {
@@ -71,6 +85,11 @@ func Pairs(ops []Op) []Pair {
 					pairs[p].Crashed = true
 				}
 				delete(open, k)
+			}
+			for k := range blank {
+				if k.process == op.Process {
+					delete(blank, k)
+				}
 			}
 			pairs = append(pairs, Pair{Done: op})
 			continue
@@ -86,8 +105,34 @@ func Pairs(ops []Op) []Pair {
 			if inv := pairs[p].Invoke; len(inv.Events) == 0 || subset(op.Events, inv.Events) {
 				pairs[p].Done = op
 				open[k] = append(open[k][:j:j], open[k][j+1:]...)
+				if len(op.Events) == 0 && len(inv.Events) > 0 {
+					blank[k] = append(blank[k], p)
+				}
 				matched = true
 				break
+			}
+		}
+		if !matched && len(op.Events) > 0 {
+		trade:
+			for j, p := range blank[k] {
+				if !subset(op.Events, pairs[p].Invoke.Events) {
+					continue
+				}
+				// The oldest invoke still open that came before the
+				// completion that named nothing.
+				for i, q := range open[k] {
+					if pairs[q].Invoke.Index > pairs[p].Done.Index {
+						break
+					}
+					open[k] = append(open[k][:i:i], open[k][i+1:]...)
+					pairs[q].Done, pairs[p].Done = pairs[p].Done, op
+					blank[k] = append(blank[k][:j:j], blank[k][j+1:]...)
+					if len(pairs[q].Invoke.Events) > 0 {
+						blank[k] = append(blank[k], q)
+					}
+					matched = true
+					break trade
+				}
 			}
 		}
 		if !matched {
