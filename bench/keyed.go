@@ -111,9 +111,11 @@ func startKeyed(ctx context.Context, in *infra, w *workload, table outbox.Table,
 	if err != nil {
 		return fail(fmt.Errorf("opening a channel with confirms: %w", err))
 	}
+	// The confirms are awaited on ctx: stop ends the leaser first, then
+	// takes the confirms of what it published.
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k.cancel = cancel
-	k.conf = takeConfirms(rctx, w.len(), "keyed lease", func(i int, at time.Time) { onConfirm(w.idStr[i], at) })
+	k.conf = takeConfirms(ctx, w.len(), "keyed lease", func(i int, at time.Time) { onConfirm(w.idStr[i], at) })
 	k.done.Add(2)
 	go k.receive(rctx)
 	go k.run(rctx)
