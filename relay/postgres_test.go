@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
@@ -491,5 +492,74 @@ func TestClaimUsesPendingIndex(t *testing.T) {
 	t.Logf("claim plan:\n%s", plan)
 	if strings.Contains(plan, "Seq Scan") {
 		t.Errorf("claim plan has a sequential scan:\n%s", plan)
+	}
+}
+
+// TestClaimPlanHoldsAsTheTableGrows checks the plan a connection keeps for
+// the claim: pgx prepares the statement once per connection, and after
+// five runs PostgreSQL keeps one generic plan, planned with the table's
+// statistics of that moment. Planned on a new, never analyzed table, the
+// claim's update once read the whole table with a filter on ctid, and
+// went on doing so as the table grew until autovacuum analyzed it. Here
+// the plan is made on a small table on the store's one connection, the
+// table then grows by 20,000 processed rows that nothing analyzes, and a
+// claim must still start no sequential scan of it.
+func TestClaimPlanHoldsAsTheTableGrows(t *testing.T) {
+	db := newDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := db.Pool.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := relay.NewPGStore(pool, db.Table)
+	ids := newIDSource(t, 19)
+	claimOne := func() {
+		t.Helper()
+		stageRows(t, db, ids, 1, "t", time.Time{})
+		rows, err := store.Claim(ctx, "a", 100, time.Minute)
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("claim: %d rows, %v", len(rows), err)
+		}
+		if _, err := store.Mark(ctx, "a", []uuid.UUID{rows[0].ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ten claims: the generic plan is made at the sixth.
+	for range 10 {
+		claimOne()
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO `+db.Table.Ident()+` (id, message_type, payload, processed_at)
+		SELECT gen_random_uuid(), 't', '{}', now() FROM generate_series(1, 20000)`); err != nil {
+		t.Fatal(err)
+	}
+	// The sequential scans of the table, as the store's connection saw
+	// them: its own statistics flushed, a fresh snapshot read.
+	seqScans := func() int64 {
+		t.Helper()
+		var n int64
+		err := pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+			if _, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+				return err
+			}
+			if _, err := c.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+				return err
+			}
+			return c.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_user_tables WHERE relid = $1::regclass`, db.Table.Ident()).Scan(&n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := seqScans()
+	for range 3 {
+		claimOne()
+	}
+	if after := seqScans(); after != before {
+		t.Errorf("3 claims and marks on a grown table started %d sequential scans of it", after-before)
 	}
 }
