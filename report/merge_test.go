@@ -365,7 +365,7 @@ func TestFindingsFollowTheirRuns(t *testing.T) {
 func TestMergeKeepsEveryBenchRun(t *testing.T) {
 	run := func(date, layout string, ratio float64) Bundle {
 		result := fmt.Sprintf(`{"raw_msgs_per_sec": 9000, "ratio_to_raw": %g, "relay2_ratio_to_raw": 0.9, "inline_p99_over_broker_p99": 1.8, "claim_call_p99_over_broker_p99": 3.1,
-			"broker_busy_raw": 0.95, "broker_busy_ratio": 0.8, "broker_cost_ratio": 0.89,
+			"keyed_p99_over_broker_p99": 2.4, "broker_busy_raw": 0.95, "broker_busy_ratio": 0.8, "broker_cost_ratio": 0.89,
 			"notify_relay_statement_mean_ms": 0.9, "notify_relay_statement_cpu_wait_ms": 0.73, "notify_busy_cores": 1.62,
 			"config": {"layout": %q, "latency_rate": 3500, "producers": 4}, "latency": [{"mode": "poll", "rate": 3400}, {"mode": "notify", "rate": 1549.4}], "phases": [{"name": "raw", "msgs_per_sec": 9000, "load_average": 1.5, "resources": {"idle": 0.9}},
 			{"name": "relay-1", "msgs_per_sec": 6400, "load_average": 2.5, "resources": {"idle": 0.4}}]}`, ratio, layout)
@@ -385,7 +385,7 @@ func TestMergeKeepsEveryBenchRun(t *testing.T) {
 	}
 	md := out.String()
 	for _, want := range []string{
-		"| d1 | c | shared | 9000 | 0.71 | 0.80 x 0.89 | 0.90 | 3500, 1549; 4 producers | - | 1.80 | 3.10 | 0.73 / 0.90; 1.62 cores busy | - | - | 0.95, 0.90 | 2.5 |",
+		"| d1 | c | shared | 9000 | 0.71 | 0.80 x 0.89 | 0.90 | 3500, 1549; 4 producers | - | 1.80 | 2.40 | 3.10 | 0.73 / 0.90; 1.62 cores busy | - | - | 0.95, 0.90 | 2.5 |",
 		"| d2 | c | shared | 9000 | 0.72 |",
 		"| d3 | c | isolated | 9000 | 0.93 |",
 		"### Layout shared\n\n_Run on d1", "Throughput in d1", "### Layout isolated\n\nThroughput in d3",
