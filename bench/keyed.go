@@ -65,10 +65,18 @@ type keyedLeaser struct {
 
 // keyedLeaseSQL leases the rows of $1 that are still eligible, as the
 // relay's claim does ($2 owner, $3 lease in microseconds), by key.
+//
+// The rows are pending when coalesce(processed_at, faulted_at) is NULL,
+// the claim's predicate written so that the planner cannot use the
+// pending index for it: the leaser marks nothing, so that index holds
+// every row of the run, and a generic plan made on the run's first, small
+// table scanned all of it with a filter on id, a cost that grew with the
+// run. Written so, each row is found by its primary key, as a relay's
+// lease by key would find it.
 func keyedLeaseSQL(t outbox.Table) string {
 	return `UPDATE ` + t.Ident() + `
 SET locked_by = $2, locked_at = now(), locked_until = now() + $3::bigint * interval '1 microsecond'
-WHERE id = ANY($1) AND processed_at IS NULL AND faulted_at IS NULL AND (locked_until IS NULL OR locked_until < now())
+WHERE id = ANY($1) AND coalesce(processed_at, faulted_at) IS NULL AND (locked_until IS NULL OR locked_until < now())
 RETURNING id`
 }
 
@@ -206,7 +214,8 @@ func (k *keyedLeaser) lease(ctx context.Context, ids []pgtype.UUID) ([]uuid.UUID
 	}
 	start := time.Now()
 	var b pgx.Batch
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	// The relay's own preamble: asynchronous commit, no sequential scan.
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true)`)
 	b.Queue(keyedLeaseSQL(k.table), ids, appKeyed, time.Hour.Microseconds())
 	br := k.pool.SendBatch(ctx, &b)
 	var leased []uuid.UUID
