@@ -330,6 +330,13 @@ type Result struct {
 	// (goal.RawSelfRatio): raw publishing itself against the broker's
 	// limit, the broker's own noise from one phase to the next.
 	RawSelfRatio float64 `json:"raw_self_ratio"`
+	// Raw2RatioToRaw is the raw-2 phase's rate (the backlog published
+	// from memory over two connections at once, each with the relay's
+	// window) over RawMsgsPerSec: relay-2 / raw of a two-replica relay as
+	// fast as raw publishing, since each replica publishes on a
+	// connection of its own. Below the relay-2 goal, no two-replica relay
+	// meets it through this broker on this machine.
+	Raw2RatioToRaw float64 `json:"raw2_ratio_to_raw"`
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -524,8 +531,8 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	}
 	b := &runner{o: o, in: in, w: w, cpu: cpuClock{in: in}}
 
-	// 0. warm-up, 1. raw, 2. the relay with one replica then two, 1
-	// again: raw-after.
+	// 0. warm-up, 1. raw, 2. the relay with one replica then two, raw
+	// over two connections (raw-2), 1 again: raw-after.
 	if err := b.warmUp(ctx, &res); err != nil {
 		return res, err
 	}
@@ -536,6 +543,9 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		if err := b.relayDrain(ctx, &res, replicas); err != nil {
 			return res, err
 		}
+	}
+	if err := b.rawSplit(ctx, &res, 2); err != nil {
+		return res, err
 	}
 	if err := b.raw(ctx, &res, "raw-after"); err != nil {
 		return res, err
@@ -676,6 +686,30 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 	return nil
 }
 
+// rawSplit publishes the backlog from memory over parts connections at
+// once (publishRawSplit), each with the relay's window: the broker's
+// limit for a relay of that many replicas, each on a connection of its
+// own. It is not the broker's limit for the ratios to raw; its ratio to
+// raw bounds relay-2's (Result.Raw2RatioToRaw).
+func (b *runner) rawSplit(ctx context.Context, res *Result, parts int) error {
+	name := fmt.Sprintf("raw-%d", parts)
+	b.quiesce(ctx, res, name)
+	b.o.Logf("bench: %s: publishing %d messages over %d connections, window %d each", name, b.w.len(), parts, b.o.Relay.PublishWindow)
+	c0 := b.cpu.sample()
+	confirmed, elapsed, err := publishRawSplit(ctx, b.in, b.w, parts, b.o.Relay.PublishWindow, b.o.DrainTimeout)
+	c1 := b.cpu.sample()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	b.partial(res, name, confirmed, b.o.DrainTimeout)
+	ph, err := b.finishPhase(ctx, name, confirmed, confirmed, elapsed, c0, c1)
+	if err != nil {
+		return err
+	}
+	res.Phases = append(res.Phases, ph)
+	return nil
+}
+
 // coresBoundIdle is the idle share of the cores, on average over a
 // phase, below which the cores were the phase's limit.
 const coresBoundIdle = 0.1
@@ -685,7 +719,7 @@ const coresBoundIdle = 0.1
 // bound every phase of the comparison, and relay-1's ratio to raw as the
 // broker's busy cores and its CPU per message: what limited the drains.
 func (r *Result) limits() {
-	var limit, one, two *Phase
+	var limit, one, two, split *Phase
 	var raws []float64
 	bound, seen := true, 0
 	for i := range r.Phases {
@@ -700,6 +734,9 @@ func (r *Result) limits() {
 			one = ph
 		case "relay-2":
 			two = ph
+		case "raw-2":
+			split = ph
+			continue
 		default:
 			continue
 		}
@@ -708,6 +745,9 @@ func (r *Result) limits() {
 	}
 	r.CoresBound = bound && seen == 4
 	r.RawSelfRatio = goal.RawSelfRatio(raws...)
+	if split != nil && limit != nil {
+		r.Raw2RatioToRaw = ratio(split.MsgsPerSec, limit.MsgsPerSec)
+	}
 	if limit != nil && limit.Resources != nil {
 		r.BrokerBusyRaw = limit.Resources.RabbitMQ
 		r.BrokerBusyRatio, r.BrokerCostRatio = goal.BrokerFactors(limit.drain(), one.drain())
@@ -1253,6 +1293,7 @@ type Summary struct {
 	Broker2BusyRatio           float64 `json:"broker2_busy_ratio"`
 	Broker2CostRatio           float64 `json:"broker2_cost_ratio"`
 	RawSelfRatio               float64 `json:"raw_self_ratio"`
+	Raw2RatioToRaw             float64 `json:"raw2_ratio_to_raw"`
 	LatencyClaimCallP99Ms      float64 `json:"latency_claim_call_p99_ms"`
 	ClaimCallOverBrokerP99     float64 `json:"claim_call_p99_over_broker_p99"`
 	LatencyKeyedP99Ms          float64 `json:"latency_keyed_p99_ms"`
@@ -1287,7 +1328,7 @@ func (r Result) Summary() Summary {
 		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
 		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
 		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
-		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio, RawSelfRatio: r.RawSelfRatio,
+		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio, RawSelfRatio: r.RawSelfRatio, Raw2RatioToRaw: r.Raw2RatioToRaw,
 		LatencyClaimCallP99Ms: r.LatencyClaimCallP99Ms, ClaimCallOverBrokerP99: r.ClaimCallOverBrokerP99,
 		LatencyKeyedP99Ms: r.LatencyKeyedP99Ms, KeyedOverBrokerP99: r.KeyedOverBrokerP99, NotifyOverKeyedP99: r.NotifyOverKeyedP99,
 		NotifyRelayStatementMeanMs: r.NotifyRelayStatementMeanMs, NotifyRelayStatementCPUWaitMs: r.NotifyRelayStatementCPUWaitMs,
@@ -1351,6 +1392,10 @@ func (r Result) WriteTable(out io.Writer) error {
 	}
 	if r.RawSelfRatio > 0 {
 		fmt.Fprintf(out, "  raw's slower phase / its faster (raw publishing itself against the broker's limit): %.2f\n", r.RawSelfRatio)
+	}
+	if r.Raw2RatioToRaw > 0 {
+		fmt.Fprintf(out, "  raw over two connections / raw (relay-2 / raw of a two-replica relay as fast as raw; below %g, no two-replica relay meets that goal here): %.2f\n",
+			GoalRatio2ToRaw, r.Raw2RatioToRaw)
 	}
 	if r.Broker2BusyRatio > 0 {
 		fmt.Fprintf(out, "  relay-2 / raw %.2f = RabbitMQ's busy cores, relay-2 / raw, %.2f x its CPU per message, raw / relay-2, %.2f\n",

@@ -164,7 +164,7 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99",
 		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores",
 		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio", "raw_self_ratio",
-		"latency_keyed_p99_ms", "keyed_p99_over_broker_p99", "notify_p99_over_keyed_p99"}
+		"latency_keyed_p99_ms", "keyed_p99_over_broker_p99", "notify_p99_over_keyed_p99", "raw2_ratio_to_raw"}
 	var got []string
 	for k := range m {
 		got = append(got, k)
@@ -304,12 +304,18 @@ func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
 		phase("raw", 9000, 130, 110, busy),
 		phase("relay-1", 6000, 200, 100, busy),
 		phase("relay-2", 7000, 160, 100, busy),
+		// Two connections: not a raw phase, and not the broker's limit,
+		// though faster than raw.
+		phase("raw-2", 10500, 118, 104, &Resources{Cores: 2, Idle: 0.5}),
 		phase("raw-after", 10000, 120, 105, busy), // the limit: the faster raw
 		phase("watermill", 600, 2000, 100, &Resources{Cores: 2, Idle: 1.5}),
 	}}
 	r.limits()
 	if r.RawSelfRatio != 0.9 {
 		t.Errorf("raw's slower phase over its faster: %g, want 9000/10000", r.RawSelfRatio)
+	}
+	if r.Raw2RatioToRaw != 1.05 {
+		t.Errorf("raw over two connections / raw: %g, want 10500/10000", r.Raw2RatioToRaw)
 	}
 	if r.CPUCeilingRatioToRaw != 0.6 || r.CPUCeiling2RatioToRaw != 0.75 {
 		t.Errorf("ceilings %.3f and %.3f, want 120/200 = 0.6 and 120/160 = 0.75", r.CPUCeilingRatioToRaw, r.CPUCeiling2RatioToRaw)
@@ -335,7 +341,7 @@ func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
 	}
 	short := Result{Phases: []Phase{phase("raw", 9000, 130, 110, busy), phase("relay-1", 6000, 200, 100, busy)}}
 	short.limits()
-	if short.CoresBound || short.CPUCeiling2RatioToRaw != 0 || short.CPUCeilingRatioToRaw != 0.65 {
+	if short.CoresBound || short.CPUCeiling2RatioToRaw != 0 || short.CPUCeilingRatioToRaw != 0.65 || short.Raw2RatioToRaw != 0 {
 		t.Errorf("without relay-2 and raw-after: cores-bound %v, ceilings %.2f / %.2f", short.CoresBound, short.CPUCeilingRatioToRaw, short.CPUCeiling2RatioToRaw)
 	}
 }

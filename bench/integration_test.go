@@ -65,12 +65,16 @@ func TestRunSmall(t *testing.T) {
 			t.Logf("%s: no CPU time read for the PostgreSQL container (cgroup not readable here)", ph.Name)
 		}
 	}
-	if got := strings.Join(names, ","); got != "raw,relay-1,relay-2,raw-after,watermill" {
-		t.Errorf("phases = %s", got)
+	if got := strings.Join(names, ","); got != "raw,relay-1,relay-2,raw-2,raw-after,watermill" {
+		t.Fatalf("phases = %s", got)
 	}
-	if res.RawMsgsPerSec != max(res.Phases[0].MsgsPerSec, res.Phases[3].MsgsPerSec) {
+	if res.RawMsgsPerSec != max(res.Phases[0].MsgsPerSec, res.Phases[4].MsgsPerSec) {
 		t.Errorf("raw_msgs_per_sec %.0f is not the higher of the raw runs %.0f and %.0f",
-			res.RawMsgsPerSec, res.Phases[0].MsgsPerSec, res.Phases[3].MsgsPerSec)
+			res.RawMsgsPerSec, res.Phases[0].MsgsPerSec, res.Phases[4].MsgsPerSec)
+	}
+	// raw-2 is not one of them: its rate over the limit bounds relay-2's.
+	if split := res.Phases[3]; !split.Complete || res.Raw2RatioToRaw != split.MsgsPerSec/res.RawMsgsPerSec {
+		t.Errorf("raw-2 %+v, raw2_ratio_to_raw %.3f", split, res.Raw2RatioToRaw)
 	}
 	for _, ph := range res.Phases[1:3] {
 		b := ph.Breakdown

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,49 @@ import (
 // cost nothing. It stops publishing once bound has passed and returns how
 // many messages were confirmed and when the last confirm came.
 func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound time.Duration) (int, time.Duration, error) {
-	conn, err := dialAMQP(ctx, in.amqpURL, "outboxlab-bench-raw")
+	return publishRange(ctx, in, w, 0, w.len(), window, bound, "outboxlab-bench-raw")
+}
+
+// publishRawSplit is publishRaw over parts connections at once, each with
+// a channel of its own and a window of window, each publishing its
+// contiguous share of w: what the broker allows a relay of that many
+// replicas, each publishing on a connection of its own as fast as raw. It
+// returns the messages confirmed over every connection and when the last
+// of them had its last confirm.
+func publishRawSplit(ctx context.Context, in *infra, w *workload, parts, window int, bound time.Duration) (int, time.Duration, error) {
+	type outcome struct {
+		confirmed int
+		elapsed   time.Duration
+		err       error
+	}
+	out := make([]outcome, parts)
+	var wg sync.WaitGroup
+	n := w.len()
+	for k := range parts {
+		wg.Go(func() {
+			from, to := k*n/parts, (k+1)*n/parts
+			c, e, err := publishRange(ctx, in, w, from, to, window, bound, fmt.Sprintf("outboxlab-bench-raw-%d-%d", parts, k+1))
+			out[k] = outcome{c, e, err}
+		})
+	}
+	wg.Wait()
+	var (
+		confirmed int
+		elapsed   time.Duration
+		errs      []error
+	)
+	for _, o := range out {
+		confirmed += o.confirmed
+		elapsed = max(elapsed, o.elapsed)
+		errs = append(errs, o.err)
+	}
+	return confirmed, elapsed, errors.Join(errs...)
+}
+
+// publishRange publishes the events [from, to) of w on a connection of
+// its own named name, as publishRaw describes.
+func publishRange(ctx context.Context, in *infra, w *workload, from, to, window int, bound time.Duration, name string) (int, time.Duration, error) {
+	conn, err := dialAMQP(ctx, in.amqpURL, name)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -49,7 +92,7 @@ func publishRaw(ctx context.Context, in *infra, w *workload, window int, bound t
 	}
 	start := time.Now()
 	confirmed := 0
-	for i := range w.len() {
+	for i := from; i < to; i++ {
 		if time.Since(start) >= bound {
 			break
 		}

@@ -813,6 +813,7 @@ type benchFigures struct {
 	InlineOverBroker float64 `json:"inline_p99_over_broker_p99"`
 	ClaimOverBroker  float64 `json:"claim_call_p99_over_broker_p99"`
 	KeyedOverBroker  float64 `json:"keyed_p99_over_broker_p99"`
+	Raw2OverRaw      float64 `json:"raw2_ratio_to_raw"`
 	NotifyOverKeyed  float64 `json:"notify_p99_over_keyed_p99"`
 	RatioToWatermill float64 `json:"ratio_to_watermill"`
 	Watermill        float64 `json:"watermill_msgs_per_sec"`

@@ -221,6 +221,11 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 			[]string{"inline p99 / broker-alone p99, commit -> confirm with no relay at all",
 				fmt.Sprintf("%.2f", r.InlineOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
+	if r.Raw2RatioToRaw > 0 {
+		tt.Rows = append(tt.Rows, []string{"raw over two connections / raw, msgs/s: relay-2 / raw of a two-replica relay as fast as publishing from memory",
+			fmt.Sprintf("%.2f", r.Raw2RatioToRaw),
+			fmt.Sprintf("no goal: below %g, no two-replica relay through this broker meets the relay-2 goal here", bench.GoalRatio2ToRaw), "-"})
+	}
 	if r.LatencyKeyedP99Ms > 0 {
 		tt.Rows = append(tt.Rows,
 			[]string{"NOTIFY p99 / keyed lease p99 (no relay: each row leased by its key after its NOTIFY, then published), commit -> confirm",
