@@ -380,3 +380,18 @@ func TestRatioToRawAsTheBrokersBusyCoresAndCost(t *testing.T) {
 
 // near reports whether a and b agree to within a part in a million.
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
+
+// TestKeyedLeaseIsAFloorOnlyWhereTheRelayDidNotBeatIt checks that the
+// summary calls the keyed lease no floor where the relay's NOTIFY p99 was
+// below it (the lease queued behind saturated cores), and only there.
+func TestKeyedLeaseIsAFloorOnlyWhereTheRelayDidNotBeatIt(t *testing.T) {
+	for _, c := range []struct {
+		notifyOverKeyed float64
+		noFloor         bool
+	}{{0.8, true}, {1, false}, {1.3, false}, {0, false}} {
+		r := Result{NotifyOverKeyedP99: c.notifyOverKeyed}
+		if got := r.keyedNoFloor() != ""; got != c.noFloor {
+			t.Errorf("relay / keyed %.1f: no floor %v, want %v", c.notifyOverKeyed, got, c.noFloor)
+		}
+	}
+}

@@ -80,17 +80,6 @@ func (s spread) String() string {
 	return fmt.Sprintf("%.2f / %.2f / %.2f", v[0], med, v[len(v)-1])
 }
 
-// count counts the values for which f holds.
-func (s spread) count(f func(float64) bool) int {
-	n := 0
-	for _, v := range s {
-		if f(v) {
-			n++
-		}
-	}
-	return n
-}
-
 // goalBounds are, for each goal in goal.Judge's order, the figures of a
 // run that bound it: what it would take, on that machine, to meet it.
 func goalBounds(g benchFigures) [][]namedFigure {
@@ -113,9 +102,13 @@ func goalBounds(g benchFigures) [][]namedFigure {
 			{name: "its CPU per message, raw / relay-2", value: cost2}},
 		{{name: "inline p99 / broker p99 (the same commits, no relay)", value: g.InlineOverBroker,
 			missed: func(v float64) bool { return v > goal.NotifyOverBroker }, reach: fmt.Sprintf("above %g", goal.NotifyOverBroker), who: "out of reach of any relay"},
+			// The keyed lease is a floor only where the relay did not
+			// beat it: where it did, the lease queued behind cores the
+			// run saturated, and says nothing of what is in reach.
 			{name: "keyed lease p99 / broker p99 (the same commits, each row leased by its key after its NOTIFY, then published: the three hops and nothing else)", value: g.KeyedOverBroker,
-				missed: func(v float64) bool { return v > goal.NotifyOverBroker }, reach: fmt.Sprintf("above %g", goal.NotifyOverBroker),
-				who: "out of reach of a relay that leases after the NOTIFY"},
+				missed: func(v float64) bool { return v > goal.NotifyOverBroker && g.NotifyOverKeyed >= 1 },
+				reach:  fmt.Sprintf("above %g, the relay's p99 not below it", goal.NotifyOverBroker),
+				who:    "out of reach of a relay that leases after the NOTIFY"},
 			{name: "NOTIFY p99 / keyed lease p99 (how far the relay is from that floor)", value: g.NotifyOverKeyed},
 			{name: "claim statement p99 / broker p99 (every event's commit -> confirm holds the claim that leased its row)", value: g.ClaimOverBroker,
 				missed: func(v float64) bool { return v > goal.NotifyOverBroker }, reach: fmt.Sprintf("above %g", goal.NotifyOverBroker),
@@ -153,6 +146,9 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 		met     int
 		figures spread
 		bounds  []spread
+		// missed counts, per bound, the runs in which it was missed,
+		// each judged with its own run's figures.
+		missed []int
 	}
 	cells := map[key]*cellOf{}
 	var layouts []string
@@ -170,7 +166,7 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 			k := key{i, layout}
 			c := cells[k]
 			if c == nil {
-				c = &cellOf{target: t, bounds: make([]spread, len(bounds[i]))}
+				c = &cellOf{target: t, bounds: make([]spread, len(bounds[i])), missed: make([]int, len(bounds[i]))}
 				cells[k] = c
 			}
 			c.runs++
@@ -181,6 +177,9 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 			for j, b := range bounds[i] {
 				if b.value > 0 {
 					c.bounds[j] = append(c.bounds[j], b.value)
+					if b.missed != nil && b.missed(b.value) {
+						c.missed[j]++
+					}
 				}
 			}
 		}
@@ -207,7 +206,7 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 				n := names[i][j]
 				part := fmt.Sprintf("%s: %s", n.name, b)
 				if n.missed != nil {
-					part += fmt.Sprintf(" (%s, %s, in %d of %d runs)", n.reach, n.who, b.count(n.missed), len(b))
+					part += fmt.Sprintf(" (%s, %s, in %d of %d runs)", n.reach, n.who, c.missed[j], len(b))
 				}
 				parts = append(parts, part)
 			}
