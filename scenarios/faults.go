@@ -141,6 +141,12 @@ type pauseHolding struct {
 	// within bounds the wait for a claim to catch, and again for the
 	// takeover at heal.
 	within time.Duration
+	// asleep, when set, is the failpoint the replica lingers in after
+	// each claim: where the replica records, a freeze counts only once
+	// its records end in that failpoint, so that it thaws with a batch
+	// yet to publish and mark rather than in the middle of a publish
+	// whose deadline ran out while it was frozen.
+	asleep string
 
 	// paused is whether the replica is frozen by this fault now: the
 	// heal thaws only a replica it froze (a pause that could not bite was
@@ -225,7 +231,7 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 		// flight have landed: a mark sent just before the freeze still
 		// commits, and the rows it marked are not held.
 		ids, err = f.settledHeldRows(ctx)
-		if err == nil && len(ids) > 0 {
+		if err == nil && len(ids) > 0 && f.caughtAsleep() {
 			left, lerr := f.leaseLeft(ctx, ids)
 			f.mu.Lock()
 			f.held, f.snapshot, f.takenOver = ids, nil, false
@@ -252,6 +258,22 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 	}
 	f.hits.Add(1)
 	return nil
+}
+
+// caughtAsleep reports whether the frozen replica's records end in the
+// failpoint it lingers in after a claim; true where it records nothing
+// or no such failpoint is set.
+func (f *pauseHolding) caughtAsleep() bool {
+	path := f.slot.currentRecords()
+	if f.asleep == "" || path == "" {
+		return true
+	}
+	l, ok, err := lastLifetime(path)
+	if err != nil || !ok || len(l.Ops) == 0 {
+		return false
+	}
+	last := l.Ops[len(l.Ops)-1]
+	return last.F == history.Failpoint && last.Failpoint == f.asleep
 }
 
 // Heal waits (bounded) until the held rows are marked by another replica,

@@ -159,3 +159,21 @@ func fencedWrites(h []history.Op, process string) int {
 	}
 	return n
 }
+
+// lastRecorded describes the last completion process recorded, as
+// evidence of where it stopped: "its records end with info publish:
+// timeout".
+func lastRecorded(h []history.Op, process string) string {
+	for i := len(h) - 1; i >= 0; i-- {
+		op := h[i]
+		if op.Process != process || op.Type == history.Invoke {
+			continue
+		}
+		s := fmt.Sprintf("its records end with %s %s", op.Type, op.F)
+		if op.Error != "" {
+			s += ": " + op.Error
+		}
+		return s
+	}
+	return "it recorded nothing"
+}

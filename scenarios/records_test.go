@@ -144,3 +144,52 @@ func recordLine(t *testing.T, op history.Op) string {
 	}
 	return strings.TrimPrefix(b.String(), history.Header+"\n")
 }
+
+// TestPauseCountsOnlyAReplicaAsleep freezes a replica only where its
+// records end in the failpoint it lingers in after a claim: a replica
+// caught past it (its records end in a claim or a publish) would thaw in
+// a publish whose deadline ran out, and never make the late mark the
+// fault tests.
+func TestPauseCountsOnlyAReplicaAsleep(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Now().Round(0)
+	line := func(op history.Op) string { return recordLine(t, op) }
+	claim := line(history.Op{Time: t0, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}})
+	asleep := line(history.Op{Time: t0.Add(time.Millisecond), Process: "relay-a", Type: history.OK, F: history.Failpoint,
+		Meta: history.Meta{Failpoint: "after-claim"}})
+	publish := line(history.Op{Time: t0.Add(2 * time.Millisecond), Process: "relay-a", Type: history.Invoke, F: history.Publish, Events: []string{"e1"}})
+	for _, tc := range []struct {
+		name, body, asleep string
+		want               bool
+	}{
+		{"in the failpoint", claim + asleep, "after-claim", true},
+		{"past it, publishing", claim + asleep + publish, "after-claim", false},
+		{"claimed, not yet in it", claim, "after-claim", false},
+		{"no failpoint set", claim + asleep + publish, "", true},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".jsonl")
+		if err := os.WriteFile(path, []byte(history.Header+"\n"+tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f := &pauseHolding{slot: &relaySlot{name: "relay-a", records: []string{path}}, asleep: tc.asleep}
+		if got := f.caughtAsleep(); got != tc.want {
+			t.Errorf("%s: caught asleep %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A replica that records nothing is judged by its rows alone.
+	if f := (&pauseHolding{slot: &relaySlot{name: "relay-b"}, asleep: "after-claim"}); !f.caughtAsleep() {
+		t.Error("a replica without records is never caught asleep")
+	}
+	h := []history.Op{
+		{Process: "relay-a", Type: history.OK, F: history.Claim},
+		{Process: "relay-a", Type: history.Invoke, F: history.Mark},
+		{Process: "relay-a", Type: history.Info, F: history.Publish, Error: "publish timeout"},
+		{Process: "relay-b", Type: history.OK, F: history.Mark},
+	}
+	if got, want := lastRecorded(h, "relay-a"), "its records end with info publish: publish timeout"; got != want {
+		t.Errorf("lastRecorded %q, want %q", got, want)
+	}
+	if got := lastRecorded(h, "relay-c"); got != "it recorded nothing" {
+		t.Errorf("lastRecorded of a silent replica %q", got)
+	}
+}
