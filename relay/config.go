@@ -14,7 +14,10 @@ type Config struct {
 	RelayID string
 	// PollInterval is the longest sleep between two ticks. Default 5 s.
 	PollInterval time.Duration
-	// BatchSize is how many rows one claim leases. Default 100.
+	// BatchSize is how many rows one claim leases. Default 200, twice the
+	// default PublishWindow: a drain then sends half the claims and marks
+	// of batches of 100 for the same rows, and the window still fills from
+	// one claim.
 	BatchSize int
 	// Lease is how long a claim holds its rows. Default 120 s. It must
 	// outlast publishing a whole batch.
@@ -50,7 +53,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultPollInterval   = 5 * time.Second
-	DefaultBatchSize      = 100
+	DefaultBatchSize      = 200
 	DefaultLease          = 120 * time.Second
 	DefaultMaxAttempts    = 5
 	DefaultBackoffBase    = 30 * time.Second

@@ -38,7 +38,7 @@ func TestValidateNamesTheFields(t *testing.T) {
 // field set (even to a value Validate refuses) is kept.
 func TestWithDefaults(t *testing.T) {
 	c := Config{RelayID: "r"}.WithDefaults()
-	want := Config{RelayID: "r", PollInterval: 5 * time.Second, BatchSize: 100, Lease: 120 * time.Second, MaxAttempts: 5,
+	want := Config{RelayID: "r", PollInterval: 5 * time.Second, BatchSize: 200, Lease: 120 * time.Second, MaxAttempts: 5,
 		BackoffBase: 30 * time.Second, BackoffMax: time.Hour, Retention: 7 * 24 * time.Hour, SweepBatch: 500,
 		SweepInterval: time.Minute, PublishTimeout: 10 * time.Second, StoreTimeout: 30 * time.Second, PublishWindow: 100}
 	if c.Now == nil {
