@@ -134,8 +134,34 @@ type namedFigure struct {
 
 // writeBenchGoals writes, per goal and layout, in how many runs the goal
 // was met, the spread of its figure and of the figures that bound it:
-// the verdict of the benchmark over every run, not the luck of one.
+// the verdict of the benchmark over every run, not the luck of one. Where
+// the runs span commits, the same table follows over the runs at the
+// commit of the newest run: what the relay as it stands met, apart from
+// the runs of the code it replaced.
 func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
+	if !writeGoalsTable(s, runs, "The goals over every run above, per layout") {
+		return
+	}
+	newest := runs[0]
+	for _, f := range runs[1:] {
+		if f.Meta.Date > newest.Meta.Date {
+			newest = f
+		}
+	}
+	var at []*BenchFile
+	for _, f := range runs {
+		if f.Meta.Commit == newest.Meta.Commit {
+			at = append(at, f)
+		}
+	}
+	if len(at) < len(runs) && newest.Meta.Commit != "" {
+		writeGoalsTable(s, at, fmt.Sprintf("The same goals over the %d runs at commit %s, the newest run's", len(at), cell(newest.Meta.Commit)))
+	}
+}
+
+// writeGoalsTable writes the goals' table over runs, introduced by
+// intro; false when no goal ran in them.
+func writeGoalsTable(s *strings.Builder, runs []*BenchFile, intro string) bool {
 	type key struct {
 		goal   int
 		layout string
@@ -185,9 +211,9 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 		}
 	}
 	if len(cells) == 0 {
-		return
+		return false
 	}
-	s.WriteString("The goals over every run above, per layout: in how many runs each was met, the spread of its figure, and the spread of the figures that bound it (where raw / watermill is below the watermill goal, or inline / broker above the NOTIFY goal, no relay meets that goal in that run, whatever it does; where the keyed lease / broker is above it, no relay that leases a row after its NOTIFY and before it publishes it, as the design asks, meets it; where raw over two connections is below the relay-2 goal, no two-replica relay meets it; where raw's slower phase over its faster is below a goal on the ratio to raw, raw publishing itself, the same messages the same way, missed that goal against the broker's limit: the broker's own noise from one phase to the next).\n\n")
+	s.WriteString(intro + ": in how many runs each was met, the spread of its figure, and the spread of the figures that bound it (where raw / watermill is below the watermill goal, or inline / broker above the NOTIFY goal, no relay meets that goal in that run, whatever it does; where the keyed lease / broker is above it, no relay that leases a row after its NOTIFY and before it publishes it, as the design asks, meets it; where raw over two connections is below the relay-2 goal, no two-replica relay meets it; where raw's slower phase over its faster is below a goal on the ratio to raw, raw publishing itself, the same messages the same way, missed that goal against the broker's limit: the broker's own noise from one phase to the next).\n\n")
 	s.WriteString("| goal | layout | met in | measured, min / median / max | what bounds it, min / median / max |\n")
 	s.WriteString("|---|---|--:|--:|---|\n")
 	// The names of the bounds, one list per goal in goal.Judge's order.
@@ -218,4 +244,5 @@ func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
 		}
 	}
 	s.WriteString("\n")
+	return true
 }

@@ -70,3 +70,35 @@ func wantAll(t *testing.T, out string, wants ...string) {
 		}
 	}
 }
+
+// TestBenchGoalsAtTheNewestCommit follows the goals' table over every run
+// with the same table over the runs at the newest run's commit, so that
+// runs of replaced code neither hide nor flatter the relay as it stands;
+// runs of one commit get one table.
+func TestBenchGoalsAtTheNewestCommit(t *testing.T) {
+	run := func(date, commit string, ratio float64) Bundle {
+		result := fmt.Sprintf(`{"raw_msgs_per_sec": 9000, "ratio_to_raw": %g, "config": {"layout": "shared"}}`, ratio)
+		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: commit}, Result: json.RawMessage(result)}}
+	}
+	m, err := Merge([]Bundle{run("2026-12-01T10:00:00Z", "old", 0.8), run("2026-12-03T10:00:00Z", "new", 0.9),
+		run("2026-12-02T10:00:00Z", "old", 0.7), run("2026-12-03T11:00:00Z", "new", 0.88)}, MergeOptions{AllowMixedCommits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := markdownOf(t, m)
+	all := strings.Index(md, "The goals over every run above")
+	newest := strings.Index(md, "The same goals over the 2 runs at commit new, the newest run's")
+	if all < 0 || newest < all {
+		t.Fatalf("want the table over every run, then the one at the newest commit:\n%s", md)
+	}
+	wantAll(t, md[all:newest], "| relay-1 / raw, msgs/s >= 0.85 | shared | 2 of 4 | 0.70 / 0.84 / 0.90 |")
+	wantAll(t, md[newest:], "| relay-1 / raw, msgs/s >= 0.85 | shared | 2 of 2 | 0.88 / 0.89 / 0.90 |")
+
+	one, err := Merge([]Bundle{run("2026-12-03T10:00:00Z", "new", 0.9), run("2026-12-03T11:00:00Z", "new", 0.88)}, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := markdownOf(t, one); strings.Contains(md, "The same goals over") {
+		t.Errorf("runs of one commit got a second goals table:\n%s", md)
+	}
+}
