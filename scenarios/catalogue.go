@@ -295,7 +295,7 @@ func leaseExpiry() Scenario {
 			// The first replica lingers after each claim, so that the pause
 			// catches it holding a batch it has not published yet.
 			if slot == s.Slot(0, 0) && s.Relay().Failpoints {
-				slot.base[chaos.FailpointsEnv] = "after-claim=sleep(1500ms)"
+				slot.base[chaos.FailpointsEnv] = relay.FailAfterClaim + "=sleep(1500ms)"
 			}
 		},
 		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {

@@ -178,7 +178,7 @@ func TestPauseCountsOnlyAReplicaAsleep(t *testing.T) {
 	}
 	// A replica that records nothing is judged by its rows alone.
 	if f := (&pauseHolding{slot: &relaySlot{name: "relay-b"}, asleep: "after-claim"}); !f.caughtAsleep() {
-		t.Error("a replica without records is never caught asleep")
+		t.Error("a replica without records was held to its records: it must be judged by its rows alone")
 	}
 	h := []history.Op{
 		{Process: "relay-a", Type: history.OK, F: history.Claim},
