@@ -440,7 +440,10 @@ func (d *drain) run(wake <-chan struct{}) error {
 		}
 		c := d.next
 		if c == nil {
-			c = d.startClaim()
+			// Nothing else of this drain would run while the claim does:
+			// it runs on the drain's own goroutine, sparing a wake-up its
+			// hand-off to another goroutine and back.
+			c = d.startClaim(true)
 		}
 		rows, full, err := d.claimed(c)
 		if err != nil || len(rows) == 0 && !full {
@@ -454,7 +457,7 @@ func (d *drain) run(wake <-chan struct{}) error {
 		more := full || r.cfg.Now().Sub(began) < r.cfg.PollInterval && woken(wake)
 		if more && !d.stopped() {
 			// The next claim runs while this batch is published.
-			d.next = d.startClaim()
+			d.next = d.startClaim(false)
 		}
 		f := &flight{}
 		if err := d.publish(f, rows); err != nil {
@@ -498,7 +501,8 @@ func (d *drain) run(wake <-chan struct{}) error {
 // linger settles the publishes in flight and waits for the marks on their
 // way, as finish does, but watches wake meanwhile: when a wake-up comes
 // (new rows committed) while the drain is younger than the poll interval,
-// it starts the next claim at once and reports true, so that rows
+// it reports true at once, and run claims the next batch while the marks
+// still on their way go on, so that rows
 // committed while a batch is confirmed and marked do not wait for the
 // drain to end and the next tick to begin. A wake-up is only taken when it
 // will be acted on. With Options.SerialStore the marks have ended before
@@ -509,11 +513,7 @@ func (d *drain) linger(wake <-chan struct{}, began time.Time) (bool, error) {
 		return wake != nil && !d.halted() && !d.stopped() && r.cfg.Now().Sub(began) < r.cfg.PollInterval
 	}
 	again := func() bool {
-		if !open() || !woken(wake) {
-			return false
-		}
-		d.next = d.startClaim()
-		return true
+		return open() && woken(wake)
 	}
 	for len(d.pending) > 0 {
 		if err := d.settle(); err != nil {
@@ -529,7 +529,6 @@ func (d *drain) linger(wake <-chan struct{}, began time.Time) (bool, error) {
 			case <-d.marks[0].call.done:
 			case _, ok := <-wake:
 				if ok {
-					d.next = d.startClaim()
 					return true, nil
 				}
 				wake = nil
@@ -585,10 +584,11 @@ func (d *drain) stopped() bool {
 	}
 }
 
-// startClaim starts the claim of the next batch.
-func (d *drain) startClaim() *call[[]Row] {
+// startClaim starts the claim of the next batch, on a goroutine of its
+// own unless inline is set or the store is serial.
+func (d *drain) startClaim(inline bool) *call[[]Row] {
 	r := d.r
-	return start(r.serial, func() ([]Row, error) {
+	return start(r.serial || inline, func() ([]Row, error) {
 		cctx, cancel := context.WithTimeout(d.claims, r.cfg.StoreTimeout)
 		defer cancel()
 		rows, err := r.store.Claim(cctx, r.cfg.RelayID, r.cfg.BatchSize, r.cfg.Lease)
