@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/relay"
 )
 
 // TestRunMergesRelayRecords merges two lifetimes of a replica into the
@@ -156,15 +157,15 @@ func TestPauseCountsOnlyAReplicaAsleep(t *testing.T) {
 	line := func(op history.Op) string { return recordLine(t, op) }
 	claim := line(history.Op{Time: t0, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}})
 	asleep := line(history.Op{Time: t0.Add(time.Millisecond), Process: "relay-a", Type: history.OK, F: history.Failpoint,
-		Meta: history.Meta{Failpoint: "after-claim"}})
+		Meta: history.Meta{Failpoint: relay.FailAfterClaim}})
 	publish := line(history.Op{Time: t0.Add(2 * time.Millisecond), Process: "relay-a", Type: history.Invoke, F: history.Publish, Events: []string{"e1"}})
 	for _, tc := range []struct {
 		name, body, asleep string
 		want               bool
 	}{
-		{"in the failpoint", claim + asleep, "after-claim", true},
-		{"past it, publishing", claim + asleep + publish, "after-claim", false},
-		{"claimed, not yet in it", claim, "after-claim", false},
+		{"in the failpoint", claim + asleep, relay.FailAfterClaim, true},
+		{"past it, publishing", claim + asleep + publish, relay.FailAfterClaim, false},
+		{"claimed, not yet in it", claim, relay.FailAfterClaim, false},
 		{"no failpoint set", claim + asleep + publish, "", true},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".jsonl")
@@ -177,7 +178,7 @@ func TestPauseCountsOnlyAReplicaAsleep(t *testing.T) {
 		}
 	}
 	// A replica that records nothing is judged by its rows alone.
-	if f := (&pauseHolding{slot: &relaySlot{name: "relay-b"}, asleep: "after-claim"}); !f.caughtAsleep() {
+	if f := (&pauseHolding{slot: &relaySlot{name: "relay-b"}, asleep: relay.FailAfterClaim}); !f.caughtAsleep() {
 		t.Error("a replica without records was held to its records: it must be judged by its rows alone")
 	}
 	h := []history.Op{
