@@ -501,12 +501,13 @@ func (d *drain) run(wake <-chan struct{}) error {
 // linger settles the publishes in flight and waits for the marks on their
 // way, as finish does, but watches wake meanwhile: when a wake-up comes
 // (new rows committed) while the drain is younger than the poll interval,
-// it reports true at once, and run claims the next batch while the marks
+// it reports true once the confirm it is settling is in (at once while it
+// only waits for marks), and run claims the next batch while the marks
 // still on their way go on, so that rows committed while a batch is
 // confirmed and marked do not wait for the drain to end and the next tick
-// to begin. A wake-up is only taken when it
-// will be acted on. With Options.SerialStore the marks have ended before
-// linger runs, and wake is read only between calls, as elsewhere.
+// to begin. A wake-up is only taken when it will be acted on. With
+// Options.SerialStore the marks have ended before linger runs, and wake is
+// read only between calls, as elsewhere.
 func (d *drain) linger(wake <-chan struct{}, began time.Time) (bool, error) {
 	r := d.r
 	open := func() bool {
