@@ -112,6 +112,9 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio, d deps) i
 				steps += fmt.Sprintf(", containers %.1f", t.Containers)
 			}
 			fmt.Fprintf(std.err, "[%d/%d] %s %s tier=%s checker=%s seed=%d %.1fs (%s)\n", done, len(ms), r.Status, r.ID, by, dash(r.Checker), r.Seed, r.Seconds, steps)
+			if r.Status == generated.StatusKilled && r.Tier == generated.TierContainers {
+				fmt.Fprintf(std.err, "  evidence: %s\n  replay: %s\n", r.Detail, r.Replay)
+			}
 		},
 	})
 	if ctx.Err() != nil {

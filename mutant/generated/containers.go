@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/sim"
 )
 
@@ -95,7 +96,21 @@ func (w *worker) runContainers(ctx context.Context, m Mutant, c Containers) (Kil
 	}
 	k, err := w.runCatalogue(ctx, overlay, dir, c)
 	k.Seconds = time.Since(start).Seconds()
+	if k.Tier != "" {
+		k.Replay = w.replayContainers(m, c)
+	}
 	return k, err
+}
+
+// replayContainers is the command that judges m again: the fast tier,
+// then the container tier with the whole catalogue at c's seed (each
+// failed scenario's own replay is in the kill's detail).
+func (w *worker) replayContainers(m Mutant, c Containers) string {
+	seed := c.Seed
+	if seed == 0 {
+		seed = w.opts.FirstSeed
+	}
+	return fmt.Sprintf("go run ./cmd/outboxlab mutants --generated --mutant %s --seed %d", m.ID, seed)
 }
 
 // runCatalogue builds the relay and the harness with overlay and runs the
@@ -143,37 +158,49 @@ func (w *worker) runCatalogue(ctx context.Context, overlay, dir string, c Contai
 	if code != 0 && code != 1 && code != 3 {
 		return Kill{}, fmt.Errorf("container tier: the catalogue exited %d: %s", code, lastLines(stderr.String(), 8))
 	}
-	var results []struct {
-		Scenario     string   `json:"scenario"`
-		Seed         uint64   `json:"seed"`
-		Valid        bool     `json:"valid"`
-		Problems     []string `json:"problems"`
-		Inconclusive []string `json:"inconclusive"`
-	}
+	var results []scenarios.Result
 	if err := json.Unmarshal(stdout.Bytes(), &results); err != nil {
 		return Kill{}, fmt.Errorf("container tier: reading the catalogue's results: %w: %s", err, lastLines(stdout.String(), 4))
 	}
-	var failed, problems, inconclusive []string
+	return catalogueKill(results, code, seed, stderr.String())
+}
+
+// catalogueKill judges the catalogue's results on a mutant by each run's
+// verdict: a FAIL kills it, with every failed scenario's broken promises
+// and replay as the evidence; an INCONCLUSIVE run (its fault could not
+// bite) neither kills it nor counts as passed. code is the catalogue's
+// exit code, which must agree with the verdicts.
+func catalogueKill(results []scenarios.Result, code int, seed uint64, stderr string) (Kill, error) {
+	var failed, evidence, passed, inconclusive []string
 	for _, r := range results {
-		switch {
-		case !r.Valid:
+		switch r.Verdict() {
+		case scenarios.VerdictFail:
 			failed = append(failed, r.Scenario)
-			problems = append(problems, r.Scenario+": "+strings.Join(r.Problems, "; "))
-		case len(r.Inconclusive) > 0:
-			inconclusive = append(inconclusive, r.Scenario)
+			problems := r.Problems
+			if len(problems) == 0 {
+				problems = []string{"failed with no problem named"}
+			}
+			evidence = append(evidence, fmt.Sprintf("%s seed %d: %s (replay: %s)", r.Scenario, r.Seed, strings.Join(problems, "; "), r.Replay))
+		case scenarios.VerdictInconclusive:
+			inconclusive = append(inconclusive, r.Scenario+" ("+strings.Join(r.Inconclusive, "; ")+")")
+		default:
+			passed = append(passed, r.Scenario)
 		}
 	}
 	if code == 1 && len(failed) == 0 {
-		return Kill{}, fmt.Errorf("container tier: the catalogue exited 1 and no scenario failed: %s", lastLines(stderr.String(), 8))
+		return Kill{}, fmt.Errorf("container tier: the catalogue exited 1 and no scenario failed: %s", lastLines(stderr, 8))
+	}
+	if code == 0 && (len(failed) > 0 || len(inconclusive) > 0) {
+		return Kill{}, fmt.Errorf("container tier: the catalogue exited 0 with %d failed and %d inconclusive scenarios", len(failed), len(inconclusive))
 	}
 	if len(failed) == 0 {
-		k := Kill{Detail: fmt.Sprintf("the package's container tests and %d scenarios passed", len(results))}
+		k := Kill{Detail: fmt.Sprintf("the package's container tests and %d scenarios passed", len(passed))}
 		if len(inconclusive) > 0 {
-			k.Detail += "; inconclusive: " + strings.Join(inconclusive, ",")
+			k.Detail += fmt.Sprintf("; %d inconclusive, which judge nothing: %s", len(inconclusive), shorten(strings.Join(inconclusive, ", "), 300))
 		}
 		return k, nil
 	}
-	return Kill{Tier: TierContainers, Checker: "run " + strings.Join(failed, ","), Seed: seed, Detail: shorten(strings.Join(problems, " | "), 300)}, nil
+	return Kill{Tier: TierContainers, Checker: "run " + strings.Join(failed, ","), Seed: seed, Detail: shorten(strings.Join(evidence, " | "), 1200)}, nil
 }
 
 // overlayOf writes the build overlay that puts m in the code, in dir, and

@@ -32,6 +32,9 @@ type Kill struct {
 	// Detail is the failing checkers' verdict, or a failing test's
 	// output, shortened.
 	Detail string `json:"detail,omitempty"`
+	// Replay, for a kill on the container tier, is the command that
+	// judges the mutant there again.
+	Replay string `json:"replay,omitempty"`
 }
 
 // Exposures returns the swarms the fast tier rotates through, seed by
