@@ -104,9 +104,11 @@ func (s Shard) Owns(i, n int) bool {
 
 // FromEnv reads the shard from the environment through getenv:
 // EnvShard (K/N), else EnvJobIndex with EnvShards (index i of N is shard
-// i+1 of N). It returns Whole when neither is set; a completion index
-// without EnvShards belongs to a job that is not sharded and is ignored.
-// The error names the variable at fault.
+// i+1 of N). It returns Whole when none is set. One of EnvJobIndex and
+// EnvShards without the other is an error: a completion index alone
+// would run the whole campaign in every pod of the job, and a number of
+// shards alone says nothing of which one this is. The error names the
+// variable at fault.
 func FromEnv(getenv func(string) string) (Shard, error) {
 	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
 	if v := get(EnvShard); v != "" {
@@ -116,15 +118,19 @@ func FromEnv(getenv func(string) string) (Shard, error) {
 		}
 		return s, nil
 	}
-	shards := get(EnvShards)
+	shards, index := get(EnvShards), get(EnvJobIndex)
 	if shards == "" {
+		if index != "" {
+			return Shard{}, fmt.Errorf("%s=%s: %w: %s is not set: set it to the job's number of completions to split the campaign between its pods, "+
+				"or set %s=K/N instead (without either, every pod would run the whole campaign)",
+				EnvJobIndex, index, ErrInvalidShard, EnvShards, EnvShard)
+		}
 		return Whole, nil
 	}
 	n, err := strconv.Atoi(shards)
 	if err != nil || n < 1 {
 		return Shard{}, fmt.Errorf("%s: %w: %q: want the number of shards, at least 1", EnvShards, ErrInvalidShard, shards)
 	}
-	index := get(EnvJobIndex)
 	if index == "" {
 		return Shard{}, fmt.Errorf("%s=%d: %w: %s is not set (it is the 0-based index of a Kubernetes Indexed Job); set %s=K/N instead",
 			EnvShards, n, ErrInvalidShard, EnvJobIndex, EnvShard)

@@ -86,8 +86,6 @@ func TestFromEnv(t *testing.T) {
 		{map[string]string{EnvShard: "2/3"}, "2/3"},
 		{map[string]string{EnvJobIndex: "0", EnvShards: "3"}, "1/3"},
 		{map[string]string{EnvJobIndex: "2", EnvShards: "3"}, "3/3"},
-		// An Indexed Job that is not sharded: the index alone is ignored.
-		{map[string]string{EnvJobIndex: "4"}, "1/1"},
 		// OUTBOXLAB_SHARD is explicit and wins over the job's index.
 		{map[string]string{EnvShard: "1/2", EnvJobIndex: "2", EnvShards: "3"}, "1/2"},
 	} {
@@ -102,6 +100,10 @@ func TestFromEnv(t *testing.T) {
 	}{
 		{map[string]string{EnvShard: "4/3"}, EnvShard},
 		{map[string]string{EnvShards: "3"}, EnvJobIndex},
+		// A completion index alone would run the whole campaign in
+		// every pod of the job.
+		{map[string]string{EnvJobIndex: "4"}, EnvShards},
+		{map[string]string{EnvJobIndex: "0"}, EnvShards},
 		{map[string]string{EnvShards: "0", EnvJobIndex: "0"}, EnvShards},
 		{map[string]string{EnvShards: "x", EnvJobIndex: "0"}, EnvShards},
 		{map[string]string{EnvShards: "3", EnvJobIndex: "3"}, EnvJobIndex},

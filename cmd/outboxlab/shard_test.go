@@ -91,8 +91,9 @@ func TestSimShardFromTheEnvironment(t *testing.T) {
 		// The flag wins over the environment, even a bad one.
 		{map[string]string{"OUTBOXLAB_SHARD": "2/3"}, "1/3", "1/3", 10},
 		{map[string]string{"OUTBOXLAB_SHARD": "bad"}, "3/3", "3/3", 16},
-		// An index without OUTBOXLAB_SHARDS is some other Indexed Job.
-		{map[string]string{"JOB_COMPLETION_INDEX": "1"}, "", "1/1", 10},
+		// The flag wins over an index without OUTBOXLAB_SHARDS, which
+		// alone is refused.
+		{map[string]string{"JOB_COMPLETION_INDEX": "1"}, "2/3", "2/3", 13},
 	} {
 		args := []string{"--seeds", "9", "--seed", "10"}
 		if tc.flag != "" {
@@ -120,6 +121,7 @@ func TestSimBadShardsAreUsageErrors(t *testing.T) {
 		{map[string]string{"OUTBOXLAB_SHARDS": "3"}, "", "JOB_COMPLETION_INDEX"},
 		{map[string]string{"OUTBOXLAB_SHARDS": "3", "JOB_COMPLETION_INDEX": "3"}, "", "JOB_COMPLETION_INDEX"},
 		{map[string]string{"OUTBOXLAB_SHARDS": "none", "JOB_COMPLETION_INDEX": "0"}, "", "OUTBOXLAB_SHARDS"},
+		{map[string]string{"JOB_COMPLETION_INDEX": "1"}, "", "OUTBOXLAB_SHARDS"},
 	} {
 		args := []string{"sim", "--seeds", "3", "--seed", "1"}
 		if tc.flag != "" {
