@@ -117,8 +117,8 @@ type Features struct {
 	// False for the unsafe variants that publish inline.
 	Stages bool
 	// Parks: the relay faults poison rows (unknown type, undecodable,
-	// rejected by the broker) within MaxAttempts instead of retrying them
-	// forever or publishing them.
+	// rejected by the broker) instead of retrying them forever or
+	// publishing them; within Config.MaxAttempts when one is declared.
 	Parks bool
 	// Fenced: the relay's marks, retries and parks take effect only while
 	// it still holds the row's lease.
@@ -137,8 +137,9 @@ type Config struct {
 	// Lease is the lease the relay declares, which the rows it leased must
 	// show (see Fencing). Zero: lease lengths are not checked.
 	Lease time.Duration
-	// MaxAttempts is the attempt limit after which a row is parked.
-	// Default 5, the relay's default.
+	// MaxAttempts is the attempt limit the relay declares, after which it
+	// parks a row. Zero: the relay declared no limit, and no check of the
+	// attempt count runs (another relay's limit is never assumed).
 	MaxAttempts int
 	// Backoff(n) is the least delay between a Retry ok that left a row at
 	// n attempts and that row's next Retry ok. A relay that backs a row off
@@ -164,18 +165,12 @@ type Config struct {
 	Relays []string
 }
 
-// Defaults of Config.
-const (
-	DefaultRetention   = 7 * 24 * time.Hour
-	DefaultMaxAttempts = 5
-)
+// DefaultRetention is Config.Retention's default.
+const DefaultRetention = 7 * 24 * time.Hour
 
 func (c Config) withDefaults() Config {
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
 	}
 	return c
 }

@@ -23,12 +23,13 @@ import (
 //     the history does not explain (no Retry recorded, the relay records
 //     nothing) while no fault of class other was open in the run: an
 //     outage consumed attempts, seen in the rows alone;
-//   - no Retry ok reports more attempts than MaxAttempts, and no row ends
-//     faulted with more;
+//   - when the relay declares an attempt limit (Config.MaxAttempts), no
+//     Retry ok reports more attempts than it, a Retry ok at the limit
+//     parks (with Features.Parks), and no row ends faulted with more; a
+//     relay that declares none is not judged by anyone's limit;
 //   - with Features.Parks, every poison event that committed ends parked:
 //     its row ends faulted, or (when the state has no outbox) a relay
-//     recorded parking it; a Retry ok at the limit must park; a poison
-//     event must not be published;
+//     recorded parking it; a poison event must not be published;
 //   - with Config.Backoff, successive Retry oks of one event are spaced by
 //     at least Backoff(attempts of the first). The spacing is measured on
 //     the database clock when both records carry DBTime; else on the
@@ -83,7 +84,7 @@ func (a *analysis) parking() Result {
 			}
 		}
 		for _, r := range e.retries {
-			n, ok := r.Attempts, r.Attempts > 0
+			n, ok := r.Attempts, r.Attempts > 0 && maxAtt > 0
 			switch {
 			case ok && n > maxAtt:
 				v.offend(id, "retry at #%d reports %d attempts, above the limit %d", r.Index, n, maxAtt)
@@ -91,7 +92,7 @@ func (a *analysis) parking() Result {
 				v.offend(id, "retry at #%d reached the limit (%d attempts) without parking", r.Index, n)
 			}
 		}
-		if e.row != nil && e.row.FaultedAt != nil && e.row.Attempts > maxAtt {
+		if maxAtt > 0 && e.row != nil && e.row.FaultedAt != nil && e.row.Attempts > maxAtt {
 			v.offend(id, "row faulted after %d attempts, above the limit %d", e.row.Attempts, maxAtt)
 		}
 		if e.poison && a.cfg.Features.Parks && e.proven() {

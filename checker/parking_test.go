@@ -109,8 +109,18 @@ func TestParking(t *testing.T) {
 		{
 			name:      "attempts above the limit",
 			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", att(6, false)).h(),
-			cfg:       Config{Poison: poison},
+			cfg:       Config{Poison: poison, MaxAttempts: 5},
 			offending: []string{"p1"},
+		},
+		{
+			// A relay that declares no attempt limit is judged by no
+			// one's: six attempts, and a row parked after nine, break
+			// nothing it promised.
+			name:  "no limit declared, attempts above another relay's",
+			h:     build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", att(6, false)).h(),
+			s:     State{Outbox: rows(faultedRow("p1", 9))},
+			cfg:   Config{Poison: poison, Features: Features{Stages: true, Parks: true}},
+			valid: true,
 		},
 		{
 			name:      "faulted with attempts above the limit",
@@ -122,7 +132,7 @@ func TestParking(t *testing.T) {
 		{
 			name:      "reached the limit without parking",
 			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").retry("relay-a", "p1", att(5, false)).h(),
-			cfg:       Config{Poison: poison, Features: Features{Parks: true}},
+			cfg:       Config{Poison: poison, MaxAttempts: 5, Features: Features{Parks: true}},
 			offending: []string{"p1"},
 		},
 		{

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,6 +26,14 @@ const (
 	// CapLease, as lease=DURATION: the lease the relay takes, which the
 	// rows it leased must show on the database clock (with fenced).
 	CapLease = "lease"
+	// CapAttempts, as attempts=N: the relay's attempt limit; it parks a
+	// failing row once its attempts reach N, never later. Without it no
+	// attempt count is judged.
+	CapAttempts = "attempts"
+	// CapBackoff, as backoff=BASE/MAX: the relay's retry backoff, doubling
+	// from BASE up to MAX on the database clock; with records, the spacing
+	// of its retries is judged against it. Without it, it is not judged.
+	CapBackoff = "backoff"
 	// CapFailpoints: the relay honours OUTBOX_FAILPOINTS (package
 	// chaos/inproc's syntax), so the scenarios that kill or slow it at a
 	// named point of its loop can run; without it they are not applicable.
@@ -40,12 +49,13 @@ const (
 
 // Capabilities lists every capability, in the order Capabilities strings
 // name them.
-var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints, CapRecords, CapLease + "=DURATION"}
+var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints, CapRecords, CapLease + "=DURATION", CapAttempts + "=N", CapBackoff + "=BASE/MAX"}
 
 // WithCapabilities returns u declaring the capabilities of list, a comma
 // separated list of Capabilities or "none". It replaces what u declared.
 func (u RelayUnderTest) WithCapabilities(list string) (RelayUnderTest, error) {
 	u.Features.Parks, u.Features.Fenced, u.Features.Sweeps, u.Failpoints, u.Records, u.Lease = false, false, false, false, false, 0
+	u.Attempts, u.Backoff = 0, Backoff{}
 	list = strings.TrimSpace(list)
 	if list == "none" {
 		return u, nil
@@ -57,6 +67,22 @@ func (u RelayUnderTest) WithCapabilities(list string) (RelayUnderTest, error) {
 				return u, fmt.Errorf("capabilities %q: lease=%s is not a positive duration such as 20s", list, v)
 			}
 			u.Lease = d
+			continue
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(c), CapAttempts+"="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return u, fmt.Errorf("capabilities %q: attempts=%s is not a whole number of at least 1", list, v)
+			}
+			u.Attempts = n
+			continue
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(c), CapBackoff+"="); ok {
+			b, err := parseBackoff(v)
+			if err != nil {
+				return u, fmt.Errorf("capabilities %q: %w", list, err)
+			}
+			u.Backoff = b
 			continue
 		}
 		switch strings.TrimSpace(c) {
@@ -94,8 +120,26 @@ func (u RelayUnderTest) CapabilitiesString() string {
 	if u.Lease > 0 {
 		out = append(out, CapLease+"="+u.Lease.String())
 	}
+	if u.Attempts > 0 {
+		out = append(out, CapAttempts+"="+strconv.Itoa(u.Attempts))
+	}
+	if u.Backoff.Declared() {
+		out = append(out, CapBackoff+"="+u.Backoff.Base.String()+"/"+u.Backoff.Max.String())
+	}
 	if len(out) == 0 {
 		return "none"
 	}
 	return strings.Join(out, ",")
+}
+
+// parseBackoff reads backoff=BASE/MAX's value: two positive durations,
+// BASE at most MAX.
+func parseBackoff(v string) (Backoff, error) {
+	base, max, ok := strings.Cut(v, "/")
+	b, errB := time.ParseDuration(base)
+	m, errM := time.ParseDuration(max)
+	if !ok || errB != nil || errM != nil || b <= 0 || m < b {
+		return Backoff{}, fmt.Errorf("backoff=%s is not BASE/MAX, two positive durations with BASE at most MAX, such as 100ms/2s", v)
+	}
+	return Backoff{Base: b, Max: m}, nil
 }

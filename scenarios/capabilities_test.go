@@ -6,7 +6,7 @@ import (
 )
 
 func TestCapabilitiesRoundTrip(t *testing.T) {
-	for _, list := range []string{"none", "parks", "fenced,sweeps", "parks,fenced,sweeps,failpoints", "failpoints,records", "fenced,lease=20s"} {
+	for _, list := range []string{"none", "parks", "fenced,sweeps", "parks,fenced,sweeps,failpoints", "failpoints,records", "fenced,lease=20s", "parks,attempts=5", "parks,fenced,lease=4s,attempts=3,backoff=100ms/2s"} {
 		u, err := RelayUnderTest{Image: "x"}.WithCapabilities(list)
 		if err != nil {
 			t.Fatalf("%s: %v", list, err)
@@ -22,9 +22,47 @@ func TestCapabilitiesRoundTrip(t *testing.T) {
 	if _, err := (RelayUnderTest{}).WithCapabilities("fenced,lease=soon"); err == nil || !strings.Contains(err.Error(), "duration") {
 		t.Errorf("a bad lease: %v", err)
 	}
+	for _, bad := range []string{"attempts=0", "attempts=three", "backoff=2s", "backoff=2s/1s", "backoff=0s/1s", "backoff=x/1s"} {
+		if _, err := (RelayUnderTest{}).WithCapabilities(bad); err == nil {
+			t.Errorf("WithCapabilities(%q): no error", bad)
+		}
+	}
 	for _, bad := range []string{"parks,", "teleports", ""} {
 		if _, err := (RelayUnderTest{}).WithCapabilities(bad); err == nil || !strings.Contains(err.Error(), "parks, fenced, sweeps, failpoints, records") {
 			t.Errorf("WithCapabilities(%q) = %v, want an error listing the capabilities", bad, err)
 		}
+	}
+}
+
+// TestOnlyDeclaredLimitsAreJudged checks that the checkers judge a relay's
+// attempt count and retry spacing only by what it declares: a relay that
+// declares no attempt limit (one that parks after its own 5, say) gets
+// none, never the limit the harness gives our relay; ours declares its
+// own, as does a relay that says attempts=5.
+func TestOnlyDeclaredLimitsAreJudged(t *testing.T) {
+	cfgOf := func(u RelayUnderTest) (int, bool) {
+		r := &run{relay: u.resolve(), recordsDir: "records"}
+		cfg := r.checkerConfig()
+		return cfg.MaxAttempts, cfg.Backoff != nil
+	}
+	other, err := RelayUnderTest{Command: []string{"./their-relay"}}.WithCapabilities("parks,fenced,records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, backoff := cfgOf(other); n != 0 || backoff {
+		t.Errorf("a relay that declares no limit and no backoff is judged by attempt limit %d, backoff %v; want neither", n, backoff)
+	}
+	five, err := other.WithCapabilities("parks,fenced,records,attempts=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := cfgOf(five); n != 5 {
+		t.Errorf("attempts=5 declared, judged by limit %d", n)
+	}
+	if n, backoff := cfgOf(Ours()); n != MaxAttempts || !backoff {
+		t.Errorf("ours is judged by limit %d, backoff %v; want %d and its backoff", n, backoff, MaxAttempts)
+	}
+	if n, backoff := cfgOf(RelayUnderTest{Mutants: true}); n != MaxAttempts || !backoff {
+		t.Errorf("a mutant of ours is judged by limit %d, backoff %v; want %d and its backoff", n, backoff, MaxAttempts)
 	}
 }

@@ -95,9 +95,12 @@ func TimingEnv() map[string]string {
 var OurFeatures = checker.Features{Stages: true, Parks: true, Fenced: true, Sweeps: true}
 
 // Ours returns the relay under test by default: this repository's relay
-// image, every feature declared, failpoints honoured.
+// image, every feature declared, failpoints honoured, and the attempt
+// limit and backoff it runs with under the harness (MaxAttempts,
+// BackoffBase, BackoffMax).
 func Ours() RelayUnderTest {
-	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Features: OurFeatures, Failpoints: true, Records: true}
+	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Features: OurFeatures, Failpoints: true, Records: true,
+		Attempts: MaxAttempts, Backoff: Backoff{Base: BackoffBase, Max: BackoffMax}}
 }
 
 // resolve fills in the defaults of a relay under test: no image and no
@@ -115,6 +118,16 @@ func (u RelayUnderTest) resolve() RelayUnderTest {
 		}
 		if u.Features == (checker.Features{}) {
 			u.Features = OurFeatures
+		}
+		// Our relay promises the attempt limit and the backoff it is
+		// given.
+		if n, err := strconv.Atoi(u.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 && u.Attempts == 0 {
+			u.Attempts = n
+		}
+		base, errB := time.ParseDuration(u.setting("OUTBOX_BACKOFF_BASE"))
+		max, errM := time.ParseDuration(u.setting("OUTBOX_BACKOFF_MAX"))
+		if errB == nil && errM == nil && base > 0 && !u.Backoff.Declared() {
+			u.Backoff = Backoff{Base: base, Max: max}
 		}
 		if u.Name == "" {
 			u.Name = "ours"

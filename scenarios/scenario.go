@@ -65,6 +65,13 @@ type RelayUnderTest struct {
 	// CapRecords): each replica gets a records file per lifetime, merged
 	// into the run's history after the run.
 	Records bool
+	// Attempts is the attempt limit the relay declares (CapAttempts): it
+	// parks a failing row once its attempts reach it. 0: none declared,
+	// and no attempt count is judged.
+	Attempts int
+	// Backoff is the retry backoff the relay declares (CapBackoff); the
+	// zero value declares none, and the spacing of retries is not judged.
+	Backoff Backoff
 	// Lease is the lease the relay declares, which the rows it leases must
 	// show on the database clock (locked_until - locked_at of a row never
 	// retried); 0: not checked. Our relay and its mutants declare the
@@ -88,6 +95,16 @@ type RelayUnderTest struct {
 	// Command.
 	Replay string
 }
+
+// Backoff is a declared exponential retry backoff: after a failure that
+// leaves a row at n attempts the row waits min(Base x 2^(n-1), Max)
+// before it is eligible again, on the database clock.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+// Declared reports whether b declares a backoff.
+func (b Backoff) Declared() bool { return b.Base > 0 }
 
 // FaultHits is how often one fault of a run fired.
 type FaultHits struct {

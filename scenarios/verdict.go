@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,27 +26,19 @@ func (r *run) readState(ctx context.Context, queued []string) (checker.State, er
 func (r *run) checkerConfig() checker.Config {
 	cfg := checker.Config{
 		Retention:     relay.DefaultRetention,
-		MaxAttempts:   MaxAttempts,
+		MaxAttempts:   r.relay.Attempts,
 		LivenessBound: DrainWithin,
 		Lease:         r.relay.Lease,
 	}
 	if d, err := time.ParseDuration(r.setting("OUTBOX_RETENTION")); err == nil && d > 0 {
 		cfg.Retention = d
 	}
-	if n, err := strconv.Atoi(r.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 {
-		cfg.MaxAttempts = n
-	}
-	if r.recordsDir != "" {
+	if r.recordsDir != "" && r.relay.Backoff.Declared() {
 		// The relays record their retries with the database time of each:
-		// the spacing is judged against the backoff they run with, from
-		// the attempts before the failure (see checker.Config.Backoff).
-		policy := relay.RetryPolicy{MaxAttempts: cfg.MaxAttempts, BackoffBase: BackoffBase, BackoffMax: BackoffMax}
-		if d, err := time.ParseDuration(r.relay.setting("OUTBOX_BACKOFF_BASE")); err == nil && d > 0 {
-			policy.BackoffBase = d
-		}
-		if d, err := time.ParseDuration(r.relay.setting("OUTBOX_BACKOFF_MAX")); err == nil && d > 0 {
-			policy.BackoffMax = d
-		}
+		// the spacing is judged against the backoff the relay declares,
+		// from the attempts before the failure (see
+		// checker.Config.Backoff).
+		policy := relay.RetryPolicy{BackoffBase: r.relay.Backoff.Base, BackoffMax: r.relay.Backoff.Max}
 		cfg.Backoff = func(n int) time.Duration { return policy.Backoff(n - 1) }
 	}
 	for _, bc := range r.contexts {

@@ -54,9 +54,10 @@ run only when named, on a three-node RabbitMQ cluster with quorum queues;
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
-			fs.StringVar(&o.relay, "relay", "ours", "the `RELAY` under test: ours, a mutant name, watermill, image:REF or cmd:COMMAND")
+			o.relay = givenString{v: "ours"}
+			fs.Var(&o.relay, "relay", "the `RELAY` under test: ours, a mutant name, watermill, image:REF or cmd:COMMAND")
 			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see the README, \"Putting your own outbox under test\")")
-			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, or none (default none)")
+			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, attempts=N, backoff=BASE/MAX, or none (default none)")
 			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds each scenario runs on (`N`)")
 			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the scenario × seed cells (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
@@ -73,7 +74,7 @@ run only when named, on a three-node RabbitMQ cluster with quorum queues;
 
 type runOptions struct {
 	scenarios stringList
-	relay     string
+	relay     givenString
 	// target is a target file, instead of relay.
 	target string
 	// capabilities is what an image: or cmd: relay declares.
@@ -96,13 +97,13 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.events > 0 && o.duration > 0 {
 		return usageErr(std, "run", "give --events or --duration, not both")
 	}
-	relay, err := parseRelay(o.relay)
+	relay, err := parseRelay(o.relay.v)
 	if err != nil {
 		return usageErr(std, "run", "%v", err)
 	}
 	if o.target != "" {
-		if o.relay != "ours" {
-			return usageErr(std, "run", "give --target or --relay, not both: a target file names its relay")
+		if o.relay.set {
+			return usageErr(std, "run", "give --target or --relay, not both: a target file names its relay (--relay %s)", o.relay.v)
 		}
 		if o.capabilities != "" {
 			return usageErr(std, "run", "--capabilities is for image: and cmd: relays; a target file declares its own (capabilities:)")
@@ -112,6 +113,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	if o.capabilities != "" {
+		if err := scenarios.CheckCapabilitiesOnce(o.capabilities); err != nil {
+			return usageErr(std, "run", "--capabilities: %v", err)
+		}
 		if relay.Replay != "" || relay.Image == "" && len(relay.Command) == 0 {
 			return usageErr(std, "run", "--capabilities is for image: and cmd: relays; %s declares its own", relay.Name)
 		}
@@ -120,8 +124,13 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	if o.list {
+		// The catalogue, which runs without --scenario, then the broker
+		// cluster scenarios, which run only when named.
 		for _, n := range d.scenarioNames() {
 			fmt.Fprintln(std.out, n)
+		}
+		for _, n := range scenarios.ClusterNames() {
+			fmt.Fprintf(std.out, "%s  %s\n", n, clusterListNote)
 		}
 		return exitOK
 	}
@@ -197,7 +206,8 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 				return unavailable(std, "run", "%v", err)
 			}
 		}
-		fmt.Fprintln(w, "PASS")
+		// Nothing ran, so nothing passed: no verdict is printed.
+		fmt.Fprintln(w, "no cell ran, no verdict")
 		return exitOK
 	}
 	specs := make([]runSpec, len(mine))
@@ -281,6 +291,24 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		return exitInconclusive
 	}
 	return exitOK
+}
+
+// clusterListNote follows each broker cluster scenario that `run --list`
+// prints: unlike the catalogue's, they run only when named.
+const clusterListNote = "(runs only when named with --scenario, on a three-node broker cluster)"
+
+// givenString is a string flag that remembers whether it was given, so
+// that a flag given with its default value is told from one not given.
+type givenString struct {
+	v   string
+	set bool
+}
+
+func (s *givenString) String() string { return s.v }
+
+func (s *givenString) Set(v string) error {
+	s.v, s.set = v, true
+	return nil
 }
 
 // campaignCommand is the command that runs the whole campaign, every

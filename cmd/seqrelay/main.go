@@ -65,8 +65,8 @@
 // Run under the harness's catalogue (see README.md):
 //
 //	go build -o bin/seqrelay ./cmd/seqrelay
-//	go run ./cmd/outboxlab run --relay cmd:./bin/seqrelay --capabilities parks,fenced,lease=10s --seed 1
-//	go run ./cmd/outboxlab run --relay 'cmd:env SEQRELAY_BUG=mark-first ./bin/seqrelay' --capabilities parks,fenced,lease=10s --seed 1
+//	go run ./cmd/outboxlab run --relay cmd:./bin/seqrelay --capabilities parks,fenced,lease=10s,attempts=3 --seed 1
+//	go run ./cmd/outboxlab run --relay 'cmd:env SEQRELAY_BUG=mark-first ./bin/seqrelay' --capabilities parks,fenced,lease=10s,attempts=3 --seed 1
 //
 // # Bug modes
 //
@@ -74,7 +74,7 @@
 // DESIGN.md §2; empty is the correct relay, an unknown name exits 2. The
 // scenario and checker named are those of scenarios/catalogue.go expected
 // to catch it, when the run declares what the correct seqrelay promises
-// (outboxlab run --capabilities parks,fenced,lease=10s; it has no sweep and
+// (outboxlab run --capabilities parks,fenced,lease=10s,attempts=3; it has no sweep and
 // no failpoints). These are expectations read from the scenarios, to be
 // confirmed on containers:
 //
