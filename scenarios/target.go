@@ -167,6 +167,9 @@ func ParseTarget(data []byte, dir string) (RelayUnderTest, error) {
 		return u, errors.New("relay: give image (a relay image) or command (a relay run on the host)")
 	}
 	if f.Capabilities != "" {
+		if err := CheckCapabilitiesOnce(f.Capabilities); err != nil {
+			return u, err
+		}
 		var err error
 		if u, err = u.WithCapabilities(f.Capabilities); err != nil {
 			return u, err

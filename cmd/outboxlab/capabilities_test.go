@@ -50,6 +50,9 @@ func TestRunRefusesCapabilitiesItCannotUse(t *testing.T) {
 		{"run", "--capabilities", "parks"},
 		{"run", "--relay", "no-lease", "--capabilities", "parks"},
 		{"run", "--relay", "cmd:./my-relay", "--capabilities", "parks,teleports"},
+		// A key given twice has no meaning both values could have.
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "lease=1ns,lease=2s"},
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "parks,fenced,parks"},
 	} {
 		if code, _, errOut := invokeWith(t, d, args...); code != exitUsage || !strings.Contains(errOut, "capabilities") {
 			t.Errorf("%v: exit %d, want %d with a word on --capabilities: %s", args, code, exitUsage, errOut)
@@ -57,5 +60,36 @@ func TestRunRefusesCapabilitiesItCannotUse(t *testing.T) {
 	}
 	if len(specs) != 0 {
 		t.Errorf("a refused run started the runner: %+v", specs)
+	}
+}
+
+// TestRunRefusesARelayBesideATarget gives --relay with --target: the
+// target file names its relay, so --relay, even with its default value,
+// is refused rather than silently ignored.
+func TestRunRefusesARelayBesideATarget(t *testing.T) {
+	var specs []runSpec
+	d := capturingRunner(testDeps(), &specs)
+	for _, relay := range []string{"ours", "cmd:./my-relay", "watermill"} {
+		code, out, errOut := invokeWith(t, d, "run", "--target", "mine.yaml", "--relay", relay, "--scenario", "broker-down", "--seed", "1")
+		if code != exitUsage || !strings.Contains(errOut, "give --target or --relay, not both") {
+			t.Errorf("--target with --relay %s: exit %d, want %d refusing both\n%s%s", relay, code, exitUsage, out, errOut)
+		}
+	}
+	if len(specs) != 0 {
+		t.Errorf("a refused run started the runner: %+v", specs)
+	}
+}
+
+// TestRunEmptyShardGivesNoVerdict runs a shard that holds no cell: it
+// exits 0 but prints no PASS, since nothing ran.
+func TestRunEmptyShardGivesNoVerdict(t *testing.T) {
+	var specs []runSpec
+	d := capturingRunner(testDeps(), &specs)
+	code, out, errOut := invokeWith(t, d, "run", "--seed", "1", "--shard", "2/3")
+	if code != exitOK || !strings.Contains(out, "is empty") || !strings.Contains(out, "no verdict") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out+errOut, "PASS") || len(specs) != 0 {
+		t.Errorf("an empty shard ran %v or printed a verdict:\n%s%s", specs, out, errOut)
 	}
 }
