@@ -152,7 +152,11 @@ func TestRunWithARunner(t *testing.T) {
 	if code, _, errOut := invokeWith(t, d, "run", "--scenario", "nope"); code != exitUsage || !strings.Contains(errOut, "unknown scenario") {
 		t.Errorf("unknown scenario: exit %d %s", code, errOut)
 	}
-	if code, out, _ := invokeWith(t, d, "run", "--list"); code != exitOK || out != demoScenario+"\nbroker-down\n" {
-		t.Errorf("--list: exit %d %q", code, out)
+	want := demoScenario + "\nbroker-down\n"
+	for _, n := range scenarios.ClusterNames() {
+		want += n + "  " + clusterListNote + "\n"
+	}
+	if code, out, _ := invokeWith(t, d, "run", "--list"); code != exitOK || out != want {
+		t.Errorf("--list: exit %d %q, want %q", code, out, want)
 	}
 }

@@ -141,8 +141,12 @@ func TestSimEmptyShardRunsNothing(t *testing.T) {
 		t.Errorf("shard 1/3 of 2 seeds = %+v, want no seeds", got)
 	}
 	code, out, _ := invoke(t, "sim", "--seeds", "2", "--seed", "1", "--shard", "1/3")
-	if code != exitOK || !strings.Contains(out, "is empty") {
+	if code != exitOK || !strings.Contains(out, "is empty") || !strings.Contains(out, "no verdict") {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+	// No seed ran: nothing passed.
+	if strings.Contains(out, "PASS") {
+		t.Errorf("an empty shard printed a verdict:\n%s", out)
 	}
 }
 

@@ -155,7 +155,8 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		if o.json {
 			return o.printJSON(std, simJSON{Shard: shard.String()})
 		}
-		fmt.Fprintf(std.out, "shard %s of %d seeds from %d is empty: there are fewer seeds than shards\nPASS\n", shard, o.seeds, campaignFirst)
+		// No seed ran, so none passed: no verdict is printed.
+		fmt.Fprintf(std.out, "shard %s of %d seeds from %d is empty: there are fewer seeds than shards; no seed ran, no verdict\n", shard, o.seeds, campaignFirst)
 		return exitOK
 	}
 	header := sim.Describe(first, opts)
