@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,19 @@ const (
 	// named by ScenarioRun.History.
 	DirHistories = "histories"
 )
+
+// FormatVersion is the version of the results files' format that this
+// outboxlab writes (as "format_version", the first key of every file) and
+// the newest it reads. A file without the key was written before files
+// carried one, in the format of version 1. A change that an older reader
+// would misread (a key renamed, a meaning changed) takes a new version.
+const FormatVersion = 1
+
+// ErrFormat is returned by ReadBundle for a results file that is not what
+// its name says in a format this outboxlab reads: a format_version it does
+// not know, a key it does not know, or a key it requires missing. Reading
+// on would render figures from a file misread.
+var ErrFormat = errors.New("unreadable results file")
 
 // CheckerVerdict is one checker's verdict in a bundle.
 type CheckerVerdict struct {
@@ -112,7 +126,10 @@ type ScenarioRun struct {
 // run cut short by an interrupt, a crash or an error leaves every finished
 // cell in Runs and lists the others in Unfinished.
 type ScenarioFile struct {
-	Meta Meta `json:"meta"`
+	// FormatVersion is the file's format version (FormatVersion when
+	// written; 0 in a file written before files carried one).
+	FormatVersion int  `json:"format_version,omitempty"`
+	Meta          Meta `json:"meta"`
 	// Part says which share of which campaign the file holds; nil for a
 	// file that is no share of a campaign (the demo's).
 	Part *Part         `json:"part,omitempty"`
@@ -159,7 +176,9 @@ type Part struct {
 
 // SimFile is the content of FileSim: one `outboxlab sim` batch.
 type SimFile struct {
-	Meta Meta `json:"meta"`
+	// FormatVersion is the file's format version, as ScenarioFile's.
+	FormatVersion int  `json:"format_version,omitempty"`
+	Meta          Meta `json:"meta"`
 	// First is the first seed; Mutant the mutant simulated, if any.
 	First   uint64      `json:"first_seed"`
 	Mutant  string      `json:"mutant,omitempty"`
@@ -173,6 +192,12 @@ type SimFile struct {
 	Part *Part `json:"part,omitempty"`
 	// Tier is SimTierSQL for the SQL-faithful tier; empty for the fakes.
 	Tier string `json:"tier,omitempty"`
+	// Stopped says why the batch ended before its last seed (an
+	// interrupt), or, in a file written while the batch still ran, that
+	// it had not finished then (SimRunning: a process killed without a
+	// chance to say so leaves it so); Summary then counts the seeds that
+	// finished. Empty when every seed of the part ran.
+	Stopped string `json:"stopped,omitempty"`
 	// Pieces are the files merged into this one by Merge, in shard
 	// order, each as read; empty for a file as read.
 	Pieces []SimFile `json:"-"`
@@ -180,6 +205,9 @@ type SimFile struct {
 
 // SimTierSQL is SimFile.Tier of the SQL-faithful simulation.
 const SimTierSQL = "sql"
+
+// SimRunning is SimFile.Stopped of a file written while its batch ran.
+const SimRunning = "still running when this file was written: the batch did not finish (the process was killed, or still runs)"
 
 // SimFailure is one failing seed of a simulation batch.
 type SimFailure struct {
@@ -192,7 +220,9 @@ type SimFailure struct {
 // MutantFile is the content of FileMutants: which checkers killed which
 // mutant.
 type MutantFile struct {
-	Meta Meta `json:"meta"`
+	// FormatVersion is the file's format version, as ScenarioFile's.
+	FormatVersion int  `json:"format_version,omitempty"`
+	Meta          Meta `json:"meta"`
 	// Tier is where the mutants ran: "sim" or "infra".
 	Tier string `json:"tier"`
 	// Checkers are the matrix's columns, in order.
@@ -231,7 +261,9 @@ type MutantRow struct {
 // GeneratedFile is the content of FileGenerated: the generated mutants'
 // counts and score, and every survivor with its judgement.
 type GeneratedFile struct {
-	Meta Meta `json:"meta"`
+	// FormatVersion is the file's format version, as ScenarioFile's.
+	FormatVersion int  `json:"format_version,omitempty"`
+	Meta          Meta `json:"meta"`
 	// Command is the command line that produced the file.
 	Command string `json:"command"`
 	GeneratedCounts
@@ -277,9 +309,11 @@ type GeneratedSurvivor struct {
 // BenchFile is the content of FileBench: the benchmark's tables, and its
 // whole result as it produced it.
 type BenchFile struct {
-	Meta   Meta     `json:"meta"`
-	Tables []Table  `json:"tables"`
-	Notes  []string `json:"notes,omitempty"`
+	// FormatVersion is the file's format version, as ScenarioFile's.
+	FormatVersion int      `json:"format_version,omitempty"`
+	Meta          Meta     `json:"meta"`
+	Tables        []Table  `json:"tables"`
+	Notes         []string `json:"notes,omitempty"`
 	// Result is the benchmark's own JSON result, every detail included.
 	Result json.RawMessage `json:"result,omitempty"`
 }
@@ -354,7 +388,127 @@ func (b Bundle) Validate() error {
 	if b.Bench != nil {
 		check(FileBench, b.Bench.Meta)
 	}
+	if b.Scenarios != nil {
+		if err := b.Scenarios.checkCells(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(b.Dir, FileScenarios), err))
+		}
+	}
+	if b.Sim != nil {
+		if err := b.Sim.checkSeeds(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(b.Dir, FileSim), err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// ErrIncomplete is returned by Bundle.Validate for a results file whose
+// part holds more or fewer cells than the file accounts for: a cell that
+// neither finished (a run, or a cell that could not run) nor is listed as
+// unfinished would otherwise vanish from the report unnoticed.
+var ErrIncomplete = errors.New("results file does not account for every cell of its part")
+
+// checkCells checks that f accounts for every cell of its part: as many
+// cells run, not applicable or unfinished as the part holds. When it does
+// not, the error names the missing cells if the part's campaign command
+// says which cells the part holds.
+func (f *ScenarioFile) checkCells() error {
+	if f.Part == nil {
+		return nil
+	}
+	n := len(f.Runs) + len(f.NotApplicable) + len(f.Unfinished)
+	if n == f.Part.Cells {
+		return nil
+	}
+	err := fmt.Errorf("%w: its part, shard %s of `%s`, holds %d cell%s, and the file lists %d (%d run, %d not applicable, %d unfinished)",
+		ErrIncomplete, f.Part.Shard, f.Part.Campaign, f.Part.Cells, plural(f.Part.Cells), n, len(f.Runs), len(f.NotApplicable), len(f.Unfinished))
+	cells, ok := PartCells(*f.Part)
+	if !ok {
+		return err
+	}
+	held := map[campaign.Cell]bool{}
+	for _, r := range f.Runs {
+		held[campaign.Cell{Scenario: r.Scenario, Seed: r.Seed}] = true
+	}
+	for _, c := range f.NotApplicable {
+		held[c.Cell] = true
+	}
+	for _, c := range f.Unfinished {
+		held[c] = true
+	}
+	var missing []string
+	for _, c := range cells {
+		if !held[c] {
+			missing = append(missing, c.String())
+		}
+	}
+	if len(missing) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: missing %s", err, strings.Join(missing, ", "))
+}
+
+// checkSeeds checks that a batch whose seeds did not all run says why.
+func (f *SimFile) checkSeeds() error {
+	if f.Part == nil {
+		return nil
+	}
+	switch s := f.Summary.Seeds; {
+	case s > f.Part.Cells:
+		return fmt.Errorf("%w: its part, shard %s of `%s`, holds %d seeds, and its summary counts %d", ErrIncomplete, f.Part.Shard, f.Part.Campaign, f.Part.Cells, s)
+	case s < f.Part.Cells && f.Stopped == "":
+		return fmt.Errorf("%w: its part, shard %s of `%s`, holds %d seeds, its summary counts %d, and it does not say why the others did not run",
+			ErrIncomplete, f.Part.Shard, f.Part.Campaign, f.Part.Cells, s)
+	}
+	return nil
+}
+
+// PartCells returns the cells of a chaos campaign's shard p, read from its
+// campaign command as `outboxlab run` writes it: the verb run, its
+// scenarios (--scenario NAME, repeated), then --seeds N and --seed S,
+// ahead of any other flag. It returns false for a command that does not
+// read so.
+func PartCells(p Part) ([]campaign.Cell, bool) {
+	words := strings.Fields(p.Campaign)
+	i := slices.IndexFunc(words, func(w string) bool { return w == "--scenario" }) - 1
+	if i < 0 || words[i] != "run" {
+		return nil, false
+	}
+	var (
+		names       []string
+		seeds       = 1
+		first       uint64
+		haveSeed    bool
+		seedsGiven  bool
+		parseFailed bool
+	)
+	for i++; i+1 < len(words); i += 2 {
+		flag, v := words[i], words[i+1]
+		switch flag {
+		case "--scenario":
+			names = append(names, v)
+		case "--seeds":
+			n, err := strconv.Atoi(v)
+			seeds, seedsGiven, parseFailed = n, true, parseFailed || err != nil
+		case "--seed":
+			n, err := strconv.ParseUint(v, 10, 64)
+			first, haveSeed, parseFailed = n, true, parseFailed || err != nil
+		}
+		if flag != "--scenario" && flag != "--seeds" && flag != "--seed" {
+			break
+		}
+	}
+	if parseFailed || !haveSeed || !seedsGiven || len(names) == 0 {
+		return nil, false
+	}
+	shard, err := campaign.Parse(p.Shard)
+	if err != nil {
+		return nil, false
+	}
+	cells, err := campaign.Cells(names, first, seeds)
+	if err != nil {
+		return nil, false
+	}
+	return campaign.Select(shard, cells), true
 }
 
 // Empty reports whether the bundle holds no results at all.
@@ -370,7 +524,7 @@ func ReadBundle(dir string) (Bundle, error) {
 		return b, fmt.Errorf("reading results bundle: %w", err)
 	}
 	var err error
-	if b.Scenarios, err = readFile[ScenarioFile](dir, FileScenarios); err != nil {
+	if b.Scenarios, err = readFile[ScenarioFile](dir, FileScenarios, "meta", "runs"); err != nil {
 		return b, err
 	}
 	if b.Scenarios != nil {
@@ -382,37 +536,82 @@ func ReadBundle(dir string) (Bundle, error) {
 			return b, fmt.Errorf("reading %s: %w", FileFindings, err)
 		}
 	}
-	if b.Demo, err = readFile[ScenarioFile](dir, FileDemo); err != nil {
+	if b.Demo, err = readFile[ScenarioFile](dir, FileDemo, "meta", "runs"); err != nil {
 		return b, err
 	}
-	if b.Sim, err = readFile[SimFile](dir, FileSim); err != nil {
+	if b.Sim, err = readFile[SimFile](dir, FileSim, "meta", "first_seed", "summary", "replay"); err != nil {
 		return b, err
 	}
-	if b.Mutants, err = readFile[MutantFile](dir, FileMutants); err != nil {
+	if b.Mutants, err = readFile[MutantFile](dir, FileMutants, "meta", "tier", "checkers", "mutants"); err != nil {
 		return b, err
 	}
-	if b.Generated, err = readFile[GeneratedFile](dir, FileGenerated); err != nil {
+	if b.Generated, err = readFile[GeneratedFile](dir, FileGenerated, "meta", "command", "generated", "killed_all", "score", "survivors"); err != nil {
 		return b, err
 	}
-	if b.Bench, err = readFile[BenchFile](dir, FileBench); err != nil {
+	if b.Bench, err = readFile[BenchFile](dir, FileBench, "meta", "tables"); err != nil {
 		return b, err
 	}
 	return b, nil
 }
 
-func readFile[T any](dir, name string) (*T, error) {
-	data, err := os.ReadFile(filepath.Join(dir, name))
+// readFile reads the results file name of dir as a T: nil when there is
+// none. It refuses, wrapping ErrFormat, a file of a format_version this
+// outboxlab does not read, one with a key T does not have, and one that
+// lacks a key of required.
+func readFile[T any](dir, name string, required ...string) (*T, error) {
+	path := filepath.Join(dir, name)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	if err := checkFormatVersion(top); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var errs []error
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
 	v := new(T)
-	if err := json.Unmarshal(data, v); err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", filepath.Join(dir, name), err)
+	if err := dec.Decode(v); err != nil {
+		errs = append(errs, err)
+	}
+	var missing []string
+	for _, k := range required {
+		if _, ok := top[k]; !ok {
+			missing = append(missing, strconv.Quote(k))
+		}
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("no %s key", strings.Join(missing, ", ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w (not a %s as this outboxlab writes it, format_version %d)", path, ErrFormat, err, name, FormatVersion)
 	}
 	return v, nil
+}
+
+// checkFormatVersion checks the format_version of a results file's top
+// level: absent (version 1, written before files carried one) or a
+// version this outboxlab reads.
+func checkFormatVersion(top map[string]json.RawMessage) error {
+	raw, ok := top["format_version"]
+	if !ok {
+		return nil
+	}
+	var v int
+	if err := json.Unmarshal(raw, &v); err != nil || v < 1 {
+		return fmt.Errorf("%w: format_version %s is not a version number", ErrFormat, raw)
+	}
+	if v > FormatVersion {
+		return fmt.Errorf("%w: format_version %d, and this outboxlab reads format_version %d and older: read it with the outboxlab that wrote it, or a newer one", ErrFormat, v, FormatVersion)
+	}
+	return nil
 }
 
 // WriteFile writes v as the bundle file name in dir, creating dir. The
@@ -422,7 +621,7 @@ func WriteFile(dir, name string, v any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating results directory: %w", err)
 	}
-	data, err := json.MarshalIndent(v, "", "  ")
+	data, err := json.MarshalIndent(versioned(v), "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", name, err)
 	}
@@ -432,19 +631,96 @@ func WriteFile(dir, name string, v any) error {
 	return nil
 }
 
+// versioned returns v, a results file, with FormatVersion set: whatever
+// version a file was read with, it is written in this one's format.
+func versioned(v any) any {
+	switch f := v.(type) {
+	case ScenarioFile:
+		f.FormatVersion = FormatVersion
+		return f
+	case *ScenarioFile:
+		return versioned(*f)
+	case SimFile:
+		f.FormatVersion = FormatVersion
+		return f
+	case *SimFile:
+		return versioned(*f)
+	case MutantFile:
+		f.FormatVersion = FormatVersion
+		return f
+	case *MutantFile:
+		return versioned(*f)
+	case GeneratedFile:
+		f.FormatVersion = FormatVersion
+		return f
+	case *GeneratedFile:
+		return versioned(*f)
+	case BenchFile:
+		f.FormatVersion = FormatVersion
+		return f
+	case *BenchFile:
+		return versioned(*f)
+	}
+	return v
+}
+
 // WriteAtomic replaces the file path with data so that a reader, or the
 // machine after a crash, sees the old content or the new, never a part: it
 // writes a temporary file in the same directory, syncs it to disk, renames
 // it over path and syncs the directory, so that the rename itself is
 // durable.
-func WriteAtomic(path string, data []byte) (err error) {
+func WriteAtomic(path string, data []byte) error {
+	return WriteAtomicAll(OutputFile{Path: path, Data: data})
+}
+
+// OutputFile is a file WriteAtomicAll writes.
+type OutputFile struct {
+	Path string
+	Data []byte
+}
+
+// WriteAtomicAll writes every file as WriteAtomic does, and replaces none
+// unless every one could be written: the temporary files are all written
+// and synced first, and only then renamed into place, so that a full disk
+// or a refused directory leaves every file as it was.
+func WriteAtomicAll(files ...OutputFile) (err error) {
+	tmps := make([]string, 0, len(files))
+	defer func() {
+		if err != nil {
+			for _, tmp := range tmps {
+				os.Remove(tmp)
+			}
+		}
+	}()
+	for _, f := range files {
+		tmp, err := writeTemp(f.Path, f.Data)
+		if err != nil {
+			return err
+		}
+		tmps = append(tmps, tmp)
+	}
+	for i, f := range files {
+		if err := os.Rename(tmps[i], f.Path); err != nil {
+			return fmt.Errorf("renaming %s to %s: %w", tmps[i], f.Path, err)
+		}
+		tmps[i] = "" // renamed: nothing to remove
+		if err := syncDir(filepath.Dir(f.Path)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file beside path, synced and
+// readable, and returns its name.
+func writeTemp(path string, data []byte) (_ string, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("creating a temporary file: %w", err)
+		return "", fmt.Errorf("creating a temporary file: %w", err)
 	}
 	tmp := f.Name()
 	defer func() {
@@ -454,21 +730,23 @@ func WriteAtomic(path string, data []byte) (err error) {
 	}()
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("writing %s: %w", tmp, err)
+		return "", fmt.Errorf("writing %s: %w", tmp, err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("syncing %s: %w", tmp, err)
+		return "", fmt.Errorf("syncing %s: %w", tmp, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp, err)
+		return "", fmt.Errorf("closing %s: %w", tmp, err)
 	}
 	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("making %s readable: %w", tmp, err)
+		return "", fmt.Errorf("making %s readable: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("renaming %s to %s: %w", tmp, path, err)
-	}
+	return tmp, nil
+}
+
+// syncDir syncs directory dir, so that a rename in it is durable.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("opening %s to sync it: %w", dir, err)
@@ -478,6 +756,49 @@ func WriteAtomic(path string, data []byte) (err error) {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Inputs returns the files reading b took its results from: the results
+// files of its directory, its findings and the histories they name (of
+// every bundle merged into b). A command that reads b must write none of
+// them.
+func (b Bundle) Inputs() []string {
+	var out []string
+	dirs := b.Dirs
+	if b.Dir != "" {
+		dirs = append(dirs, b.Dir)
+	}
+	for _, dir := range dirs {
+		for _, name := range []string{FileScenarios, FileDemo, FileSim, FileMutants, FileGenerated, FileBench, FileFindings} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				out = append(out, filepath.Join(dir, name))
+			}
+		}
+	}
+	// History paths are relative to b.Dir; those of a merged bundle name
+	// the bundle they are in already.
+	history := func(rel string) {
+		if rel != "" {
+			out = append(out, filepath.Join(b.Dir, rel))
+		}
+	}
+	for _, f := range append([]*ScenarioFile{b.Scenarios, b.Demo}, append(b.Relays, b.Cluster...)...) {
+		if f == nil {
+			continue
+		}
+		for _, r := range f.Runs {
+			history(r.History)
+		}
+	}
+	for _, sm := range []*SimFile{b.Sim, b.SimSQL} {
+		if sm == nil {
+			continue
+		}
+		for _, f := range sm.Failures {
+			history(f.History)
+		}
+	}
+	return out
 }
 
 // WriteHistory writes ops as JSONL under dir/DirHistories/name, atomically
@@ -499,12 +820,17 @@ func WriteHistory(dir, name string, ops []history.Op) (string, error) {
 
 // ReadHistory reads a history file named relative to dir.
 func ReadHistory(dir, rel string) ([]history.Op, error) {
-	f, err := os.Open(filepath.Join(dir, rel))
+	path := filepath.Join(dir, rel)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening history: %w", err)
 	}
 	defer f.Close()
-	return history.ReadJSONL(f)
+	ops, err := history.ReadJSONL(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading history %s: %w", path, err)
+	}
+	return ops, nil
 }
 
 // Archive writes b's results files to dir, small enough to keep beside

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/outboxlab/outboxlab/report"
@@ -70,11 +73,27 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 				dir, report.FileDemo, report.FileScenarios, report.FileSim, report.FileMutants, report.FileBench, dir)
 		}
 		if err := b.Validate(); err != nil {
-			return unavailable(std, "report", "refusing %s: %v\nEvery results file records the machine, date and commit of its run; "+
-				"write the bundle again with the verb's --out %s (files written by hand or by an older outboxlab lack them)", dir, err, dir)
+			hint := ""
+			if errors.Is(err, report.ErrNoMeta) {
+				hint = fmt.Sprintf("\nEvery results file records the machine, date and commit of its run; "+
+					"write the bundle again with the verb's --out %s (files written by hand or by an older outboxlab lack them)", dir)
+			}
+			return unavailable(std, "report", "refusing %s: %v%s", dir, err, hint)
 		}
 		bundles = append(bundles, b)
 	}
+	html := o.html
+	if html == "" {
+		html = strings.TrimSuffix(o.md, filepath.Ext(o.md)) + ".html"
+	}
+	// Every output is checked before anything is written: none may be
+	// one of the files read, nor two of them one file.
+	var inputs []string
+	for _, b := range bundles {
+		inputs = append(inputs, b.Inputs()...)
+	}
+	outputs := []output{{"--md", o.md}, {"--html", html}}
+	archives := map[string]report.Bundle{}
 	if o.archive != "" {
 		seen := map[string]string{}
 		for _, b := range bundles {
@@ -83,13 +102,22 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 				return usageErr(std, "report", "--archive: %s and %s have the same name %s; rename one", prev, b.Dir, name)
 			}
 			seen[name] = b.Dir
-			if filepath.Clean(filepath.Join(o.archive, name)) == filepath.Clean(b.Dir) {
+			to := filepath.Join(o.archive, name)
+			if sameFile(to, b.Dir) {
 				continue // already the archive
 			}
-			if err := b.Archive(filepath.Join(o.archive, name)); err != nil {
-				return unavailable(std, "report", "--archive: %v", err)
+			archives[to] = b
+			for _, in := range b.Inputs() {
+				rel, err := filepath.Rel(b.Dir, in)
+				if err != nil {
+					return unavailable(std, "report", "--archive: %v", err)
+				}
+				outputs = append(outputs, output{"--archive", filepath.Join(to, rel)})
 			}
 		}
+	}
+	if err := checkOutputs(outputs, inputs); err != nil {
+		return usageErr(std, "report", "%v", err)
 	}
 	b, err := report.Merge(bundles, report.MergeOptions{AllowMixedCommits: o.allowMixed})
 	switch {
@@ -98,23 +126,31 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 	case err != nil:
 		return unavailable(std, "report", "refusing to merge: %v", err)
 	}
-	var buf bytes.Buffer
-	if err := report.WriteMarkdown(&buf, b); err != nil {
+	// Both pages are made before either is written, and written together
+	// (see report.WriteAtomicAll): a report that fails leaves the files
+	// it would have replaced as they were.
+	var md bytes.Buffer
+	if err := report.WriteMarkdown(&md, b); err != nil {
 		return unavailable(std, "report", "%v", err)
-	}
-	if err := report.WriteAtomic(o.md, buf.Bytes()); err != nil {
-		return unavailable(std, "report", "writing %s: %v", o.md, err)
-	}
-	html := o.html
-	if html == "" {
-		html = strings.TrimSuffix(o.md, filepath.Ext(o.md)) + ".html"
 	}
 	page, err := report.BundlePage(b)
 	if err != nil {
 		return unavailable(std, "report", "drawing %s: %v", html, err)
 	}
-	if err := report.WriteHTMLFile(html, page); err != nil {
+	var htmlPage bytes.Buffer
+	if err := report.WriteHTML(&htmlPage, page); err != nil {
 		return unavailable(std, "report", "%v", err)
+	}
+	for _, to := range slices.Sorted(maps.Keys(archives)) {
+		if err := archives[to].Archive(to); err != nil {
+			return unavailable(std, "report", "--archive: %v", err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(html), 0o755); err != nil {
+		return unavailable(std, "report", "creating the directory of %s: %v", html, err)
+	}
+	if err := report.WriteAtomicAll(report.OutputFile{Path: o.md, Data: md.Bytes()}, report.OutputFile{Path: html, Data: htmlPage.Bytes()}); err != nil {
+		return unavailable(std, "report", "writing %s and %s: %v", o.md, html, err)
 	}
 	fmt.Fprintf(std.out, "wrote %s and %s from %s\n", o.md, html, strings.Join(o.in, ", "))
 	return exitOK
