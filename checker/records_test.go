@@ -11,7 +11,7 @@ import (
 // records write them on containers (relay.FileRecords): claims with their
 // lease on the database clock, marks with their processed_at, retries
 // with their next eligible time, sweeps with their cutoff. Each promise
-// of DESIGN §2 is broken once, and kept once.
+// of docs/contract.md §2 is broken once, and kept once.
 
 // db is a database clock, apart from the records' own times.
 var db = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

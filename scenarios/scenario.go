@@ -4,7 +4,7 @@
 // relay replicas running as containers (or host processes), idempotent
 // consumers, a fault schedule drawn from the run's seed, a heal-and-drain
 // phase and the checkers. One runner, Run, runs every scenario against any
-// relay that follows the black-box contract of DESIGN.md §3: ours, a
+// relay that follows the black-box contract of docs/contract.md §3: ours, a
 // mutant, or another implementation given as an image or a command, with
 // capability flags (RelayUnderTest.Features and Failpoints) saying what
 // the harness may assume of it. The unsafe producer variants run through
@@ -42,8 +42,8 @@ import (
 )
 
 // RelayUnderTest is the relay a run puts under the scenarios. It follows the
-// contract of DESIGN.md §3: configured by OUTBOX_* environment variables,
-// stopped with SIGTERM, killed, paused or restarted as a fault.
+// contract of docs/contract.md §3: configured by OUTBOX_* environment
+// variables, stopped with SIGTERM, killed, paused or restarted as a fault.
 type RelayUnderTest struct {
 	// Name is how reports call it: "ours", a mutant name, or the image or
 	// command given.

@@ -39,9 +39,9 @@ import (
 
 // Target is the outbox under test: a relay (an image, a command, or
 // outboxlab's own relay, the zero Relay) and the outbox it reads, the
-// harness's table of the black-box contract (DESIGN.md §3) or one with its
-// own schema (Relay.Outbox, Relay.Identity; scenarios.LoadTarget reads
-// both from a target file).
+// harness's table of the black-box contract (docs/contract.md §3) or one
+// with its own schema (Relay.Outbox, Relay.Identity; scenarios.LoadTarget
+// reads both from a target file).
 type Target struct {
 	// Relay is the relay under test; its Features, Failpoints, Records
 	// and Lease say what it promises, and so what the checkers expect

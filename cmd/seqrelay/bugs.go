@@ -24,9 +24,10 @@ const (
 	bugPoisonBlocks bug = "poison-blocks"
 )
 
-// bugMode describes one bug mode: the promise of DESIGN.md §2 it breaks,
-// and the scenario of the harness's catalogue and the checker (or the
-// scenario's own check) expected to fail it.
+// bugMode describes one bug mode: the promise it breaks, numbered as in
+// docs/contract.md §2 (§2.1 to §2.4), and the scenario of the harness's
+// catalogue and the checker (or the scenario's own check) expected to fail
+// it.
 type bugMode struct {
 	name     bug
 	breaks   string

@@ -1,10 +1,10 @@
 // Command seqrelay is a second, independent outbox relay, kept as a test
 // fixture for the harness: it follows only the black-box contract of
-// DESIGN.md §3 and shares no code with this repository's relay (it imports
-// pgx, amqp091-go and the standard library, nothing of relay, outbox,
-// chaos or the harness). It is written in another style on purpose: one
-// sequential loop, one PostgreSQL connection, one AMQP channel, one
-// message in flight at a time, and settings of its own.
+// docs/contract.md §3 and shares no code with this repository's relay (it
+// imports pgx, amqp091-go and the standard library, nothing of relay,
+// outbox, chaos or the harness). It is written in another style on
+// purpose: one sequential loop, one PostgreSQL connection, one AMQP
+// channel, one message in flight at a time, and settings of its own.
 //
 // # What it does
 //
@@ -71,29 +71,30 @@
 // # Bug modes
 //
 // SEQRELAY_BUG selects a bug, each breaking a different promise of
-// DESIGN.md §2; empty is the correct relay, an unknown name exits 2. The
-// scenario and checker named are those of scenarios/catalogue.go expected
-// to catch it, when the run declares what the correct seqrelay promises
-// (outboxlab run --capabilities parks,fenced,lease=10s,attempts=3; it has no sweep and
-// no failpoints). These are expectations read from the scenarios, to be
-// confirmed on containers:
+// docs/contract.md §2 (numbered there §2.1 to §2.4); empty is the correct
+// relay, an unknown name exits 2. The scenario and checker named are those
+// of scenarios/catalogue.go expected to catch it, when the run declares
+// what the correct seqrelay promises (outboxlab run --capabilities
+// parks,fenced,lease=10s,attempts=3; it has no sweep and no failpoints).
+// These are expectations read from the scenarios, to be confirmed on
+// containers:
 //
 //   - mark-first: marks each row processed before publishing it. Breaks
-//     "mark processed only after the broker confirmed" (§2 step 3). Since
+//     "mark processed only after the broker confirmed" (§2.3). Since
 //     it claims before it connects, a broker outage leaves the first row
 //     of every batch it claims marked and never published: broker-down,
 //     checker lost.
 //   - no-fence: marks, retries and parks by id alone (UPDATE ... WHERE
 //     id = $1, no lease, no processed_at check), and does not stop a batch
 //     whose lease ran out. Breaks "mark only while this relay still holds
-//     the lease" (§2 step 3). A replica paused past its lease resumes and
+//     the lease" (§2.3). A replica paused past its lease resumes and
 //     marks again the rows another replica took over: lease-expiry, its
 //     fencing judgement of the held rows ("marked again after ... resumed
 //     past its lease").
 //   - own-clock-lease: computes a lease's end (locked_until = its clock +
 //     10s), eligibility and fences from its own (offset) clock, passed as a
 //     parameter, instead of now(); locked_at stays now(). Breaks "the
-//     database clock is the only clock for leases" (§2 step 1). A replica
+//     database clock is the only clock for leases" (§2.1). A replica
 //     whose clock runs minutes ahead takes rows another replica still
 //     holds and both publish them: clock-skew, checker
 //     duplicate-deliveries (clock faults explain no duplicate); the rows it
@@ -101,22 +102,22 @@
 //     fencing with lease=10s declared.
 //   - eat-attempts: takes a broker outage for a failure of the row: attempts
 //     += 1 with backoff, parked at the limit. Breaks "broker down: consume
-//     no attempt" (§2 step 4): broker-down, checker parking (healthy rows
+//     no attempt" (§2.4): broker-down, checker parking (healthy rows
 //     parked, or left with attempts nothing refused).
 //   - skip-late: claims only rows whose id is above the highest id it has
 //     claimed so far (a high-water mark) instead of every pending row.
-//     Breaks "claim the eligible rows, oldest first" (§2 step 1): a
+//     Breaks "claim the eligible rows, oldest first" (§2.1): a
 //     transaction that commits after later ones has rows below the mark
 //     that nobody publishes: commit-order-inversion, checker lost (and the
 //     backlog never drains: liveness).
 //   - transient: publishes with transient delivery mode. Breaks "persistent
-//     delivery" (§2 step 2): messages confirmed and marked that sit in the
+//     delivery" (§2.2): messages confirmed and marked that sit in the
 //     queue when RabbitMQ is killed are gone after its restart:
 //     broker-killed, checker lost.
 //   - poison-blocks: takes an unknown type or an undecodable payload for
 //     trouble of the tick: it stops the batch without an attempt, so the
 //     poison row comes back after every lease and is never parked. Breaks
-//     "unknown type: fault at once" (§2 step 2): poison, its check that
+//     "unknown type: fault at once" (§2.2): poison, its check that
 //     rows end parked and checker parking ("poison row not parked"), and
 //     the backlog never drains (liveness).
 //
