@@ -56,7 +56,7 @@ GO_STATIC    := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s
 # Forget the stamp of every image that is missing from the engine or was
 # replaced behind make's back, so that it is built again. Only goals that
 # talk to Docker pay for the look-up.
-DOCKERLESS_GOALS := help test-short test-fast demo clean build
+DOCKERLESS_GOALS := help test-short test-fast test-packages demo clean build
 ifneq ($(filter-out $(DOCKERLESS_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
 _present := $(shell $(DOCKER) image ls --no-trunc --filter reference='outboxlab/*' --format '{{.Repository}}:{{.Tag}}={{.ID}}' 2>/dev/null)
 $(foreach i,$(ALL_IMAGES),$(if $(and $(wildcard $(STAMPS)/$(i)),$(filter $(IMAGE_$(i))=$(file <$(STAMPS)/$(i)),$(_present))),,$(shell rm -f $(STAMPS)/$(i))))
@@ -173,13 +173,29 @@ build:
 # `go test ./...` does not set: both test targets run them on their own.
 GO_TEST_MUTANTS = $(GO) test -tags mutants -run Mutant $(GOTESTFLAGS) ./cmd/relay/
 
-## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker, the relay's mutant tests (-tags mutants) and test-examples
+# The packages whose test binary links testenv start containers, or may:
+# `make test` runs them one package at a time, so that no package's chaos
+# schedules and timings share the two cores with another package's
+# containers. The others start none and run in parallel first.
+# go list prints each package's test binary as PKG.test with its deps.
+TEST_PKGS = $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | \
+	awk -v want=$(1) '$$1 ~ /\.test$$/ { c = 0; for (i = 2; i <= NF; i++) if ($$i == "github.com/outboxlab/outboxlab/testenv") c = 1; \
+	sub(/\.test$$/, "", $$1); if (c == want) print $$1 }'
+
+## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker: the packages that start no containers in parallel, those that do one at a time, the relay's mutant tests (-tags mutants) and test-examples
 .PHONY: test
 test: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test: images build
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(call TEST_PKGS,0))
+	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(call TEST_PKGS,1))
 	$(GO_TEST_MUTANTS) -count=1
 	@$(MAKE) --no-print-directory test-examples
+
+## test-packages: list the packages `make test` runs one at a time (they start containers) and those it runs in parallel
+.PHONY: test-packages
+test-packages:
+	@echo "one at a time (containers):"; $(call TEST_PKGS,1) | sed 's/^/  /'
+	@echo "in parallel (no containers):"; $(call TEST_PKGS,0) | sed 's/^/  /'
 
 ## test-short: the tests that need no Docker (go test -short ./..., and the relay's mutant tests with -tags mutants)
 .PHONY: test-short

@@ -66,6 +66,10 @@ type Options struct {
 	Long bool
 	// Timeout bounds each scenario run (default 10 minutes).
 	Timeout time.Duration
+	// RequireAll fails a scenario the target cannot run (not applicable)
+	// and a run whose fault could not bite (INCONCLUSIVE) instead of
+	// skipping them, for a CI that wants the whole catalogue judged.
+	RequireAll bool
 }
 
 var seedFlag = flag.String("outboxlab.seed", "", "the first seed of outboxlab's suite (default: from the clock)")
@@ -117,7 +121,7 @@ func Run(t *testing.T, target Target, opts Options) {
 					Seed: seed, Relay: relay, Long: opts.Long, Log: func(line string) { t.Log(line) },
 				})
 				cancel()
-				judge(t, res, err)
+				judge(t, res, err, opts.RequireAll)
 			}
 		})
 	}
@@ -133,19 +137,24 @@ type reporter interface {
 }
 
 // judge turns one run's outcome into the subtest's: a failure with its
-// evidence and replay, a skip for what could not be judged.
-func judge(t reporter, res scenarios.Result, err error) {
+// evidence and replay, a skip for what could not be judged, or with
+// requireAll a failure for that too.
+func judge(t reporter, res scenarios.Result, err error, requireAll bool) {
 	t.Helper()
+	unjudged := t.Skipf
+	if requireAll {
+		unjudged = t.Fatalf
+	}
 	switch v := res.Verdict(); {
 	case err != nil && isNotApplicable(err):
-		t.Skipf("not applicable: %v", err)
+		unjudged("not applicable: %v", err)
 	case err != nil:
 		t.Fatalf("SEED=%d %s could not run: %v\nreplay: %s", res.Seed, res.Scenario, err, res.Replay)
 	case v == scenarios.VerdictFail:
 		t.Errorf("SEED=%d %s against %s FAILED:\n  %s\n%s\nreplay: %s", res.Seed, res.Scenario, res.Relay,
 			strings.Join(res.Problems, "\n  "), res.Report.Summary(), res.Replay)
 	case v == scenarios.VerdictInconclusive:
-		t.Skipf("SEED=%d %s INCONCLUSIVE: %s\nreplay: %s", res.Seed, res.Scenario, strings.Join(res.Inconclusive, "; "), res.Replay)
+		unjudged("SEED=%d %s INCONCLUSIVE: %s\nreplay: %s", res.Seed, res.Scenario, strings.Join(res.Inconclusive, "; "), res.Replay)
 	default:
 		t.Logf("SEED=%d %s PASS: committed %d, delivered %d, duplicate deliveries %d (unexplained %d)", res.Seed, res.Scenario,
 			res.Counts.Committed, res.Counts.Delivered, res.Counts.DuplicateDeliveries, res.Counts.UnexplainedDuplicates)

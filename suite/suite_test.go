@@ -31,21 +31,25 @@ func TestJudge(t *testing.T) {
 	inconclusive.Inconclusive = []string{"relay-a pause holding claims could not bite: no claim held"}
 	passed.Valid = true
 	for _, c := range []struct {
-		name string
-		res  scenarios.Result
-		err  error
-		kind string
-		has  []string
+		name       string
+		res        scenarios.Result
+		err        error
+		requireAll bool
+		kind       string
+		has        []string
 	}{
-		{"a failed verdict fails with its evidence, seed and replay", failed, nil, "error", []string{"SEED=42", "FAILED", "lost: 3 offending", base.Replay}},
-		{"an inconclusive run is skipped, never passed", inconclusive, nil, "skip", []string{"INCONCLUSIVE", "could not bite", base.Replay}},
-		{"a scenario the target cannot run is skipped", base, fmt.Errorf("%w: needs failpoints", scenarios.ErrNotApplicable), "skip", []string{"not applicable", "needs failpoints"}},
-		{"a run that could not be carried out fails", base, errors.New("environment gone"), "fatal", []string{"could not run", "environment gone", base.Replay}},
-		{"a pass is logged", passed, nil, "log", []string{"PASS"}},
+		{"a failed verdict fails with its evidence, seed and replay", failed, nil, false, "error", []string{"SEED=42", "FAILED", "lost: 3 offending", base.Replay}},
+		{"an inconclusive run is skipped, never passed", inconclusive, nil, false, "skip", []string{"INCONCLUSIVE", "could not bite", base.Replay}},
+		{"a scenario the target cannot run is skipped", base, fmt.Errorf("%w: needs failpoints", scenarios.ErrNotApplicable), false, "skip", []string{"not applicable", "needs failpoints"}},
+		{"a run that could not be carried out fails", base, errors.New("environment gone"), false, "fatal", []string{"could not run", "environment gone", base.Replay}},
+		{"a pass is logged", passed, nil, false, "log", []string{"PASS"}},
+		{"with RequireAll an inconclusive run fails", inconclusive, nil, true, "fatal", []string{"INCONCLUSIVE", "could not bite", base.Replay}},
+		{"with RequireAll a scenario the target cannot run fails", base, fmt.Errorf("%w: needs failpoints", scenarios.ErrNotApplicable), true, "fatal", []string{"not applicable", "needs failpoints"}},
+		{"with RequireAll a pass is still logged", passed, nil, true, "log", []string{"PASS"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var r record
-			judge(&r, c.res, c.err)
+			judge(&r, c.res, c.err, c.requireAll)
 			if r.kind != c.kind {
 				t.Fatalf("judge said %s %q, want %s", r.kind, r.text, c.kind)
 			}
