@@ -90,10 +90,11 @@ SIGTERM or SIGINT: it claims nothing more, finishes the message in flight
 (or abandons its confirm at the publish timeout) and its mark, leaves the
 rest of the batch to its lease and exits 0. A second signal exits 1 at once.
 
-Under outboxlab's catalogue (README.md, "A relay in Python"):
+Under outboxlab's catalogue (docs/examples.md), with its own table as
+target.yaml describes it:
 
   make image-pyrelay
-  outboxlab run --relay image:outboxlab/pyrelay:dev --capabilities parks,fenced,lease=4s
+  outboxlab run --target examples/pyrelay/target.yaml
 """
 
 import contextlib
