@@ -40,11 +40,10 @@ const (
 	CapFailpoints = "failpoints"
 	// CapRecords: the relay honours OUTBOX_RECORDS, appending its own
 	// operations to the file it names in the records format of
-	// docs/contract.md
-	// (history JSON Lines); the runner merges them into the run's history,
-	// so the checkers judge its claims, publishes, confirms, marks,
-	// retries, parks and sweeps, and a duplicate is explained by what
-	// happened to its own row.
+	// docs/contract.md (history JSON Lines); the runner merges them into
+	// the run's history, so the checkers judge its claims, publishes,
+	// confirms, marks, retries, parks and sweeps, and a duplicate is
+	// explained by what happened to its own row.
 	CapRecords = "records"
 )
 
