@@ -104,6 +104,16 @@ var owner = sync.OnceValue(func() string {
 // live process from a later one that got the same pid.
 func ownerID() string { return owner() }
 
+// OwnerLabel names this process as the owner of what it leaves behind,
+// host:pid:start time, as the containers' owner label does: a later run
+// gives it to OwnerDead to tell whether the owner has ended.
+func OwnerLabel() string { return owner() }
+
+// OwnerDead reports whether the process an OwnerLabel names has ended:
+// by its pid and start time on this host, or, for a label of another host
+// or none (empty), by created, the leftover's age.
+func OwnerDead(label string, created time.Time) bool { return ownerDead(label, created) }
+
 // procStart returns the start time of process pid (field 22 of
 // /proc/<pid>/stat, in clock ticks since boot), or "" where there is no
 // /proc.

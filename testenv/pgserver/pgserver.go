@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -190,7 +191,11 @@ func StartContainer(ctx context.Context) (*Server, error) {
 // it runs the server as the postgres user (or nobody), which PostgreSQL
 // requires.
 func StartLocal(ctx context.Context, binDir string) (_ *Server, err error) {
-	dir, err := os.MkdirTemp("", "outboxlab-pg-")
+	// What killed runs left behind goes first (once per process): a run
+	// killed with SIGKILL cannot remove its servers' directories, tens of
+	// megabytes each.
+	removeStaleOnce()
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("making the server's directory: %w", err)
 	}
@@ -200,6 +205,9 @@ func StartLocal(ctx context.Context, binDir string) (_ *Server, err error) {
 			err = errors.Join(err, s.Close())
 		}
 	}()
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(testenv.OwnerLabel()+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("naming the owner of %s: %w", dir, err)
+	}
 	cred, err := credential(dir)
 	if err != nil {
 		return nil, err
@@ -331,6 +339,71 @@ func (s *Server) Close() error {
 		s.dir = ""
 	}
 	return errors.Join(errs...)
+}
+
+// dirPrefix starts the name of every local server's directory, in the
+// system's temporary directory.
+const dirPrefix = "outboxlab-pg-"
+
+// ownerFile, in a local server's directory, names the process that
+// started the server (testenv.OwnerLabel), so that a later run removes
+// the directory once that process is dead.
+const ownerFile = "owner"
+
+// removeStaleOnce removes, once per process, the directories that dead
+// runs left; a failure is left for the next run.
+var removeStaleOnce = sync.OnceFunc(func() { _, _ = RemoveStale() })
+
+// RemoveStale removes the directories of local servers, in the system's
+// temporary directory, whose owning process is dead, as testenv removes
+// the containers of dead runs: a run killed with SIGKILL leaves its
+// servers' data behind (the servers themselves die with it). A directory
+// of a live process stays, and so does one whose server still runs. A
+// directory that names no owner (made by an outboxlab that did not write
+// one) is judged by its age. It returns the directories it removed.
+func RemoveStale() ([]string, error) { return removeStale(os.TempDir()) }
+
+func removeStale(root string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(root, dirPrefix+"*"))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", root, err)
+	}
+	var (
+		removed []string
+		errs    []error
+	)
+	for _, dir := range dirs {
+		st, err := os.Lstat(dir)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		label, _ := os.ReadFile(filepath.Join(dir, ownerFile))
+		if !testenv.OwnerDead(strings.TrimSpace(string(label)), st.ModTime()) || serverRuns(dir) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", dir, err))
+			continue
+		}
+		removed = append(removed, dir)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// serverRuns reports whether the postmaster that dir's data directory
+// names (the first line of postmaster.pid) is a live process.
+func serverRuns(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func tail(b []byte) string {
