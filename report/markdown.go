@@ -348,6 +348,16 @@ func writeSim(s *strings.Builder, title string, sm *SimFile, meta Meta, replays 
 		writeSimRow(s, 0, true, sm.Summary, "·", "· (each shard has its own)")
 	}
 	s.WriteString("\n")
+	for _, p := range pieces {
+		if p.Stopped == "" {
+			continue
+		}
+		cells := p.Summary.Seeds
+		if p.Part != nil {
+			cells = p.Part.Cells
+		}
+		fmt.Fprintf(s, "**The batch of %d seeds from %d did not finish**: %d ran (%s); the others have no verdict.\n\n", cells, p.First, p.Summary.Seeds, cell(p.Stopped))
+	}
 	for _, f := range sm.Failures {
 		fmt.Fprintf(s, "- seed %d: %s\n", f.Seed, cell(strings.Join(f.Problems, "; ")))
 		replays = append(replays, f.Replay)

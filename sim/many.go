@@ -42,6 +42,21 @@ const MaxFailuresKept = 10
 // the seeds finished in order. Failed results are kept in Failures, with
 // their histories.
 func RunMany(ctx context.Context, first uint64, n int, opts Options) Summary {
+	return RunManyReporting(ctx, first, n, opts, nil)
+}
+
+// reportEvery is how often RunManyReporting reports a summary that no new
+// kept failure changed.
+const reportEvery = time.Second
+
+// RunManyReporting is RunMany, and it hands the summary so far to report,
+// on the goroutine that called it: each time a failure joins Failures, and
+// otherwise at most once a second while seeds finish. Each summary is
+// whole (rate, steps and the hash of the histories so far included), of
+// the seeds finished in order, so that a caller can keep what was found
+// if the process dies before RunManyReporting returns. A nil report is
+// RunMany.
+func RunManyReporting(ctx context.Context, first uint64, n int, opts Options, report func(Summary)) Summary {
 	start := time.Now()
 	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
 	if opts.SQL != nil {
@@ -85,14 +100,28 @@ func RunMany(ctx context.Context, first uint64, n int, opts Options) Summary {
 	}()
 
 	var (
-		s       Summary
-		steps   int
-		hash    = sha256.New()
-		pending = map[int]done{}
-		nextIdx = 0
+		s          Summary
+		steps      int
+		hash       = sha256.New()
+		pending    = map[int]done{}
+		nextIdx    = 0
+		lastReport = start
 	)
+	// snapshot completes s with the figures computed at the end.
+	snapshot := func() Summary {
+		out := s
+		if elapsed := time.Since(start).Seconds(); elapsed > 0 {
+			out.SeedsPerSec = float64(out.Seeds) / elapsed
+		}
+		if out.Seeds > 0 {
+			out.StepsPerSeed = float64(steps) / float64(out.Seeds)
+		}
+		out.HistorySHA256 = hex.EncodeToString(hash.Sum(nil))
+		return out
+	}
 	for d := range out {
 		pending[d.i] = d
+		kept := len(s.Failures)
 		for {
 			d, ok := pending[nextIdx]
 			if !ok {
@@ -114,14 +143,10 @@ func RunMany(ctx context.Context, first uint64, n int, opts Options) Summary {
 				}
 			}
 		}
+		if report != nil && (len(s.Failures) > kept || time.Since(lastReport) >= reportEvery) {
+			report(snapshot())
+			lastReport = time.Now()
+		}
 	}
-	elapsed := time.Since(start).Seconds()
-	if elapsed > 0 {
-		s.SeedsPerSec = float64(s.Seeds) / elapsed
-	}
-	if s.Seeds > 0 {
-		s.StepsPerSeed = float64(steps) / float64(s.Seeds)
-	}
-	s.HistorySHA256 = hex.EncodeToString(hash.Sum(nil))
-	return s
+	return snapshot()
 }

@@ -17,7 +17,8 @@ const (
 	exitFail = 1 // a verdict failed
 	// exitUsage is bad usage, or an environment that cannot run the verb
 	// (no Docker engine, missing images), or a run that was interrupted
-	// (SIGINT, SIGTERM) before its verdict.
+	// (SIGINT, SIGTERM) before its verdict: one that had found a failure
+	// exits exitFail.
 	exitUsage = 2
 	// exitInconclusive is a run whose fault could not bite what it claims
 	// to test: neither a pass nor a failure of the relay.
@@ -145,9 +146,13 @@ func run(ctx context.Context, d deps, args []string, out, errOut io.Writer) int 
 	}
 	code := runner(ctx, std, d)
 	if ctx.Err() != nil {
-		// Whatever the verb made of it, a run cut short has no verdict.
 		if !std.interruptShown {
-			return interrupted(std, ctx, v.name, "its results are incomplete")
+			interrupted(std, ctx, v.name, "its results are incomplete")
+		}
+		// A failure found before the signal is a verdict, and stands (the
+		// verb printed it); otherwise a run cut short has none.
+		if code == exitFail {
+			return exitFail
 		}
 		return exitUsage
 	}
@@ -202,9 +207,11 @@ Verbs:
 	fmt.Fprint(w, `
 Run `+"`outboxlab help VERB`"+` or `+"`outboxlab VERB --help`"+` for a verb's flags.
 Exit codes, the same on every verb: 0 every verdict passed; 1 a verdict
-failed; 2 bad usage, an environment that cannot run the verb (no Docker
-engine, missing images) or an interrupted run (SIGINT, SIGTERM); 3
-inconclusive (a fault could not bite what the run claims to test).
+failed (also when the run was interrupted after it found the failure);
+2 bad usage, an environment that cannot run the verb (no Docker engine,
+missing images) or a run interrupted (SIGINT, SIGTERM) before any
+verdict; 3 inconclusive (a fault could not bite what the run claims to
+test).
 `)
 }
 

@@ -14,8 +14,10 @@
 // one failed (the violated invariant, the offending events, the seed and
 // the replay command are printed), 2 for bad usage, an environment that
 // cannot run the verb (no Docker engine, missing images) or a run
-// interrupted by SIGINT or SIGTERM (it says so, and cleans up what it
-// started; a second signal exits at once), 3 for an inconclusive run.
+// interrupted by SIGINT or SIGTERM before it found a failure (it says so,
+// and cleans up what it started; a second signal exits at once), 3 for an
+// inconclusive run. A simulation interrupted after some seeds failed
+// prints those failures and exits 1.
 package main
 
 import (

@@ -37,7 +37,12 @@ swarm parameters first, then the summary; with --json only the summary, as
 one JSON object. A failing seed prints the violated invariant, its first
 offending events with their timelines and the command that replays it alone.
 With --out DIR it writes sim.json, the histories of the failing seeds, and
-sim.html, an HTML report of the failing seeds (or of the one seed run).
+sim.html, an HTML report of the failing seeds (or of the one seed run);
+DIR is checked before any seed runs, and sim.json is written before the
+first seed and again as seeds finish (each new failure, and every second),
+so that a killed run keeps what it found. An interrupted run (SIGINT,
+SIGTERM) prints the failures found so far with their replay and exits 1;
+one that found none exits 2 without a verdict.
 --shard K/N runs only the K-th of N contiguous blocks of the seeds (their
 sizes differ by at most one; the N shards together run every seed once), so
 that N machines share a campaign; without the flag, OUTBOXLAB_SHARD=K/N or
@@ -120,7 +125,45 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	start := std.now()
+	campaignFirst := o.seed.orRandom(start)
+	if uint64(o.seeds-1) > math.MaxUint64-campaignFirst {
+		return usageErr(std, "sim", "--seeds %d from --seed %d would pass the largest seed, %d: give at most %d seeds from there, or a lower --seed",
+			o.seeds, campaignFirst, uint64(math.MaxUint64), math.MaxUint64-campaignFirst+1)
+	}
+	lo, hi := shard.Range(o.seeds)
+	n := hi - lo
+	first := campaignFirst + uint64(lo)
+	part := report.Part{Shard: shard.String(), Campaign: o.replay(campaignFirst, o.seeds), Cells: n}
+	// The bundle is written before any seed runs, so that a directory it
+	// cannot be written to is found now, and again as the seeds finish.
+	var bundle *simBundle
+	if o.out != "" {
+		bundle = &simBundle{o: o, meta: report.CollectMeta(ctx, start), part: part, first: first, n: n, histories: map[uint64]string{}}
+		stopped := report.SimRunning
+		if n == 0 {
+			stopped = ""
+		}
+		if err := bundle.write(sim.Summary{}, stopped); err != nil {
+			fmt.Fprintf(std.err, "outboxlab sim: --out %s: %v\n", o.out, err)
+			return exitUsage
+		}
+	}
+	if n == 0 {
+		// Fewer seeds than shards: this one has nothing to do, and its
+		// bundle says so, for the merge of the shards.
+		if o.json {
+			return o.printJSON(std, simJSON{Shard: shard.String()})
+		}
+		// No seed ran, so none passed: no verdict is printed.
+		fmt.Fprintf(std.out, "shard %s of %d seeds from %d is empty: there are fewer seeds than shards; no seed ran, no verdict\n", shard, o.seeds, campaignFirst)
+		return exitOK
+	}
 	if o.sql {
+		if removed, err := pgserver.RemoveStale(); err != nil {
+			fmt.Fprintf(std.err, "outboxlab sim: --sql: removing the servers' directories left by dead runs: %v\n", err)
+		} else if len(removed) > 0 {
+			fmt.Fprintf(std.err, "outboxlab sim: --sql: removed %d PostgreSQL data directories left by dead runs: %s\n", len(removed), strings.Join(removed, ", "))
+		}
 		backend, stop, err := startSQLTier(ctx)
 		if err != nil {
 			fmt.Fprintf(std.err, "outboxlab sim: --sql: %v\n", err)
@@ -133,32 +176,6 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}()
 		opts.SQL = backend
 	}
-	campaignFirst := o.seed.orRandom(start)
-	if uint64(o.seeds-1) > math.MaxUint64-campaignFirst {
-		return usageErr(std, "sim", "--seeds %d from --seed %d would pass the largest seed, %d: give at most %d seeds from there, or a lower --seed",
-			o.seeds, campaignFirst, uint64(math.MaxUint64), math.MaxUint64-campaignFirst+1)
-	}
-	lo, hi := shard.Range(o.seeds)
-	n := hi - lo
-	first := campaignFirst + uint64(lo)
-	part := report.Part{Shard: shard.String(), Campaign: o.replay(campaignFirst, o.seeds), Cells: n}
-	if n == 0 {
-		// Fewer seeds than shards: this one has nothing to do, and its
-		// bundle says so, for the merge of the shards.
-		if o.out != "" {
-			file := report.SimFile{Meta: report.CollectMeta(ctx, start), First: first, Mutant: o.mutant, Replay: part.Campaign, Part: &part, Tier: o.tier()}
-			if err := report.WriteFile(o.out, report.FileSim, file); err != nil {
-				fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
-				return exitUsage
-			}
-		}
-		if o.json {
-			return o.printJSON(std, simJSON{Shard: shard.String()})
-		}
-		// No seed ran, so none passed: no verdict is printed.
-		fmt.Fprintf(std.out, "shard %s of %d seeds from %d is empty: there are fewer seeds than shards; no seed ran, no verdict\n", shard, o.seeds, campaignFirst)
-		return exitOK
-	}
 	header := sim.Describe(first, opts)
 	if !o.json {
 		fmt.Fprintln(std.out, header)
@@ -169,10 +186,6 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 			fmt.Fprintf(std.out, "seeds %d..%d (each draws its own swarm; the first is shown)\n", first, first+uint64(n)-1)
 		}
 	}
-	var meta report.Meta
-	if o.out != "" {
-		meta = report.CollectMeta(ctx, start)
-	}
 
 	// A run allocates and drops whole worlds: collecting less often is
 	// worth more than the memory it keeps, unless GOGC says otherwise.
@@ -180,8 +193,16 @@ func (o *simOptions) run(ctx context.Context, std *stdio, d deps) int {
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
 	pr := newProgress(std, false)
+	// The bundle follows the seeds as they finish: a kill keeps every
+	// failure found before it. Its first error is reported at the end.
+	var bundleErr error
+	progress := func(sum sim.Summary) {
+		if bundle != nil && bundleErr == nil {
+			bundleErr = bundle.write(sum, report.SimRunning)
+		}
+	}
 	done := make(chan sim.Summary, 1)
-	go func() { done <- sim.RunMany(ctx, first, n, opts) }()
+	go func() { done <- sim.RunManyReporting(ctx, first, n, opts, progress) }()
 	tick := time.NewTicker(200 * time.Millisecond)
 	var sum sim.Summary
 wait:
@@ -195,8 +216,26 @@ wait:
 	}
 	tick.Stop()
 	pr.Clear()
+
+	// An interrupt keeps what was found: the seeds that finished, and
+	// their failures, which are a verdict of their own.
+	stopped := ""
 	if ctx.Err() != nil {
-		return interrupted(std, ctx, "sim", fmt.Sprintf("%d of %d seeds from %d finished, no verdict", sum.Seeds, n, first))
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = ctx.Err()
+		}
+		stopped = fmt.Sprintf("%v after %d of %d seeds", cause, sum.Seeds, n)
+		if sum.Failed == 0 {
+			if bundle != nil && bundleErr == nil {
+				bundleErr = bundle.finish(sum, stopped, opts)
+			}
+			if bundleErr != nil {
+				fmt.Fprintf(std.err, "outboxlab sim: %v\n", bundleErr)
+			}
+			return interrupted(std, ctx, "sim", fmt.Sprintf("%d of %d seeds from %d finished, none failed: no verdict", sum.Seeds, n, first))
+		}
+		interrupted(std, ctx, "sim", fmt.Sprintf("%d of %d seeds from %d finished, and %d of them failed: the failures found so far follow", sum.Seeds, n, first, sum.Failed))
 	}
 
 	if o.json {
@@ -215,23 +254,37 @@ wait:
 		fmt.Fprintf(std.out, "seeds=%d failed=%d seeds/s=%.1f steps/seed=%.1f events=%d first_failure_seed=%s history_sha256=%s\n",
 			sum.Seeds, sum.Failed, sum.SeedsPerSec, sum.StepsPerSeed, sum.Events, first, sum.HistorySHA256)
 	}
-
-	if o.out != "" {
-		if err := o.writeBundle(meta, part, first, n, sum, opts); err != nil {
-			fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
-			return exitUsage
+	// The verdict is printed before the bundle is written: a bundle that
+	// cannot be written loses no failure, and exits 1 all the same.
+	if sum.Failed > 0 {
+		o.printFailures(std, sum)
+	}
+	if bundle != nil {
+		if bundleErr == nil {
+			bundleErr = bundle.finish(sum, stopped, opts)
 		}
-		if !o.json {
+		if bundleErr != nil {
+			fmt.Fprintf(std.err, "outboxlab sim: %v\n", bundleErr)
+		} else if !o.json {
 			fmt.Fprintf(std.out, "results: %s, report: %s\n", filepath.Join(o.out, report.FileSim), filepath.Join(o.out, "sim.html"))
 		}
 	}
-
-	if sum.Failed == 0 {
-		if !o.json {
-			fmt.Fprintln(std.out, "PASS")
-		}
-		return exitOK
+	switch {
+	case sum.Failed > 0:
+		return exitFail
+	case bundleErr != nil:
+		return exitUsage
 	}
+	if !o.json {
+		fmt.Fprintln(std.out, "PASS")
+	}
+	return exitOK
+}
+
+// printFailures prints which seeds of sum failed, and the first one's
+// violated invariant, offending events and replay command: on stdout, or
+// on stderr with --json.
+func (o *simOptions) printFailures(std *stdio, sum sim.Summary) {
 	w := std.out
 	if o.json {
 		w = std.err
@@ -259,7 +312,6 @@ wait:
 	}); err != nil {
 		fmt.Fprintf(std.err, "outboxlab sim: %v\n", err)
 	}
-	return exitFail
 }
 
 // printJSON prints the --json summary.
@@ -281,38 +333,69 @@ func (o *simOptions) tier() string {
 	return ""
 }
 
-// writeBundle writes sim.json, the failing histories and sim.html.
-// The seeds are n from first: the run's shard, part of the campaign.
-func (o *simOptions) writeBundle(meta report.Meta, part report.Part, first uint64, n int, sum sim.Summary, opts sim.Options) error {
-	file := report.SimFile{Meta: meta, First: first, Mutant: o.mutant, Summary: sum, Replay: o.replay(first, n), Part: &part, Tier: o.tier()}
-	var runs []report.Run
+// simBundle is the results bundle of a simulation batch, written as the
+// batch runs: sim.json and the histories of the failures kept so far,
+// then, at the end, sim.html.
+type simBundle struct {
+	o     *simOptions
+	meta  report.Meta
+	part  report.Part
+	first uint64
+	n     int
+	// histories are the history files written, by seed.
+	histories map[uint64]string
+}
+
+// write writes the histories of the failures of sum not written yet, then
+// sim.json of sum; stopped is SimFile.Stopped.
+func (b *simBundle) write(sum sim.Summary, stopped string) error {
+	file := report.SimFile{Meta: b.meta, First: b.first, Mutant: b.o.mutant, Summary: sum, Replay: b.o.replay(b.first, b.n),
+		Part: &b.part, Tier: b.o.tier(), Stopped: stopped}
 	for _, f := range sum.Failures {
-		rel, err := report.WriteHistory(o.out, fmt.Sprintf("sim-seed-%d.jsonl", f.Seed), f.History)
-		if err != nil {
-			return err
+		rel, ok := b.histories[f.Seed]
+		if !ok {
+			var err error
+			if rel, err = report.WriteHistory(b.o.out, fmt.Sprintf("sim-seed-%d.jsonl", f.Seed), f.History); err != nil {
+				return err
+			}
+			b.histories[f.Seed] = rel
 		}
-		run := report.FromSim(f, o.replay(f.Seed, 1))
+		run := report.FromSim(f, b.o.replay(f.Seed, 1))
 		file.Failures = append(file.Failures, report.SimFailure{Seed: f.Seed, Problems: run.Problems, Replay: run.Replay, History: rel})
-		if len(runs) < simReportRuns {
-			run.ExpectFail = o.mutant != ""
-			runs = append(runs, run)
-		}
 	}
-	if n == 1 && len(runs) == 0 {
-		runs = append(runs, report.FromSim(sim.Run(first, opts), o.replay(first, 1)))
-	}
-	if err := report.WriteFile(o.out, report.FileSim, file); err != nil {
+	return report.WriteFile(b.o.out, report.FileSim, file)
+}
+
+// finish writes the bundle of sum, the batch as it ended (stopped says
+// why it ended early, "" when every seed ran), and sim.html.
+func (b *simBundle) finish(sum sim.Summary, stopped string, opts sim.Options) error {
+	if err := b.write(sum, stopped); err != nil {
 		return err
 	}
-	title := fmt.Sprintf("outboxlab simulation: %d seeds from %d", sum.Seeds, first)
+	var runs []report.Run
+	for _, f := range sum.Failures {
+		if len(runs) == simReportRuns {
+			break
+		}
+		run := report.FromSim(f, b.o.replay(f.Seed, 1))
+		run.ExpectFail = b.o.mutant != ""
+		runs = append(runs, run)
+	}
+	if b.n == 1 && sum.Seeds == 1 && len(runs) == 0 {
+		runs = append(runs, report.FromSim(sim.Run(b.first, opts), b.o.replay(b.first, 1)))
+	}
+	title := fmt.Sprintf("outboxlab simulation: %d seeds from %d", sum.Seeds, b.first)
 	intro := fmt.Sprintf("%d of %d seeds failed.", sum.Failed, sum.Seeds)
+	if stopped != "" {
+		intro = fmt.Sprintf("The batch of %d seeds stopped early (%s): ", b.n, stopped) + intro
+	}
 	if sum.Failed > len(runs) && len(runs) > 0 {
 		intro += fmt.Sprintf(" The first %d failing seeds are drawn below.", len(runs))
 	}
 	if len(runs) == 0 {
 		intro += " No seed failed, so no run is drawn: run one seed (--seeds 1) to see its timeline."
 	}
-	return report.WriteHTMLFile(filepath.Join(o.out, "sim.html"), report.Page{Title: title, Intro: intro, Meta: meta, Runs: runs})
+	return report.WriteHTMLFile(filepath.Join(b.o.out, "sim.html"), report.Page{Title: title, Intro: intro, Meta: b.meta, Runs: runs})
 }
 
 // startSQLTier starts one throwaway PostgreSQL server per CPU and the SQL
