@@ -118,6 +118,11 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if err := opts.Validate(); err != nil {
 		return usageErr(std, "bench", "%v", err)
 	}
+	if o.out != "" {
+		if err := checkOutDir(o.out); err != nil {
+			return unavailable(std, "bench", "--out %s: %v", o.out, err)
+		}
+	}
 	if code := d.needDocker(ctx, std, "bench"); code != exitOK {
 		return code
 	}

@@ -85,6 +85,9 @@ func (o *demoOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if o.out == "" {
 		return usageErr(std, "demo", "--out must name a directory: the demo always writes its report")
 	}
+	if err := checkOutDir(o.out); err != nil {
+		return unavailable(std, "demo", "--out %s: %v", o.out, err)
+	}
 	if code := d.needDocker(ctx, std, "demo"); code != exitOK {
 		return code
 	}

@@ -81,6 +81,9 @@ func (o *mutantsOptions) runGenerated(ctx context.Context, std *stdio, d deps) i
 	}
 	var meta report.Meta
 	if o.out != "" {
+		if err := checkOutDir(o.out); err != nil {
+			return unavailable(std, "mutants", "--out %s: %v", o.out, err)
+		}
 		meta = report.CollectMeta(ctx, start)
 	}
 	containers := generated.Containers{Run: o.containers, Seed: seed, Capabilities: ourCapabilities()}

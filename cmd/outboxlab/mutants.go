@@ -121,6 +121,11 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 		return usageErr(std, "mutants", "%v", err)
 	}
+	if o.out != "" {
+		if err := checkOutDir(o.out); err != nil {
+			return unavailable(std, "mutants", "--out %s: %v", o.out, err)
+		}
+	}
 	if tier != mutant.TierSim {
 		if code := d.needDocker(ctx, std, "mutants"); code != exitOK {
 			return code
@@ -188,21 +193,23 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 	} else {
 		writeMatrix(std, rows)
 	}
+	verdict := exitOK
+	for _, r := range rows {
+		if r.Err != nil || r.Killed == (r.Mutant == mutant.Reference) {
+			verdict = exitFail
+		}
+	}
 	if o.out != "" {
 		mf := mutantFile(meta, tier, rows)
 		mf.Part = &report.Part{Shard: shard.String(), Campaign: o.campaignCommand(first), Cells: len(mine)}
 		if err := report.WriteFile(o.out, report.FileMutants, mf); err != nil {
 			fmt.Fprintf(std.err, "outboxlab mutants: %v\n", err)
-			return exitUsage
-		}
-		if !o.json {
+			// A failed verdict stands without its file.
+			if verdict == exitOK {
+				return exitUsage
+			}
+		} else if !o.json {
 			fmt.Fprintf(std.out, "results: %s\n", filepath.Join(o.out, report.FileMutants))
-		}
-	}
-	verdict := exitOK
-	for _, r := range rows {
-		if r.Err != nil || r.Killed == (r.Mutant == mutant.Reference) {
-			verdict = exitFail
 		}
 	}
 	if !o.json {

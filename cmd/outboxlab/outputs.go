@@ -53,3 +53,24 @@ func abs(p string) string {
 	}
 	return filepath.Clean(p)
 }
+
+// checkOutDir makes dir, a verb's --out, and writes and removes a file in
+// it, before the verb runs anything: a directory that cannot take the
+// results is found before the run, not after it.
+func checkOutDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making the results directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".outboxlab-check-*")
+	if err != nil {
+		return fmt.Errorf("writing in the results directory: %w", err)
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing in the results directory: %w", err)
+	}
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("removing %s: %w", name, err)
+	}
+	return nil
+}

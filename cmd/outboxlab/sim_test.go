@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/scenarios"
 )
 
 // TestInterruptedSimPrintsTheFailuresFoundSoFar interrupts a simulation
@@ -142,5 +144,35 @@ func TestSimFailureOutlivesABundleItCannotFinish(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "sim.html") {
 		t.Errorf("stderr does not say what could not be written:\n%s", errOut)
+	}
+}
+
+// TestVerbsCheckOutBeforeTheyRun gives every verb that writes a results
+// bundle an --out it cannot write: each exits 2 naming it, before it
+// runs anything.
+func TestVerbsCheckOutBeforeTheyRun(t *testing.T) {
+	d := withDocker(testDeps())
+	d.bench = func(context.Context, bench.Options, func(string)) (bench.Result, error) {
+		t.Error("bench ran with an --out it cannot write")
+		return bench.Result{}, nil
+	}
+	d.runScenarios = func(context.Context, []runSpec, func(int, scenarios.Progress), func(string), func(int, runOutcome) error) ([]runOutcome, error) {
+		t.Error("scenarios ran with an --out they cannot write")
+		return nil, nil
+	}
+	for _, args := range [][]string{
+		{"mutants", "--seeds", "2", "--seed", "1"},
+		{"bench"},
+		{"demo"},
+		{"run", "--scenario", "broker-down", "--seed", "1"},
+	} {
+		args = append(args, "--out", "/proc/nope")
+		code, out, errOut := invokeWith(t, d, args...)
+		if code != exitUsage || !strings.Contains(errOut, "/proc/nope") {
+			t.Errorf("%v: exit %d, want %d naming the directory\n%s%s", args, code, exitUsage, out, errOut)
+		}
+		if strings.Contains(out, "SEED=") && args[0] == "mutants" {
+			t.Errorf("%v ran before checking --out:\n%s", args, out)
+		}
 	}
 }
