@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,11 +111,19 @@ func TestSummarizeProfileFindsTheBusyFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := spin(400 * time.Millisecond)
+	// The profile is not seen half written: it is in place only once it
+	// stopped, with nothing beside it.
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s is there while the profile records (%v)", path, err)
+	}
 	prof, err := p.stop(5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = sink
+	if entries, err := os.ReadDir(filepath.Dir(path)); err != nil || len(entries) != 1 {
+		t.Errorf("the profile's directory holds %v (%v), want the profile alone", entries, err)
+	}
 	if prof.Path != path || prof.SampledSeconds <= 0 || len(prof.TopFlat) == 0 {
 		t.Fatalf("profile summary = %+v", prof)
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -33,31 +34,43 @@ type Profile struct {
 	TopCum  []ProfileEntry `json:"top_cum"`
 }
 
-// cpuProfile records a CPU profile of this process to a file.
+// cpuProfile records a CPU profile of this process to a file: to a
+// temporary file beside it while it records, renamed into place when it
+// stops, so that the file is never seen half written.
 type cpuProfile struct {
-	f *os.File
+	f    *os.File
+	path string
 }
 
 func startCPUProfile(path string) (*cpuProfile, error) {
-	f, err := os.Create(path)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return nil, fmt.Errorf("creating CPU profile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		_ = f.Close()
+		_ = os.Remove(f.Name())
 		return nil, fmt.Errorf("starting CPU profile: %w", err)
 	}
-	return &cpuProfile{f: f}, nil
+	return &cpuProfile{f: f, path: path}, nil
 }
 
 // stop ends the profile and summarises it with its top n functions.
 func (p *cpuProfile) stop(n int) (*Profile, error) {
 	pprof.StopCPUProfile()
-	path := p.f.Name()
-	if err := p.f.Close(); err != nil {
-		return nil, fmt.Errorf("writing CPU profile: %w", err)
+	tmp := p.f.Name()
+	err := p.f.Sync()
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
 	}
-	return summarizeProfile(path, n)
+	if err == nil {
+		err = os.Rename(tmp, p.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("writing CPU profile %s: %w", p.path, err)
+	}
+	return summarizeProfile(p.path, n)
 }
 
 // summarizeProfile reads a pprof CPU profile and returns its top n
