@@ -249,4 +249,20 @@ delivery:
 			t.Errorf("%q: exit %d, want 2\n%s", args, code, errOut)
 		}
 	}
+	// The results bundle never overwrites the target file it reads.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOut := filepath.Join(dir, "scenarios.json")
+	if err := os.WriteFile(inOut, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := len(specs)
+	if code, _, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "3", "--target", inOut, "--out", dir); code != exitUsage || !strings.Contains(errOut, "would overwrite") {
+		t.Errorf("--out over the target file: exit %d, want 2\n%s", code, errOut)
+	}
+	if got, err := os.ReadFile(inOut); err != nil || string(got) != string(data) || len(specs) != n {
+		t.Errorf("the target file was overwritten (%v) or the run ran", err)
+	}
 }

@@ -194,6 +194,11 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	var bundle *cellWriter
+	if o.out != "" && o.target != "" {
+		if err := checkOutputs([]output{{"--out", filepath.Join(o.out, report.FileScenarios)}, {"--out", filepath.Join(o.out, "run.html")}}, []string{o.target}); err != nil {
+			return usageErr(std, "run", "%v", err)
+		}
+	}
 	if o.out != "" {
 		part := report.Part{Shard: shard.String(), Campaign: o.campaignCommand(names, seed, relay), Cells: len(mine)}
 		if bundle, err = newCellWriter(o.out, report.CollectMeta(ctx, start), part, mine); err != nil {
