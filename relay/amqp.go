@@ -729,11 +729,42 @@ func WithChannel(ctx context.Context, url string, fn func(ch *amqp.Channel) erro
 
 var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|[^\s&]+)`)
 
+// urlStart finds where a URL of a comma-separated list starts: after a
+// comma (and spaces), a scheme and "://". A comma inside a URL is not
+// followed by a scheme (a password with a comma in it is percent-encoded
+// in a list, and in a single URL is followed by the rest of the password).
+var urlStart = regexp.MustCompile(`,\s*[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// splitURLs splits u, one URL or a comma-separated list of them (the
+// nodes of a broker cluster), at the commas that start a URL. Each part
+// keeps the spaces it has; one URL is returned whole.
+func splitURLs(u string) []string {
+	var parts []string
+	prev := 0
+	for _, loc := range urlStart.FindAllStringIndex(u, -1) {
+		parts = append(parts, u[prev:loc[0]])
+		prev = loc[0] + 1 // past the comma
+	}
+	return append(parts, u[prev:])
+}
+
 // RedactURL returns u with any password replaced by "xxxxx", for logs and
-// errors. It handles URLs (amqp://user:pass@host, postgres://...), their
-// password query parameter, and PostgreSQL key=value strings
-// (password=...). An unparsable URL loses its whole user part.
+// errors; every URL a process logs goes through it. It handles URLs
+// (amqp://user:pass@host, postgres://...) and comma-separated lists of
+// them (OUTBOX_AMQP_URL's cluster nodes), their password query parameter,
+// and PostgreSQL key=value strings (password=...). An unparsable URL
+// loses its whole user part.
 func RedactURL(u string) string {
+	parts := splitURLs(u)
+	for i, p := range parts {
+		trimmed := strings.TrimLeft(p, " \t")
+		parts[i] = p[:len(p)-len(trimmed)] + redactOne(trimmed)
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactOne is RedactURL of one URL or connection string.
+func redactOne(u string) string {
 	if i := strings.Index(u, "://"); i >= 0 {
 		if parsed, err := url.Parse(u); err == nil {
 			u = parsed.Redacted()
@@ -753,12 +784,28 @@ func redactErr(err error, rawURL string) error {
 		return nil
 	}
 	text := err.Error()
-	secret := urlPassword(rawURL)
-	// The secret goes where a URL or a connection string carries it, and
-	// wherever it stands as a word of its own; inside a longer name (the
-	// password outbox in the queue outboxlab.orders.q) it stays, so that
-	// errors still name their queues and tables.
+	// The secrets go where a URL or a connection string carries them, and
+	// wherever they stand as words of their own; inside a longer name
+	// (the password outbox in the queue outboxlab.orders.q) they stay, so
+	// that errors still name their queues and tables. Each URL of a list
+	// is redacted on its own, the list too.
 	redacted := strings.ReplaceAll(text, rawURL, RedactURL(rawURL))
+	parts := splitURLs(rawURL)
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if len(parts) > 1 && p != "" {
+			redacted = strings.ReplaceAll(redacted, p, RedactURL(p))
+		}
+		redacted = redactSecret(redacted, urlPassword(p))
+	}
+	if redacted == text {
+		return err
+	}
+	return errors.New(redacted)
+}
+
+// redactSecret blanks out secret, the password of a URL, in text.
+func redactSecret(redacted, secret string) string {
 	if secret != "" {
 		for _, esc := range []string{secret, url.UserPassword("", secret).String()[1:]} {
 			redacted = strings.ReplaceAll(redacted, ":"+esc+"@", ":xxxxx@")
@@ -769,10 +816,7 @@ func redactErr(err error, rawURL string) error {
 			prev, redacted = redacted, word.ReplaceAllString(redacted, "${1}xxxxx${2}")
 		}
 	}
-	if redacted == text {
-		return err
-	}
-	return errors.New(redacted)
+	return redacted
 }
 
 // urlPassword returns the password in rawURL, if any.

@@ -1,9 +1,13 @@
 package relay
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -81,5 +85,65 @@ func TestNewAMQPPublisherChecksConfig(t *testing.T) {
 	}
 	if p.opts != DefaultPublishOptions() {
 		t.Errorf("options = %+v, want persistent and mandatory", p.opts)
+	}
+}
+
+// TestRedactURLRedactsEveryURLOfAList redacts comma-separated lists, as
+// OUTBOX_AMQP_URL gives a cluster's nodes: every password goes, not the
+// first one alone.
+func TestRedactURLRedactsEveryURLOfAList(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"amqp://a:s3cret@h1:5672/,amqp://b:s3cond@h2:5672/,amqp://c:th1rd@h3:5672/",
+			"amqp://a:xxxxx@h1:5672/,amqp://b:xxxxx@h2:5672/,amqp://c:xxxxx@h3:5672/"},
+		{"amqp://a:s3cret@h1/, amqps://b:s3cond@h2/", "amqp://a:xxxxx@h1/, amqps://b:xxxxx@h2/"},
+		{"amqp://h1/,amqp://b:s3cond@h2/", "amqp://h1/,amqp://b:xxxxx@h2/"},
+		// A comma inside a password is no separator.
+		{"postgres://u:s3c,ret@db/app", "postgres://u:xxxxx@db/app"},
+		{"amqp://a:s3c,amqp@h1/,amqp://b:s3cond@h2/", "amqp://a:xxxxx@h1/,amqp://b:xxxxx@h2/"},
+	} {
+		got := RedactURL(tc.in)
+		if got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		for _, secret := range []string{"s3cret", "s3cond", "th1rd", "s3c,ret"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactURL(%q) leaks %s: %q", tc.in, secret, got)
+			}
+		}
+	}
+	list := "amqp://a:s3cret@h1:5672/,amqp://b:s3cond@h2:5672/"
+	err := RedactError(errors.New("dialing amqp://b:s3cond@h2:5672/: refused; login as b with s3cond failed"), list)
+	if strings.Contains(err.Error(), "s3cond") || !strings.Contains(err.Error(), "@h2:5672/") {
+		t.Errorf("RedactError of the second URL of a list = %q", err)
+	}
+}
+
+// TestBrokerUnreachableLogsNoPassword dials a list of two brokers that
+// refuse: the "broker unreachable" line names them without a password.
+func TestBrokerUnreachableLogsNoPassword(t *testing.T) {
+	var logs bytes.Buffer
+	list := "amqp://a:s3cret@127.0.0.1:1/,amqp://b:s3cond@127.0.0.1:2/"
+	p, err := NewAMQPPublisher(AMQPConfig{URL: list, Exchange: "events", DialTimeout: time.Second,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Publish(ctx, Message{ID: "1", Type: "t", Payload: []byte("{}")}); err == nil {
+		t.Fatal("a publish to brokers that refuse succeeded")
+	}
+	out := logs.String()
+	if !strings.Contains(out, "broker unreachable") {
+		t.Fatalf("no broker unreachable line:\n%s", out)
+	}
+	for _, secret := range []string{"s3cret", "s3cond"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the logs leak %s:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, `"url":"amqp://a:xxxxx@127.0.0.1:1/,amqp://b:xxxxx@127.0.0.1:2/"`) {
+		t.Errorf("the line does not name both brokers redacted:\n%s", out)
 	}
 }
