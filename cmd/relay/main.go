@@ -54,6 +54,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -151,8 +152,72 @@ func newLogger(w io.Writer, s settings) *slog.Logger {
 	return slog.New(h).With("relay_id", s.Relay.RelayID)
 }
 
+// closeGrace is how long, beyond the publish timeout, the relay allows
+// itself to close its connections once it is told to stop: the process
+// exits within the publish timeout plus closeGrace of SIGTERM or SIGINT
+// whatever its database and broker do (a hanging database held it for
+// 15 s per connection, pgconn waiting for the answer to a cancel request).
+const closeGrace = 1500 * time.Millisecond
+
+// shutdown is the deadline by which serve closes what it opened:
+// closeGrace after its first close, and no later than the publish timeout
+// plus closeGrace after ctx ends (the relay finishes what it has in
+// flight within the publish timeout first). A close that has not finished
+// by then is abandoned, logged, and ended with the process, which closes
+// every socket it leaves.
+type shutdown struct {
+	grace, afterStop time.Duration
+	log              *slog.Logger
+
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+// newShutdown returns the shutdown of a relay whose context is ctx and
+// whose publish timeout is publishTimeout.
+func newShutdown(ctx context.Context, publishTimeout time.Duration, log *slog.Logger) *shutdown {
+	sd := &shutdown{grace: closeGrace, afterStop: publishTimeout + closeGrace, log: log}
+	context.AfterFunc(ctx, func() { sd.bound(time.Now().Add(sd.afterStop)) })
+	return sd
+}
+
+// bound moves the deadline to t if that is earlier.
+func (sd *shutdown) bound(t time.Time) {
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	if sd.deadline.IsZero() || t.Before(sd.deadline) {
+		sd.deadline = t
+	}
+}
+
+// by returns the deadline of a close that starts now.
+func (sd *shutdown) by() time.Time {
+	sd.bound(time.Now().Add(sd.grace))
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	return sd.deadline
+}
+
+// close runs fn, which closes what, and waits for it until the deadline
+// at most.
+func (sd *shutdown) close(what string, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	t := time.NewTimer(time.Until(sd.by()))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		sd.log.Warn("shutdown: "+what+" did not finish in time, abandoned", "deadline", sd.by().Format(time.RFC3339Nano))
+	}
+}
+
 // serve wires the relay and runs it until ctx ends.
 func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (err error) {
+	sd := newShutdown(ctx, s.Relay.PublishTimeout, log)
 	// The records file opens first, so that every lifetime has one, even
 	// one stopped while the database is still out of reach; relay.Run
 	// records the stop, and a lifetime that ends before it runs records
@@ -188,7 +253,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 	if err != nil {
 		return fmt.Errorf("database pool: %w", relay.RedactError(err, s.DatabaseURL))
 	}
-	defer pool.Close()
+	defer sd.close("closing the database connections", pool.Close)
 
 	if s.Migrate {
 		if !retry(ctx, log, "migrating outbox table", func(ctx context.Context) error {
@@ -224,7 +289,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 	if err != nil {
 		return err
 	}
-	defer pub.Close()
+	defer sd.close("closing the broker connection", func() { _ = pub.Close() })
 
 	opts := relay.Options{Logger: log}
 	if rec != nil {
@@ -246,11 +311,11 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 		if err != nil {
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer sd.close("stopping the metrics server", func() {
+			sctx, cancel := context.WithDeadline(context.Background(), sd.by())
 			defer cancel()
 			_ = srv.Shutdown(sctx)
-		}()
+		})
 	}
 
 	store, rpub := mut.wire(pool, s.Table, pub, s.Relay.Now, log)
@@ -267,13 +332,14 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 	}
 
 	done := make(chan struct{})
+	tctx, stopTotals := context.WithCancel(ctx)
 	go func() {
 		defer close(done)
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-tctx.Done():
 				return
 			case <-t.C:
 				logTotals(log, "relay totals", r.Totals())
@@ -282,6 +348,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 	}()
 	ran = true
 	err = r.Run(ctx, wake)
+	stopTotals()
 	<-done
 	logTotals(log, "relay stopped", r.Totals())
 	return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -28,7 +29,12 @@ type hangingDB struct {
 
 	ln          net.Listener
 	answerCheck bool
-	wg          sync.WaitGroup
+	// muteCancel makes the database a silent peer to cancel requests: it
+	// takes their connections and never answers nor closes them, as a
+	// stalled server's kernel does. Without it a cancel request's
+	// connection is closed at once.
+	muteCancel bool
+	wg         sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -101,7 +107,12 @@ func (db *hangingDB) serve(c net.Conn) {
 		return
 	}
 	if _, ok := msg.(*pgproto3.StartupMessage); !ok {
-		return // a cancel request: nothing to cancel
+		// A cancel request: nothing to cancel. A mute database holds its
+		// connection until the client hangs up.
+		if db.muteCancel {
+			_, _ = io.Copy(io.Discard, c)
+		}
+		return
 	}
 	be.Send(&pgproto3.AuthenticationOk{})
 	be.Send(&pgproto3.ParameterStatus{Name: "server_version", Value: "17.0"})
@@ -311,4 +322,55 @@ func TestASecondSignalEndsTheProcessAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShutdownIsBoundedWhileTheDatabaseHangs stops the relay, ten times,
+// with SIGTERM or SIGINT while its database hangs in the middle of a
+// claim and is a silent peer to the cancel request that the interrupted
+// claim sends: the relay must exit 0 within the publish timeout plus two
+// seconds, whatever the database does. (Closing the pool waited up to 15 s
+// per connection for the cancel request's answer.)
+func TestShutdownIsBoundedWhileTheDatabaseHangs(t *testing.T) {
+	const (
+		publishTimeout = time.Second
+		bound          = publishTimeout + 2*time.Second
+		trials         = 10
+	)
+	var took []string
+	for i := range trials {
+		sig, name := syscall.SIGTERM, "SIGTERM"
+		if i%2 == 1 {
+			sig, name = syscall.SIGINT, "SIGINT"
+		}
+		db := newHangingDB(t, true)
+		db.muteCancel = true
+		env := goodEnv()
+		env["OUTBOX_DATABASE_URL"] = db.URL
+		env["OUTBOX_AMQP_URL"] = "amqp://relay:s3cret@" + freePort(t) + "/"
+		env["OUTBOX_PUBLISH_TIMEOUT"] = publishTimeout.String()
+		env["OUTBOX_POLL_INTERVAL"] = "50ms"
+		p := start(t, env)
+		select {
+		case <-db.claimed:
+		case <-p.done:
+			t.Fatalf("trial %d: the relay exited before the database hung:\n%s", i+1, p.output())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("trial %d: the relay sent no claim within 30s:\n%s", i+1, p.output())
+		}
+		sent := time.Now()
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		code := p.wait(t, bound+30*time.Second)
+		d := time.Since(sent)
+		took = append(took, fmt.Sprintf("%s %s", name, d.Round(10*time.Millisecond)))
+		if code != exitOK {
+			t.Errorf("trial %d: exit code %d after %s, want %d", i+1, code, name, exitOK)
+		}
+		if d > bound {
+			t.Fatalf("trial %d: the relay exited %s after %s; the bound is the publish timeout plus 2s, %s (exits so far: %s)",
+				i+1, d.Round(time.Millisecond), name, bound, strings.Join(took, ", "))
+		}
+	}
+	t.Logf("exits after the signal: %s", strings.Join(took, ", "))
 }
