@@ -110,6 +110,17 @@ func (t Table) String() string {
 	return t.schema + "." + t.name
 }
 
+// canonical is the table's name as the names derived from it read it:
+// String, without the schema when that is public, where an unqualified
+// name is found with PostgreSQL's default search_path. (The table's own
+// SQL, Ident, keeps the schema as given.)
+func (t Table) canonical() string {
+	if t.schema == "public" {
+		return t.name
+	}
+	return t.String()
+}
+
 // Ident returns the quoted identifier for use in SQL.
 func (t Table) Ident() string {
 	if t.schema == "" {
@@ -129,6 +140,7 @@ const MaxIdentifierLen = 63
 // for a name too long for that or with upper-case letters, its start and
 // a hash of the whole name (see derivedName). It is at most
 // MaxIdentifierLen bytes and case-sensitive (LISTEN quotes it).
+// public.outbox has outbox's channel, and its indexes (see derivedName).
 func (t Table) Channel() string {
 	return t.derivedName("outbox_", "")
 }
@@ -146,16 +158,18 @@ func (t Table) ProcessedIndex() string { return t.derivedName("", "_processed_id
 // its dot as "_", and suffix. That name is used as it is when it fits in
 // MaxIdentifierLen bytes and is all lower case. Otherwise the table's name
 // is cut to fit and followed by "_" and 8 hex digits of the SHA-256 of the
-// whole name as given: names that PostgreSQL would cut to the same bytes,
-// or that differ only in case (Outbox and outbox, which an unquoted use
-// would fold together), get distinct names, and the same table always the
-// same one.
+// whole name: names that PostgreSQL would cut to the same bytes, or that
+// differ only in case (Outbox and outbox, which an unquoted use would fold
+// together), get distinct names, and the same table always the same one.
+// The name is the table's as given, less a schema of "public" (see
+// canonical): public.outbox and outbox, one table with PostgreSQL's
+// default search_path, listen on one channel and share their indexes.
 func (t Table) derivedName(prefix, suffix string) string {
-	stem := strings.ReplaceAll(t.String(), ".", "_")
+	stem := strings.ReplaceAll(t.canonical(), ".", "_")
 	if name := prefix + stem + suffix; len(name) <= MaxIdentifierLen && name == strings.ToLower(name) {
 		return name
 	}
-	sum := sha256.Sum256([]byte(t.String()))
+	sum := sha256.Sum256([]byte(t.canonical()))
 	tag := "_" + hex.EncodeToString(sum[:4])
 	if room := MaxIdentifierLen - len(prefix) - len(tag) - len(suffix); len(stem) > room {
 		stem = stem[:room]

@@ -198,3 +198,23 @@ func TestMigrationsQuoteDerivedNames(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicSchemaNamesTheUnqualifiedTable gives the names derived from
+// public.outbox and outbox, one table with PostgreSQL's default
+// search_path: they listen on one channel and share their indexes, while
+// the table's own SQL keeps the schema it was given.
+func TestPublicSchemaNamesTheUnqualifiedTable(t *testing.T) {
+	for _, name := range []string{"outbox", "Outbox", strings.Repeat("o", 63), "orders_outbox"} {
+		bare, public := MustParseTable(name), MustParseTable("public."+name)
+		if got, want := [3]string{public.Channel(), public.PendingIndex(), public.ProcessedIndex()},
+			[3]string{bare.Channel(), bare.PendingIndex(), bare.ProcessedIndex()}; got != want {
+			t.Errorf("public.%s derives %v, %s derives %v: want the same", name, got, name, want)
+		}
+		if public.Ident() != `"public".`+bare.Ident() || public.String() != "public."+name {
+			t.Errorf("public.%s is spelt %s, %s in SQL and logs", name, public.Ident(), public)
+		}
+	}
+	if MustParseTable("chat.outbox").Channel() == MustParseTable("outbox").Channel() {
+		t.Error("chat.outbox and outbox share a channel")
+	}
+}
