@@ -56,7 +56,7 @@ func infraURLs(t testing.TB) (db, broker string) {
 func newInboxDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	base, _ := infraURLs(t)
-	return newInboxDBOn(t, base)
+	return newInboxDBOn(t, base, nil)
 }
 
 // newPGInboxDB is newInboxDB for a test that needs PostgreSQL alone: on
@@ -66,15 +66,23 @@ func newInboxDB(t testing.TB) *pgxpool.Pool {
 // -short).
 func newPGInboxDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return newPGInboxDBWith(t, nil)
+}
+
+// newPGInboxDBWith is newPGInboxDB with edit applied to the pool's
+// configuration before the pool is made (nil: none).
+func newPGInboxDBWith(t testing.TB, edit func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	base := os.Getenv("OUTBOX_TEST_DATABASE_URL")
 	if base == "" {
 		base = pgserver.StartT(t).AdminURL()
 	}
-	return newInboxDBOn(t, base)
+	return newInboxDBOn(t, base, edit)
 }
 
-// newInboxDBOn is newInboxDB on the server base names.
-func newInboxDBOn(t testing.TB, base string) *pgxpool.Pool {
+// newInboxDBOn is newInboxDB on the server base names, with edit applied
+// to the pool's configuration (nil: none).
+func newInboxDBOn(t testing.TB, base string, edit func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	schema := testName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -95,6 +103,9 @@ func newInboxDBOn(t testing.TB, base string) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if edit != nil {
+		edit(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -453,42 +464,6 @@ func TestPGInboxApplyIsAtomic(t *testing.T) {
 	counts, _ = consumer.EffectCounts(ctx, pool, "c")
 	if counts["m1"] != 1 {
 		t.Errorf("effects of c = %v", counts)
-	}
-}
-
-// TestPGInboxConcurrentDuplicates applies one message from many goroutines
-// at once: the unique key lets exactly one effect through.
-func TestPGInboxConcurrentDuplicates(t *testing.T) {
-	pool := newPGInboxDB(t)
-	in, err := consumer.NewPGInbox(pool, "c", consumer.RecordEffect("c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var applied, dups atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dup, err := in.Apply(context.Background(), consumer.Message{ID: "same"})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if dup {
-				dups.Add(1)
-			} else {
-				applied.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if applied.Load() != 1 || dups.Load() != 15 {
-		t.Errorf("%d applied, %d duplicates; want 1 and 15", applied.Load(), dups.Load())
-	}
-	counts, _ := consumer.EffectCounts(context.Background(), pool, "c")
-	if counts["same"] != 1 {
-		t.Errorf("%d effects, want 1", counts["same"])
 	}
 }
 
