@@ -2,15 +2,18 @@
 // environment, as the harness's black-box contract describes: it drains
 // OUTBOX_TABLE in OUTBOX_DATABASE_URL to OUTBOX_EXCHANGE at OUTBOX_AMQP_URL
 // until SIGTERM or SIGINT, then stops claiming at once, finishes or
-// abandons what it has in flight within OUTBOX_PUBLISH_TIMEOUT and exits
-// 0; a second SIGTERM or SIGINT ends it at once.
+// abandons what it has in flight within OUTBOX_PUBLISH_TIMEOUT, closes its
+// connections within 1.5 s more, whatever its database and broker do
+// (abandoning those that hang), and exits 0; a second SIGTERM or SIGINT
+// ends it at once.
 // A configuration it cannot use (missing variable, malformed URL, bad table
 // name, duration or metrics address, a value out of bounds, settings that
 // contradict each other) is reported on stderr naming the variables, with
 // exit code 2; so is an outbox table that does not exist when
 // OUTBOX_MIGRATE is off (PostgreSQL's undefined_table, found by a check at
-// startup), with how to create it, and a metrics address it cannot listen
-// on. An unreachable database or broker is not a configuration error: the
+// startup), with how to create it, an outbox table that lacks columns the
+// relay reads or writes, naming them, and a metrics address it cannot
+// listen on. An unreachable database or broker is not a configuration error: the
 // relay logs and retries until they come back.
 //
 // Variables: OUTBOX_DATABASE_URL, OUTBOX_AMQP_URL, OUTBOX_TABLE
@@ -22,8 +25,9 @@
 // OUTBOX_MAX_ATTEMPTS, OUTBOX_BACKOFF_BASE, OUTBOX_BACKOFF_MAX,
 // OUTBOX_RETENTION, OUTBOX_SWEEP_BATCH, OUTBOX_SWEEP_INTERVAL,
 // OUTBOX_PUBLISH_TIMEOUT, OUTBOX_STORE_TIMEOUT and OUTBOX_PUBLISH_WINDOW
-// set the relay.Config fields of the same names; OUTBOX_BATCH_SIZE is at
-// most 10000 and OUTBOX_PUBLISH_TIMEOUT from 100ms to 10m. OUTBOX_NOTIFY (default
+// set the relay.Config fields of the same names; OUTBOX_BATCH_SIZE and
+// OUTBOX_PUBLISH_WINDOW are at most 10000 and OUTBOX_PUBLISH_TIMEOUT from
+// 100ms to 10m. OUTBOX_NOTIFY (default
 // true) wakes the relay by LISTEN/NOTIFY; OUTBOX_MIGRATE (default false)
 // creates the table first; OUTBOX_DECLARE_EXCHANGE (default false) declares
 // the exchange; OUTBOX_METRICS_ADDR (host:port, e.g. :9090) serves
@@ -255,27 +259,36 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 	}
 	defer sd.close("closing the database connections", pool.Close)
 
+	var unusable error
 	if s.Migrate {
 		if !retry(ctx, log, "migrating outbox table", func(ctx context.Context) error {
-			return outbox.Migrate(ctx, pool, s.Table)
-		}) {
-			return nil // stopped while the database was unreachable
-		}
-	} else {
-		var missing error
-		if !retry(ctx, log, "checking outbox table", func(ctx context.Context) error {
-			err := checkTable(ctx, pool, s.Table)
-			if errors.Is(err, errTableMissing) {
-				missing = err // no retry can create it
+			err := outbox.Migrate(ctx, pool, s.Table)
+			if permanentSQLError(err) {
+				// No retry mends it: a table of the name with other
+				// columns, a right the relay's role lacks. The check
+				// below says what is wrong with the table, if that is it.
+				unusable = &configError{Var: "OUTBOX_MIGRATE", Err: err}
 				return nil
 			}
 			return err
 		}) {
+			return nil // stopped while the database was unreachable
+		}
+	}
+	// Also after a migration: CREATE TABLE IF NOT EXISTS leaves a table
+	// of the name with other columns as it is.
+	if !retry(ctx, log, "checking outbox table", func(ctx context.Context) error {
+		err := checkTable(ctx, pool, s.Table)
+		if errors.Is(err, errTableMissing) || errors.Is(err, errTableColumns) {
+			unusable = err // no retry can create it
 			return nil
 		}
-		if missing != nil {
-			return missing
-		}
+		return err
+	}) {
+		return nil
+	}
+	if unusable != nil {
+		return unusable
 	}
 
 	pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{
@@ -354,11 +367,13 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 	return err
 }
 
-// logTotals logs the relay's running counts.
+// logTotals logs the relay's running counts, each once under its own
+// name: published counts the rows confirmed by the broker and marked
+// processed.
 func logTotals(log *slog.Logger, msg string, t *relay.Totals) {
 	log.Info(msg,
 		"ticks", t.Ticks.Load(), "claimed", t.Claimed.Load(), "published", t.Published.Load(),
-		"marked", t.Published.Load(), "lost_leases", t.LostLeases.Load(), "attempts", t.Attempts.Load(),
+		"lost_leases", t.LostLeases.Load(), "attempts", t.Attempts.Load(),
 		"parked", t.Parked.Load(), "swept", t.Swept.Load(), "broker_failures", t.BrokerFailures.Load())
 }
 

@@ -19,7 +19,7 @@ import (
 
 // hangingDB is a PostgreSQL that hangs: it accepts connections and, when
 // answerCheck is set, completes the startup handshake and answers the
-// relay's startup check of its table (a simple-protocol SELECT 1 FROM
+// relay's startup check of its table (a simple-protocol SELECT ... FROM
 // ... LIMIT 0), so that the relay gets as far as claiming. Every other
 // statement (the listener's LISTEN, the relay's claims) is read and never
 // answered, as by a database whose disk stalled. Without answerCheck it
@@ -130,7 +130,7 @@ func (db *hangingDB) serve(c net.Conn) {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
-			if !strings.HasPrefix(m.String, "SELECT 1 FROM ") {
+			if !strings.HasPrefix(m.String, "SELECT ") {
 				db.hung()
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,4 +75,43 @@ func pgCode(err error) string {
 		return pg.Code
 	}
 	return ""
+}
+
+// columnsDB is a database whose outbox table lacks the columns missing:
+// a statement that names one fails as PostgreSQL's does.
+type columnsDB struct {
+	missing []string
+	stmts   []string
+}
+
+func (c *columnsDB) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
+	c.stmts = append(c.stmts, sql)
+	selected, _, _ := strings.Cut(strings.TrimPrefix(sql, "SELECT "), " FROM ")
+	for _, col := range strings.Split(selected, ", ") {
+		if slices.Contains(c.missing, col) {
+			return pgconn.CommandTag{}, &pgconn.PgError{Code: "42703", Message: fmt.Sprintf("column %q does not exist", col)}
+		}
+	}
+	return pgconn.CommandTag{}, nil
+}
+
+func TestCheckTableNamesTheMissingColumns(t *testing.T) {
+	table := outbox.MustParseTable("chat.outbox")
+	if err := checkTable(context.Background(), &columnsDB{}, table); err != nil {
+		t.Fatalf("a table with every column: %v", err)
+	}
+	db := &columnsDB{missing: []string{"processed_at", "locked_until"}}
+	err := checkTable(context.Background(), db, table)
+	var ce *configError
+	if !errors.Is(err, errTableColumns) || !errors.As(err, &ce) || ce.Var != "OUTBOX_TABLE" {
+		t.Fatalf("checkTable = %v, want a configuration error about OUTBOX_TABLE wrapping errTableColumns", err)
+	}
+	for _, want := range []string{"chat.outbox", "no column processed_at, locked_until", "42703", "outbox.Migrate"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if !strings.Contains(db.stmts[0], "SELECT id, message_type, payload") || !strings.Contains(db.stmts[0], table.Ident()) {
+		t.Errorf("the check ran %q", db.stmts[0])
+	}
 }
