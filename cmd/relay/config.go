@@ -70,12 +70,16 @@ var hostRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$
 // Bounds of the settings whose extremes no relay should run with: a claim
 // of more rows than maxBatchSize holds a transaction and its locks too
 // long, a publish timeout below minPublishTimeout times out healthy
-// confirms, and one above maxPublishTimeout lets a hung broker stall the
-// relay (and its shutdown) for longer than anyone waits.
+// confirms, one above maxPublishTimeout lets a hung broker stall the
+// relay (and its shutdown) for longer than anyone waits, and a publish
+// window above maxPublishWindow keeps more messages unconfirmed, each
+// held in memory and its row leased, than a broker confirms within one
+// publish timeout.
 const (
 	maxBatchSize      = 10000
 	minPublishTimeout = 100 * time.Millisecond
 	maxPublishTimeout = 10 * time.Minute
+	maxPublishWindow  = 10000
 )
 
 // checkListenAddr reports what is wrong with addr as a host:port to
@@ -224,7 +228,7 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 	duration("OUTBOX_SWEEP_INTERVAL", "SweepInterval", &s.Relay.SweepInterval)
 	durationIn("OUTBOX_PUBLISH_TIMEOUT", "PublishTimeout", &s.Relay.PublishTimeout, minPublishTimeout, maxPublishTimeout)
 	duration("OUTBOX_STORE_TIMEOUT", "StoreTimeout", &s.Relay.StoreTimeout)
-	integer("OUTBOX_PUBLISH_WINDOW", "PublishWindow", &s.Relay.PublishWindow)
+	integerIn("OUTBOX_PUBLISH_WINDOW", "PublishWindow", &s.Relay.PublishWindow, maxPublishWindow)
 	boolean("OUTBOX_NOTIFY", &s.Notify, true)
 	boolean("OUTBOX_MIGRATE", &s.Migrate, false)
 	if s.MetricsAddr = get("OUTBOX_METRICS_ADDR"); s.MetricsAddr != "" {

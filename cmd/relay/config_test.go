@@ -177,6 +177,11 @@ func TestParseEnvBounds(t *testing.T) {
 		{"OUTBOX_PUBLISH_TIMEOUT", "100ms", true, ""},
 		{"OUTBOX_PUBLISH_TIMEOUT", "99ms", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 99ms"},
 		{"OUTBOX_PUBLISH_TIMEOUT", "11m", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 11m0s"},
+		{"OUTBOX_PUBLISH_WINDOW", "1", true, ""},
+		{"OUTBOX_PUBLISH_WINDOW", "10000", true, ""},
+		{"OUTBOX_PUBLISH_WINDOW", "10001", false, "OUTBOX_PUBLISH_WINDOW: must be from 1 to 10000, got 10001"},
+		{"OUTBOX_PUBLISH_WINDOW", "2147483648", false, "OUTBOX_PUBLISH_WINDOW: must be from 1 to 10000, got 2147483648"},
+		{"OUTBOX_PUBLISH_WINDOW", "99999999999999999999", false, "OUTBOX_PUBLISH_WINDOW: not an integer"},
 	} {
 		vars := map[string]string{tc.key: tc.value}
 		if tc.key == "OUTBOX_PUBLISH_TIMEOUT" {
