@@ -59,7 +59,10 @@ const CauseMarkFailed = "mark-failed"
 //   - a redelivery (Deliver with Redelivered) is explained by a failed
 //     Apply of the event (CauseRequeue), or by a crash, restart or fault
 //     (not clock) of a consumer that had an earlier delivery of it,
-//     between that delivery and d.
+//     between that delivery and d; failing those, as a second publish:
+//     the broker pushes copies to a consumer's prefetch before the
+//     consumer takes them, and flags a copy redelivered when that
+//     channel closes, so the copy of a second publish may arrive flagged.
 //
 // When no relay recorded anything of the event (a black-box relay that
 // writes no records), a second publish is explained by the evidence that
@@ -98,6 +101,13 @@ func (a *analysis) duplicateDeliveries() Result {
 			switch {
 			case delivery && d.Redelivered:
 				cause, ok = a.redeliveryCause(e, d)
+				if !ok && (len(e.claims) > 0 || e.publishInvoke >= 0 || len(e.publishOK) > 0) {
+					// The copy may be another publish's that the broker
+					// pushed ahead to a consumer's prefetch and requeued
+					// when that channel closed, before the consumer took
+					// it.
+					cause, ok = a.republishCause(e, d.Index)
+				}
 			case len(e.claims) > 0 || e.publishInvoke >= 0 || len(e.publishOK) > 0:
 				cause, ok = a.republishCause(e, d.Index)
 			default:

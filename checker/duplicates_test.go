@@ -84,6 +84,14 @@ func TestDuplicateDeliveries(t *testing.T) {
 			offending: []string{"e1"},
 		}},
 		{checkCase: checkCase{
+			name: "a second publish's copy requeued from a prefetch arrives flagged redelivered",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").publishInfo("relay-a", "e1").
+				claim("relay-a", "e1").publish("relay-a", "e1").mark("relay-a", "e1").
+				deliver("consumer-1", "e1").apply("consumer-1", "e1").
+				deliver("consumer-1", "e1", history.Meta{Redelivered: true}).applyDup("consumer-1", "e1").h(),
+			valid: true,
+		}, by: map[string]int{CauseUnconfirmed: 1}},
+		{checkCase: checkCase{
 			name: "a consumer crash before its ack explains the redelivery",
 			h: build().commit("producer-1", "e1").relay("relay-a", "e1").
 				consume("consumer-1", "e1").crash("consumer-1").restart("consumer-1").
