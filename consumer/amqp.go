@@ -155,6 +155,7 @@ func (s *AMQPSource) consume(ctx context.Context, c *Consumer, sess *amqpConn, d
 				Payload:       d.Body,
 				Redelivered:   d.Redelivered,
 				Deliveries:    counts.inc(id),
+				DeliveryTag:   d.DeliveryTag,
 			}
 			if n, ok := d.Headers["x-delivery-count"]; ok {
 				if k, ok := asInt(n); ok {

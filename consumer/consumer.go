@@ -25,6 +25,10 @@ type Message struct {
 	// included, when the broker tells (quorum queues' x-delivery-count + 1);
 	// 0 when unknown.
 	Deliveries int
+	// DeliveryTag is the broker's delivery tag: it numbers the deliveries
+	// of one channel from 1 and starts again on every new channel, so it
+	// identifies a delivery, never an event.
+	DeliveryTag uint64
 }
 
 // Inbox applies effects exactly once per message id.

@@ -535,19 +535,23 @@ func (c *confirmation) abandon() {
 // consumerPort is a consumer process's channel on the simulated broker.
 type consumerPort struct {
 	p *proc
+	// ch is the consumer's channel; a new one is opened when the
+	// consumer next asks for a delivery after it closed.
+	ch *Channel
 }
 
-// delivery implements consumer.Delivery for one message.
+// delivery implements consumer.Delivery for one message: it is settled on
+// the channel that delivered it, by its tag.
 type delivery struct {
-	cp    *consumerPort
-	m     *Message
-	msg   consumer.Message
-	epoch int
-	conn  int
-	done  bool
+	cp  *consumerPort
+	ch  *Channel
+	tag uint64
+	msg consumer.Message
 }
 
-// next takes the head of the queue, or returns nil when it is empty.
+// next takes the first delivery the broker pushed to the consumer's
+// channel, opening a channel when it has none, or returns nil when there
+// is none.
 func (cp *consumerPort) next() (*delivery, error) {
 	p := cp.p
 	w := p.w
@@ -558,8 +562,11 @@ func (cp *consumerPort) next() (*delivery, error) {
 	if p.brokerDown() {
 		return nil, fmt.Errorf("consuming: %w", errLinkDown)
 	}
-	m := w.broker.next(p.name)
-	if m == nil {
+	if cp.ch == nil || cp.ch.Closed() {
+		cp.ch = w.broker.Open(p.name, w.sw.Prefetch)
+	}
+	m, ok := cp.ch.Next()
+	if !ok {
 		return nil, nil
 	}
 	w.progress()
@@ -567,35 +574,39 @@ func (cp *consumerPort) next() (*delivery, error) {
 	if v == vCrashAfter {
 		return nil, errCrashed
 	}
-	return &delivery{cp: cp, m: m, msg: consumerMessage(m), epoch: w.broker.epoch, conn: p.conn}, nil
+	return &delivery{cp: cp, ch: cp.ch, tag: m.Tag, msg: consumerMessage(&m)}, nil
 }
 
 // Message implements consumer.Delivery.
 func (d *delivery) Message() consumer.Message { return d.msg }
 
 // Ack implements consumer.Delivery.
-func (d *delivery) Ack(context.Context) error { return d.settle(callAck, false, false) }
+func (d *delivery) Ack(context.Context) error {
+	return d.settle(callAck, func() error { return d.ch.Ack(d.tag, false) })
+}
 
 // Nack implements consumer.Delivery.
 func (d *delivery) Nack(_ context.Context, requeue bool) error {
-	return d.settle(callNack, requeue, !requeue)
+	return d.settle(callNack, func() error { return d.ch.Nack(d.tag, false, requeue) })
 }
 
-func (d *delivery) settle(c call, requeue, dead bool) error {
+// settle runs one acknowledgement on the delivery's channel. A closed
+// channel (the consumer crashed or lost its connection since, the broker
+// restarted) fails it; a tag the channel does not hold (settled before)
+// closes the channel, as RabbitMQ does.
+func (d *delivery) settle(c call, run func() error) error {
 	p := d.cp.p
 	w := p.w
 	v := p.enter(c)
 	if failed(v) {
 		return errCrashed
 	}
-	if d.done {
-		return errors.New("delivery settled twice")
-	}
-	if d.epoch != w.broker.epoch || d.conn != p.conn || p.brokerDown() {
+	if d.ch.Closed() || p.brokerDown() {
 		return fmt.Errorf("settling %s: channel closed: %w", d.msg.ID, errLinkDown)
 	}
-	d.done = true
-	w.broker.settle(d.m, requeue, dead)
+	if err := run(); err != nil {
+		return fmt.Errorf("settling %s: %w", d.msg.ID, err)
+	}
 	w.progress()
 	if v == vCrashAfter {
 		return errCrashed

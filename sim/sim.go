@@ -150,6 +150,9 @@ type Swarm struct {
 	// PollInterval is the relays' relay.Config.PollInterval: how long a
 	// relay that no wake-up reaches sleeps between ticks.
 	PollInterval time.Duration
+	// Prefetch is the consumers' channel prefetch: how many deliveries
+	// the broker pushes to a consumer ahead of its acknowledgements.
+	Prefetch int
 	// TxMax bounds the events of one transaction.
 	TxMax int
 	// Rollback, Poison and LongTx are the shares of transactions rolled
@@ -201,6 +204,7 @@ func DrawSwarm(seed uint64) Swarm {
 	// Drawn last, so that the draws above are those of every seed before
 	// the relays ran their own loop.
 	sw.PollInterval = pick(r, 100*time.Millisecond, time.Second, 5*time.Second, time.Minute)
+	sw.Prefetch = pick(r, 1, 2, 16)
 	return sw
 }
 
@@ -237,6 +241,7 @@ func (sw Swarm) sane() Swarm {
 	if sw.BackoffMax < sw.BackoffBase {
 		sw.BackoffMax = sw.BackoffBase
 	}
+	sw.Prefetch = max(sw.Prefetch, 1)
 	return sw
 }
 
@@ -246,8 +251,8 @@ func (sw Swarm) String() string {
 	fmt.Fprintf(&b, "producers=%d replicas=%d consumers=%d weights=%d/%d/%d batch=%d window=%d max_attempts=%d sweep_batch=%d",
 		sw.Producers, sw.Replicas, sw.Consumers, sw.ProducerWeight, sw.RelayWeight, sw.ConsumerWeight,
 		sw.BatchSize, sw.Window, sw.MaxAttempts, sw.SweepBatch)
-	fmt.Fprintf(&b, " lease=%s backoff=%s..%s retention=%s sweep_every=%s step_time=%s poll=%s",
-		sw.Lease, sw.BackoffBase, sw.BackoffMax, sw.Retention, sw.SweepInterval, sw.StepTime, sw.PollInterval)
+	fmt.Fprintf(&b, " lease=%s backoff=%s..%s retention=%s sweep_every=%s step_time=%s poll=%s prefetch=%d",
+		sw.Lease, sw.BackoffBase, sw.BackoffMax, sw.Retention, sw.SweepInterval, sw.StepTime, sw.PollInterval, sw.Prefetch)
 	fmt.Fprintf(&b, " tx_max=%d rollback=%g poison=%g long_tx=%g lost_reply=%g faults=",
 		sw.TxMax, sw.Rollback, sw.Poison, sw.LongTx, sw.LostReply)
 	if len(sw.Faults) == 0 {
