@@ -32,6 +32,9 @@ type Exposure struct {
 	// ShortLease sets the shortest lease the simulation allows, so that
 	// clock offsets are large against it.
 	ShortLease bool
+	// Consumers is a lower bound on the consumer replicas, for bugs that
+	// show when two consumers handle one event at the same moment.
+	Consumers int
 }
 
 // Tune applies the exposure to a seed's swarm (sim.Options.Tune).
@@ -60,6 +63,7 @@ func (e Exposure) Tune(sw *sim.Swarm) {
 	sw.Rollback = max(sw.Rollback, e.Rollback)
 	sw.Poison = max(sw.Poison, e.Poison)
 	sw.LongTx = max(sw.LongTx, e.LongTx)
+	sw.Consumers = max(sw.Consumers, e.Consumers)
 	if e.ShortLease {
 		// relay.Config.Validate wants a lease above twice the publish
 		// timeout, which the simulation sets to sim.RealTimeout.
@@ -89,6 +93,9 @@ func (e Exposure) String() string {
 	if e.ShortLease {
 		parts = append(parts, "short-lease")
 	}
+	if e.Consumers > 0 {
+		parts = append(parts, fmt.Sprintf("consumers>=%d", e.Consumers))
+	}
 	if len(parts) == 0 {
 		return "sim swarm"
 	}
@@ -96,7 +103,8 @@ func (e Exposure) String() string {
 }
 
 func (e Exposure) zero() bool {
-	return len(e.Faults) == 0 && len(e.Without) == 0 && e.Rollback == 0 && e.Poison == 0 && e.LongTx == 0 && !e.ShortLease
+	return len(e.Faults) == 0 && len(e.Without) == 0 && e.Rollback == 0 && e.Poison == 0 && e.LongTx == 0 && !e.ShortLease &&
+		e.Consumers == 0
 }
 
 // catalogue is every mutant, in matrix order.
@@ -258,6 +266,24 @@ var catalogue = []Mutant{
 		// flow; db-down's kill of PostgreSQL came between deliveries on
 		// seeds 7 to 10.
 		Infra: []InfraRun{{Scenario: "pipeline"}},
+	},
+	{
+		Name:        "consumer-delivery-tag-key",
+		Description: "The consumer keys its inbox by the delivery tag, which every channel numbers from 1, so a delivery on a new channel or of another consumer is taken for one applied before and its event is never applied.",
+		Side:        SideConsumer,
+		Inbox: func(in consumerInbox, _ EffectFunc) consumerInbox {
+			return deliveryTagKey{in.(KeyedInbox)}
+		},
+		Exposure: Exposure{Faults: []sim.Fault{sim.FaultBrokerCut}},
+	},
+	{
+		Name:        "consumer-check-then-insert",
+		Description: "The consumer looks the event up in its inbox in a statement of its own and then writes the inbox row and the effect without looking again, so two deliveries of one event handled at the same moment both apply it.",
+		Side:        SideConsumer,
+		Inbox: func(in consumerInbox, _ EffectFunc) consumerInbox {
+			return checkThenInsert{in.(KeyedInbox)}
+		},
+		Exposure: Exposure{Faults: []sim.Fault{sim.FaultKill, sim.FaultBrokerCut}, Consumers: 2},
 	},
 	{
 		Name:        "delete-before-confirm",

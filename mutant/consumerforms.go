@@ -3,6 +3,7 @@ package mutant
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,6 +45,44 @@ func (a ackedFirst) Apply(ctx context.Context, m consumer.Message) (bool, error)
 		return false, nil
 	}
 	return dup, nil
+}
+
+// KeyedInbox is what the consumer-side forms that key or check the inbox
+// themselves are built from; sim.RawInbox implements it.
+type KeyedInbox interface {
+	consumer.Inbox
+	// ApplyAs applies m with key in the inbox in place of m's id,
+	// atomically; it reports a duplicate when key was recorded before.
+	ApplyAs(ctx context.Context, key string, m consumer.Message) (bool, error)
+	// Seen reads whether key is in the inbox.
+	Seen(ctx context.Context, key string) (bool, error)
+	// Record writes key into the inbox, ignoring a conflict, and applies
+	// m, atomically, without looking at what the inbox held.
+	Record(ctx context.Context, key string, m consumer.Message) error
+}
+
+// deliveryTagKey is consumer-delivery-tag-key: the inbox's key is the
+// delivery's tag, not the event's id.
+type deliveryTagKey struct{ in KeyedInbox }
+
+func (d deliveryTagKey) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	return d.in.ApplyAs(ctx, strconv.FormatUint(m.DeliveryTag, 10), m)
+}
+
+// checkThenInsert is consumer-check-then-insert: the dedupe check and
+// the inbox write are two steps, with room for another consumer between
+// them.
+type checkThenInsert struct{ in KeyedInbox }
+
+func (c checkThenInsert) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	seen, err := c.in.Seen(ctx, m.ID)
+	if err != nil {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	if seen {
+		return true, nil
+	}
+	return false, c.in.Record(ctx, m.ID, m)
 }
 
 // WrapInbox returns in decorated by the mutant's consumer-side form, or

@@ -25,7 +25,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var wantNames = []string{
 	"publish-before-commit", "mark-before-publish", "no-lease", "app-clock-lease", "no-confirm",
 	"ignore-return", "broker-down-consumes-attempts", "no-backoff", "sweep-pending", "unfenced-mark",
-	"offset-claim", "non-persistent", "consumer-no-dedupe", "consumer-ack-before-commit", "delete-before-confirm",
+	"offset-claim", "non-persistent", "consumer-no-dedupe", "consumer-ack-before-commit", "consumer-delivery-tag-key",
+	"consumer-check-then-insert", "delete-before-confirm",
 }
 
 func TestCatalogue(t *testing.T) {

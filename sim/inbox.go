@@ -27,6 +27,17 @@ func (in *Inbox) apply(id string) (duplicate bool) {
 	return false
 }
 
+// applyKeyed records key in the inbox set and runs the effect of id,
+// unless check and key was recorded before; it reports a duplicate.
+func (in *Inbox) applyKeyed(key, id string, check bool) (duplicate bool) {
+	if check && in.seen[key] {
+		return true
+	}
+	in.seen[key] = true
+	in.effect(id)
+	return false
+}
+
 // effect counts one effect of id without looking at the inbox set.
 func (in *Inbox) effect(id string) {
 	if in.effects[id] == 0 {

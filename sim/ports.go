@@ -627,6 +627,17 @@ type RawInbox interface {
 	// Effect applies the effect of m without recording or checking its id
 	// in the inbox. Recorded as an Apply.
 	Effect(ctx context.Context, m consumer.Message) error
+	// ApplyAs is Apply with key in the inbox in place of m's id: the
+	// effect of m runs and key is recorded, atomically, unless key was
+	// recorded before. Recorded as an Apply of m.
+	ApplyAs(ctx context.Context, key string, m consumer.Message) (duplicate bool, err error)
+	// Seen reads whether key is in the inbox, in a statement of its own.
+	// Not recorded.
+	Seen(ctx context.Context, key string) (bool, error)
+	// Record records key in the inbox, whether or not it was there (a
+	// conflict is ignored), and runs the effect of m, atomically, without
+	// looking at what the inbox held. Recorded as an Apply of m.
+	Record(ctx context.Context, key string, m consumer.Message) error
 }
 
 var _ RawInbox = (*inboxPort)(nil)
@@ -668,4 +679,63 @@ func (ip *inboxPort) Effect(ctx context.Context, m consumer.Message) error {
 		return fmt.Errorf("applying %s: %w", m.ID, err)
 	}
 	return nil
+}
+
+// ApplyAs implements RawInbox.
+func (ip *inboxPort) ApplyAs(ctx context.Context, key string, m consumer.Message) (bool, error) {
+	return ip.applyKeyed(ctx, key, m, true)
+}
+
+// Record implements RawInbox.
+func (ip *inboxPort) Record(ctx context.Context, key string, m consumer.Message) error {
+	_, err := ip.applyKeyed(ctx, key, m, false)
+	return err
+}
+
+// applyKeyed records key and runs the effect of m, unless check and key
+// was recorded before.
+func (ip *inboxPort) applyKeyed(ctx context.Context, key string, m consumer.Message, check bool) (bool, error) {
+	p := ip.p
+	events := []string{m.ID}
+	h, v, lost, err := p.begin(callApply, history.Apply, events, history.Meta{}, p.dbDown())
+	if err != nil && !lost {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	var dup bool
+	if p.db != nil {
+		serr := p.sqlRun(ctx, func() (e error) { dup, e = sqlApplyKeyed(ctx, p.db, key, m, check); return e })
+		if serr != nil {
+			return false, p.sqlFailed(h, events, serr, "applying "+m.ID)
+		}
+	} else {
+		dup = p.w.inbox.applyKeyed(key, m.ID, check)
+	}
+	p.w.progress()
+	if err := p.end(h, v, lost, err, history.OK, events, events, history.Meta{Duplicate: dup}, nil); err != nil {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	return dup, nil
+}
+
+// Seen implements RawInbox.
+func (ip *inboxPort) Seen(ctx context.Context, key string) (bool, error) {
+	p := ip.p
+	if v := p.enter(callRaw); failed(v) {
+		return false, errCrashed
+	}
+	if p.dbDown() {
+		return false, fmt.Errorf("reading the inbox: %w", errLinkDown)
+	}
+	if p.db != nil {
+		var seen bool
+		err := p.sqlRun(ctx, func() error {
+			return p.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox WHERE consumer = $1 AND message_id = $2)`,
+				sqlConsumer, key).Scan(&seen)
+		})
+		if err != nil {
+			return false, fmt.Errorf("reading the inbox: %w", err)
+		}
+		return seen, nil
+	}
+	return p.w.inbox.seen[key], nil
 }

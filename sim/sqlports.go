@@ -213,6 +213,32 @@ func sqlEffect(ctx context.Context, pd *procDB, m consumer.Message) error {
 	return tx.Commit(ctx)
 }
 
+// sqlApplyKeyed records key in the inbox and applies the effect of m in
+// one transaction; with check, nothing runs when key was recorded before,
+// and it reports a duplicate.
+func sqlApplyKeyed(ctx context.Context, pd *procDB, key string, m consumer.Message, check bool) (bool, error) {
+	tx, err := pd.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	tag, err := tx.Exec(ctx, `INSERT INTO inbox (consumer, message_id, message_type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		sqlConsumer, key, m.Type)
+	if err != nil {
+		return false, fmt.Errorf("recording %s in the inbox: %w", key, err)
+	}
+	if check && tag.RowsAffected() == 0 {
+		return true, nil
+	}
+	if err := consumer.RecordEffect(sqlConsumer)(ctx, tx, m); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return false, nil
+}
+
 // sqlBegin opens a producer's business transaction, with the database
 // clock set before BEGIN: now() is the transaction's start throughout.
 func (s producerStore) sqlBegin(ctx context.Context) (workload.Tx, error) {
