@@ -3,6 +3,8 @@ package scenarios
 import (
 	"strings"
 	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 func TestCapabilitiesRoundTrip(t *testing.T) {
@@ -64,5 +66,17 @@ func TestOnlyDeclaredLimitsAreJudged(t *testing.T) {
 	}
 	if n, backoff := cfgOf(RelayUnderTest{Mutants: true}); n != MaxAttempts || !backoff {
 		t.Errorf("a mutant of ours is judged by limit %d, backoff %v; want %d and its backoff", n, backoff, MaxAttempts)
+	}
+}
+
+// TestIdentitiesOf checks the hint of a refused delivery identity: every
+// place where the delivery does carry the staged id.
+func TestIdentitiesOf(t *testing.T) {
+	d := amqp.Delivery{MessageId: "e1", Headers: amqp.Table{"x-id": "e1", "x-other": "e2"}, Body: []byte(`{"event":"e1","n":1}`)}
+	if got := strings.Join(identitiesOf(d, "e1"), ","); got != "message_id,header:x-id,body:event" {
+		t.Errorf("identitiesOf = %s, want message_id,header:x-id,body:event", got)
+	}
+	if got := identitiesOf(d, "e9"); len(got) != 0 {
+		t.Errorf("identitiesOf an id the delivery does not carry = %v", got)
 	}
 }

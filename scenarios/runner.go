@@ -206,11 +206,16 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 		return res, err
 	}
 	if err := r.applicable(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
+		res.NotApplicable = strings.TrimPrefix(err.Error(), ErrNotApplicable.Error()+": ")
 		return res, err
 	}
 	if err := envFits(env, sc); err != nil {
 		return res, err
+	}
+	if r.mode == workload.Outbox {
+		if err := probeOnce(ctx, env, r.relay, opts.Log); err != nil {
+			return res, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
 	}
 	defer r.teardown()
 	if err := r.setup(ctx); err != nil {

@@ -306,3 +306,46 @@ func TestClusterCatalogue(t *testing.T) {
 		t.Errorf("%s ran on the single broker", ClusterCatalogue()[0].Name)
 	}
 }
+
+// TestSetupProbe checks the setup probe on containers with the Python
+// example relay: its own target file round-trips; the same outbox with a
+// bigint identity key shown as the rows view's id, and the same relay
+// with a delivery identity it never sets, are each refused before any
+// scenario, wrapping ErrMapping and naming the column or delivery field.
+func TestSetupProbe(t *testing.T) {
+	env := sharedEnv(t)
+	base, err := os.ReadFile("../examples/pyrelay/target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigint := strings.Replace(string(base), "event_id    uuid PRIMARY KEY,", "seq         bigint GENERATED ALWAYS AS IDENTITY,\n      event_id    uuid PRIMARY KEY,", 1)
+	bigint = strings.Replace(bigint, "SELECT event_id AS id,", "SELECT seq AS id,", 1)
+	header := strings.Replace(string(base), "id: message_id", "id: header:x-event-id", 1)
+	if bigint == string(base) || header == string(base) {
+		t.Fatal("the pyrelay target file changed: the probe's variants no longer apply")
+	}
+	for _, tc := range []struct {
+		name, file string
+		want       string // "" for a mapping that round-trips
+	}{
+		{"round-trips", string(base), ""},
+		{"bigint key as the rows view's id", bigint, "outbox.rows: the rows view's id is not the id the stage was given"},
+		{"delivery identity never set", header, `delivery.id header:x-event-id: the probe event's delivery (routing key "order.placed") carries "" there`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := ParseTarget([]byte(tc.file), "../examples/pyrelay")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Name = "pyrelay-probe-" + strings.ReplaceAll(tc.name, " ", "-")
+			err = Probe(context.Background(), env, u, func(s string) { t.Log(s) })
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("a mapping that round-trips: %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrMapping) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v; want ErrMapping naming %q", err, tc.want)
+			}
+			t.Logf("probe: %v", err)
+		})
+	}
+}

@@ -125,13 +125,19 @@ func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
 		uuid.New(), e.ID, e.Type); err != nil {
 		return fmt.Errorf("business write: %w", err)
 	}
-	switch {
-	case stage && t.s.Schema.Own():
-		return t.s.Schema.StageIn(ctx, t.tx, t.s.Table, e)
-	case stage:
-		return outbox.Stage(ctx, t.tx, t.s.Table, e, outbox.StageOptions{Notify: t.s.Notify})
+	if stage {
+		return t.s.Stage(ctx, t.tx, e)
 	}
 	return nil
+}
+
+// Stage stages e in s's outbox inside tx: through s.Schema when it is an
+// own schema, else through package outbox (with a wake-up when Notify).
+func (s PG) Stage(ctx context.Context, tx pgx.Tx, e outbox.Event) error {
+	if s.Schema.Own() {
+		return s.Schema.StageIn(ctx, tx, s.Table, e)
+	}
+	return outbox.Stage(ctx, tx, s.Table, e, outbox.StageOptions{Notify: s.Notify})
 }
 
 func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
