@@ -93,8 +93,8 @@ func TestRunNotApplicable(t *testing.T) {
 	if !errors.Is(err, ErrNotApplicable) {
 		t.Fatalf("lease-expiry with an unsafe variant: err = %v, want ErrNotApplicable", err)
 	}
-	if res.Valid || len(res.Problems) == 0 {
-		t.Fatalf("a run that could not run is reported valid: %+v", res)
+	if res.Valid || res.Verdict() != VerdictNotApplicable || !strings.Contains(res.NotApplicable, "runs without a relay") {
+		t.Fatalf("a run that could not run: verdict %s, not applicable %q; want N/A with the reason", res.Verdict(), res.NotApplicable)
 	}
 	sc, _ = Lookup(CrashBeforeMark)
 	_, err = Run(context.Background(), nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1"}})

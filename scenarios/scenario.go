@@ -140,6 +140,10 @@ type Result struct {
 	// Valid is true when every checker passed and every intended fault
 	// fired.
 	Valid bool `json:"valid"`
+	// NotApplicable, when set, says why the scenario did not run against
+	// this relay (it needs a promise the relay does not declare): the run
+	// judged nothing, and its verdict is VerdictNotApplicable.
+	NotApplicable string `json:"not_applicable,omitempty"`
 	// Problems lists what made the run fail, one line each.
 	Problems []string `json:"problems,omitempty"`
 	// Inconclusive lists the faults that could not bite what they claim
@@ -174,16 +178,20 @@ type Result struct {
 
 // Verdicts of a run.
 const (
-	VerdictPass         = "PASS"
-	VerdictFail         = "FAIL"
-	VerdictInconclusive = "INCONCLUSIVE"
+	VerdictPass          = "PASS"
+	VerdictFail          = "FAIL"
+	VerdictInconclusive  = "INCONCLUSIVE"
+	VerdictNotApplicable = "N/A"
 )
 
-// Verdict is the run's verdict in a word: FAIL when a checker or a check
-// of the scenario failed (whatever else happened), INCONCLUSIVE when
-// nothing failed but a fault could not bite, PASS otherwise.
+// Verdict is the run's verdict in a word: N/A for a scenario that did not
+// run against the relay, FAIL when a checker or a check of the scenario
+// failed (whatever else happened), INCONCLUSIVE when nothing failed but a
+// fault could not bite, PASS otherwise.
 func (r Result) Verdict() string {
 	switch {
+	case r.NotApplicable != "":
+		return VerdictNotApplicable
 	case r.Valid:
 		return VerdictPass
 	case len(r.Problems) == 0 && len(r.Inconclusive) > 0:

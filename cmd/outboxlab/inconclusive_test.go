@@ -71,3 +71,55 @@ func TestInconclusiveRunHasItsOwnVerdictAndExitCode(t *testing.T) {
 		t.Errorf("a failure beside an inconclusive run: exit %d, want %d\n%s%s", code, exitFail, out, errOut)
 	}
 }
+
+// TestNotApplicableHasARowAndRequireAllFailsIt runs two scenarios with a
+// runner that passes one and finds the other not applicable to the relay
+// (lease-expiry on a relay that keeps no leases): the table and the JSON
+// have a row for each, the N/A one with its reason and no counts, and the
+// run exits 0; with --require-all the same run exits 1, naming what was
+// not judged.
+func TestNotApplicableHasARowAndRequireAllFailsIt(t *testing.T) {
+	why := "lease-expiry judges the leases a relay takes on outbox rows, and the row-lock outbox keeps none"
+	d := withDocker(testDeps())
+	d.scenarioNames = func() []string { return []string{scenarios.Baseline, scenarios.LeaseExpiry} }
+	d.runScenarios = func(ctx context.Context, ss []runSpec, _ func(int, scenarios.Progress), _ func(string), _ func(int, runOutcome) error) ([]runOutcome, error) {
+		var out []runOutcome
+		for _, s := range ss {
+			r := scenarios.Result{Scenario: s.Scenario, Seed: s.Seed, Relay: "row-lock", Valid: true}
+			o := runOutcome{Result: r}
+			if s.Scenario == scenarios.LeaseExpiry {
+				o = runOutcome{Result: scenarios.Result{Scenario: s.Scenario, Seed: s.Seed, Relay: "row-lock", NotApplicable: why}, NotApplicable: "scenario not applicable: " + why}
+			}
+			out = append(out, o)
+		}
+		return out, nil
+	}
+
+	code, out, errOut := invokeWith(t, d, "run", "--seed", "7")
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitOK, out, errOut)
+	}
+	var naRow string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, scenarios.LeaseExpiry+" ") {
+			naRow = l
+		}
+	}
+	if !strings.Contains(naRow, "N/A") || !strings.Contains(naRow, why) || strings.Contains(naRow, " 0 ") {
+		t.Errorf("the table's lease-expiry row %q: want N/A, its reason and no counts\n%s", naRow, out)
+	}
+	if !strings.Contains(out, "1 of 2 scenarios passed, 1 not applicable") {
+		t.Errorf("the summary does not count the N/A scenario:\n%s", out)
+	}
+
+	code, out, errOut = invokeWith(t, d, "run", "--seed", "7", "--json")
+	var results []scenarios.Result
+	if err := json.Unmarshal([]byte(out), &results); err != nil || code != exitOK || len(results) != 2 || results[1].NotApplicable != why || results[1].Verdict() != scenarios.VerdictNotApplicable {
+		t.Errorf("--json: exit %d, %v, %+v\n%s", code, err, results, errOut)
+	}
+
+	code, out, errOut = invokeWith(t, d, "run", "--seed", "7", "--require-all")
+	if code != exitFail || !strings.Contains(out, "1 of 2 scenarios not judged (1 not applicable, 0 inconclusive)") {
+		t.Errorf("--require-all: exit %d, want %d naming what was not judged\n%s%s", code, exitFail, out, errOut)
+	}
+}

@@ -20,7 +20,7 @@ func runVerb() verb {
 	return verb{
 		name:    "run",
 		summary: "run chaos scenarios on containers against a relay",
-		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST] | --target FILE] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--queue TYPE] [--json] [--out DIR]",
+		args:    "[--scenario NAME]... [--relay RELAY [--capabilities LIST] | --target FILE] [--seeds N] [--seed S] [--shard K/N] [--events N | --duration D] [--queue TYPE] [--require-all] [--json] [--out DIR]",
 		about: `Runs named chaos scenarios on real PostgreSQL, RabbitMQ and toxiproxy
 containers (built by ` + "`make images`" + `; a Docker engine is needed): a workload,
 a fault schedule drawn from the seed, a heal-and-drain phase and the
@@ -50,7 +50,12 @@ atomically as each cell finishes, so an interrupt, a crash or an error in
 a later cell keeps every finished cell, and its "unfinished" list names
 the cells that did not finish. The broker cluster scenarios (cluster-...)
 run only when named, on a three-node RabbitMQ cluster with quorum queues;
---queue classic runs them with classic queues instead, the contrast.`,
+--queue classic runs them with classic queues instead, the contrast.
+Every chosen scenario has a row in the results: one the relay cannot run
+(it needs a promise the relay does not declare) is N/A with the reason,
+one whose fault could not bite is INCONCLUSIVE (exit 3 when nothing
+failed); --require-all turns either into a failure (exit 1), for a CI
+that wants the whole catalogue judged.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
@@ -66,6 +71,7 @@ run only when named, on a three-node RabbitMQ cluster with quorum queues;
 			fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 			fs.StringVar(&o.out, "out", "", "write the results bundle (scenarios.json, histories, run.html) to `DIR`")
 			fs.BoolVar(&o.list, "list", false, "list the scenarios of the catalogue and exit")
+			fs.BoolVar(&o.requireAll, "require-all", false, "fail the run (exit 1) when a scenario is not applicable to the relay or inconclusive, instead of reporting it")
 			fs.StringVar(&o.queue, "queue", "", "with cluster- scenarios only, the consumer queues' `TYPE`: quorum (default) or classic, the non-replicated contrast")
 			return o.run
 		},
@@ -88,6 +94,9 @@ type runOptions struct {
 	out          string
 	list         bool
 	queue        string
+	// requireAll fails a run with a scenario that was not applicable or
+	// inconclusive.
+	requireAll bool
 }
 
 func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
@@ -219,9 +228,19 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	for i, c := range mine {
 		specs[i] = runSpec{Scenario: c.Scenario, Seed: c.Seed, Relay: relay, Variant: workload.Outbox, Events: o.events, Duration: o.duration, QueueType: o.queue}
 	}
-	var done func(int, runOutcome) error
-	if bundle != nil {
-		done = bundle.done
+	// rows are the outcomes in the order of specs, the scenarios that
+	// were not applicable included: every chosen scenario has its row.
+	var rows []scenarios.Result
+	done := func(i int, out runOutcome) error {
+		r := out.Result
+		if out.NotApplicable != "" && r.NotApplicable == "" {
+			r.NotApplicable = out.NotApplicable
+		}
+		rows = append(rows, r)
+		if bundle != nil {
+			return bundle.done(i, out)
+		}
+		return nil
 	}
 	_, results, code, stopped := runScenarios(ctx, std, d, "run", specs, o.json, done)
 	if bundle != nil {
@@ -244,30 +263,35 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		return unavailable(std, "run", "no scenario could run with relay %s", relay.Name)
 	}
 
-	failed, inconclusive := 0, 0
-	for _, r := range results {
+	failed, inconclusive, notApplicable := 0, 0, 0
+	for _, r := range rows {
 		switch r.Verdict() {
 		case scenarios.VerdictFail:
 			failed++
 		case scenarios.VerdictInconclusive:
 			inconclusive++
+		case scenarios.VerdictNotApplicable:
+			notApplicable++
 		}
 	}
 	if o.json {
-		b, err := json.MarshalIndent(results, "", "  ")
+		b, err := json.MarshalIndent(rows, "", "  ")
 		if err != nil {
 			return unavailable(std, "run", "encoding results: %v", err)
 		}
 		fmt.Fprintln(std.out, string(b))
 	} else {
-		countsTable(std.out, results, func(r scenarios.Result) string {
+		countsTable(std.out, rows, func(r scenarios.Result) string {
 			if o.seeds > 1 {
 				return fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
 			}
 			return r.Scenario
 		}, "scenario")
 	}
-	for _, r := range results {
+	for _, r := range rows {
+		if r.Verdict() == scenarios.VerdictNotApplicable {
+			fmt.Fprintf(w, "\nN/A scenario %s (relay %s), seed %d: not run, nothing judged: %s\n", r.Scenario, r.Relay, r.Seed, r.NotApplicable)
+		}
 		if r.Verdict() == scenarios.VerdictInconclusive {
 			fmt.Fprintf(w, "\nINCONCLUSIVE scenario %s (relay %s), seed %d: no checker failed, but a fault could not test what it claims to:\n", r.Scenario, r.Relay, r.Seed)
 			for _, why := range r.Inconclusive {
@@ -288,12 +312,20 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		fmt.Fprintf(w, "\nHTML report: %s\n", bundle.file.HTML)
 	}
 	if failed > 0 {
-		fmt.Fprintf(w, "%d of %d scenarios failed\n", failed, len(results))
+		fmt.Fprintf(w, "%d of %d scenarios failed\n", failed, len(rows))
+		return exitFail
+	}
+	if o.requireAll && inconclusive+notApplicable > 0 {
+		fmt.Fprintf(w, "%d of %d scenarios not judged (%d not applicable, %d inconclusive), and --require-all wants every one judged\n",
+			inconclusive+notApplicable, len(rows), notApplicable, inconclusive)
 		return exitFail
 	}
 	if inconclusive > 0 {
-		fmt.Fprintf(w, "%d of %d scenarios inconclusive, none failed\n", inconclusive, len(results))
+		fmt.Fprintf(w, "%d of %d scenarios inconclusive, none failed\n", inconclusive, len(rows))
 		return exitInconclusive
+	}
+	if notApplicable > 0 {
+		fmt.Fprintf(w, "%d of %d scenarios passed, %d not applicable to relay %s\n", len(rows)-notApplicable, len(rows), notApplicable, relay.Name)
 	}
 	return exitOK
 }

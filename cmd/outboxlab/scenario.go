@@ -265,11 +265,20 @@ func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Resu
 		c := r.Counts
 		v := r.Verdict()
 		fmt.Fprintf(w, "%-*s", width, first(r))
-		for i, x := range []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
-			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.UnexplainedDuplicates), fmt.Sprint(c.DuplicateEffects)} {
+		cells := []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
+			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.UnexplainedDuplicates), fmt.Sprint(c.DuplicateEffects)}
+		causes := duplicateCauses(c)
+		if v == scenarios.VerdictNotApplicable {
+			// Nothing ran: no count is a zero.
+			for i := 1; i < len(cells); i++ {
+				cells[i] = "-"
+			}
+			causes = "not applicable: " + r.NotApplicable
+		}
+		for i, x := range cells {
 			fmt.Fprintf(w, "  %*s", len(cols[i]), x)
 		}
-		fmt.Fprintf(w, "  %s\n", duplicateCauses(c))
+		fmt.Fprintf(w, "  %s\n", causes)
 	}
 }
 

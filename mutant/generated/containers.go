@@ -168,10 +168,11 @@ func (w *worker) runCatalogue(ctx context.Context, overlay, dir string, c Contai
 // catalogueKill judges the catalogue's results on a mutant by each run's
 // verdict: a FAIL kills it, with every failed scenario's broken promises
 // and replay as the evidence; an INCONCLUSIVE run (its fault could not
-// bite) neither kills it nor counts as passed. code is the catalogue's
-// exit code, which must agree with the verdicts.
+// bite) or a scenario not applicable to it neither kills it nor counts as
+// passed. code is the catalogue's exit code, which must agree with the
+// verdicts.
 func catalogueKill(results []scenarios.Result, code int, seed uint64, stderr string) (Kill, error) {
-	var failed, evidence, passed, inconclusive []string
+	var failed, evidence, passed, inconclusive, unjudged []string
 	for _, r := range results {
 		switch r.Verdict() {
 		case scenarios.VerdictFail:
@@ -182,7 +183,10 @@ func catalogueKill(results []scenarios.Result, code int, seed uint64, stderr str
 			}
 			evidence = append(evidence, fmt.Sprintf("%s seed %d: %s (replay: %s)", r.Scenario, r.Seed, strings.Join(problems, "; "), r.Replay))
 		case scenarios.VerdictInconclusive:
-			inconclusive = append(inconclusive, r.Scenario+" ("+strings.Join(r.Inconclusive, "; ")+")")
+			inconclusive = append(inconclusive, r.Scenario)
+			unjudged = append(unjudged, r.Scenario+" (inconclusive: "+strings.Join(r.Inconclusive, "; ")+")")
+		case scenarios.VerdictNotApplicable:
+			unjudged = append(unjudged, r.Scenario+" (not applicable: "+r.NotApplicable+")")
 		default:
 			passed = append(passed, r.Scenario)
 		}
@@ -195,8 +199,8 @@ func catalogueKill(results []scenarios.Result, code int, seed uint64, stderr str
 	}
 	if len(failed) == 0 {
 		k := Kill{Detail: fmt.Sprintf("the package's container tests and %d scenarios passed", len(passed))}
-		if len(inconclusive) > 0 {
-			k.Detail += fmt.Sprintf("; %d inconclusive, which judge nothing: %s", len(inconclusive), shorten(strings.Join(inconclusive, ", "), 300))
+		if len(unjudged) > 0 {
+			k.Detail += fmt.Sprintf("; %d inconclusive or not applicable, which judge nothing: %s", len(unjudged), shorten(strings.Join(unjudged, ", "), 300))
 		}
 		return k, nil
 	}

@@ -77,7 +77,7 @@ func TestContainerTier(t *testing.T) {
 			// The scenario may pass, or be inconclusive where the load
 			// kept its pause from finding rows held: either judges
 			// nothing against the mutant.
-			case tc.judgement == "gap" && !strings.Contains(o.Detail, "1 scenarios passed") && !strings.Contains(o.Detail, "0 scenarios passed; 1 inconclusive"):
+			case tc.judgement == "gap" && !strings.Contains(o.Detail, "1 scenarios passed") && !strings.Contains(o.Detail, "0 scenarios passed; 1 inconclusive or not applicable"):
 				t.Errorf("detail %q, want the container tests and the scenario passed or inconclusive", o.Detail)
 			case tc.eq != nil && o.Timing.Containers != 0:
 				t.Errorf("an equivalent mutant ran %.0fs on the container tier", o.Timing.Containers)
@@ -154,8 +154,13 @@ func TestCatalogueKillByVerdict(t *testing.T) {
 		t.Errorf("an inconclusive run: %+v, want no kill and the run named inconclusive with its reason", k)
 	}
 	k, err = catalogueKill([]scenarios.Result{inconclusive}, 3, 1, "")
-	if err != nil || k.Tier != "" || !strings.Contains(k.Detail, "0 scenarios passed; 1 inconclusive") {
+	if err != nil || k.Tier != "" || !strings.Contains(k.Detail, "0 scenarios passed; 1 inconclusive or not applicable") {
 		t.Errorf("only an inconclusive run: %+v, %v; want no kill, 0 passed", k, err)
+	}
+	na := scenarios.Result{Scenario: "crash-between-publish-and-mark", Seed: 1, NotApplicable: "needs failpoints"}
+	k, err = catalogueKill([]scenarios.Result{pass, na}, 0, 1, "")
+	if err != nil || k.Tier != "" || !strings.Contains(k.Detail, "1 scenarios passed; 1 inconclusive or not applicable") || !strings.Contains(k.Detail, "needs failpoints") {
+		t.Errorf("a not-applicable run: %+v, %v; want no kill and the run named with its reason", k, err)
 	}
 	k, err = catalogueKill([]scenarios.Result{pass, inconclusive, failed}, 1, 1, "")
 	if err != nil {
