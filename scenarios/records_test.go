@@ -1,11 +1,17 @@
 package scenarios
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
@@ -192,5 +198,24 @@ func TestPauseCountsOnlyAReplicaAsleep(t *testing.T) {
 	}
 	if got := lastRecorded(h, "relay-c"); got != "it recorded nothing" {
 		t.Errorf("lastRecorded of a silent replica %q", got)
+	}
+}
+
+// TestConnectFailureIsToldFromAStatementError checks what readState tries
+// again: a failure to connect (a server a fault just restarted), never a
+// statement's error, which would only delay the same failure.
+func TestConnectFailureIsToldFromAStatementError(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("counting effects: %w", io.ErrUnexpectedEOF), true},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{fmt.Errorf("reading rows: %w", &pgconn.PgError{Code: "42703", Message: `column "processed_at" does not exist`}), false},
+		{errors.New("reading the database clock: no rows"), false},
+	} {
+		if got := connectFailure(c.err); got != c.want {
+			t.Errorf("connectFailure(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

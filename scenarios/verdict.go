@@ -2,11 +2,16 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxlab/outboxlab/workload"
 
@@ -17,9 +22,35 @@ import (
 )
 
 // readState reads the final state: the outbox rows, the effects, and what
-// was left in the queues.
+// was left in the queues. A server that a fault restarted may refuse a
+// new connection for a moment after the heal: a failure to connect is
+// tried again for up to stateWithin; any other error is the run's.
 func (r *run) readState(ctx context.Context, queued []string) (checker.State, error) {
-	return r.fx.State(ctx, queued, r.mode == workload.Outbox)
+	deadline := time.Now().Add(stateWithin)
+	for {
+		st, err := r.fx.State(ctx, queued, r.mode == workload.Outbox)
+		if err == nil || !connectFailure(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return st, err
+		}
+		r.logf("reading the final state: %v; trying again", err)
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// stateWithin bounds the retries of the final state's read.
+const stateWithin = 20 * time.Second
+
+// connectFailure reports whether err is a failure to reach PostgreSQL
+// (a connection refused or closed while it was being made), not an
+// error of a statement.
+func connectFailure(err error) bool {
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connect) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
 }
 
 // checkerConfig states what the run promises.
