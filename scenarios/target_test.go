@@ -1,8 +1,11 @@
 package scenarios
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,7 +90,7 @@ func TestParseTargetRefusesWhatCannotWork(t *testing.T) {
 		{"no relay", "outbox: {migrate: x, stage: x, rows: x}", "relay: give image"},
 		{"both", "relay: {image: a, command: b}\noutbox: {migrate: x, stage: x, rows: x}", "not both"},
 		{"no outbox", "relay: {image: a}", "outbox.migrate, outbox.stage, outbox.rows: missing"},
-		{"unknown field", "relay: {image: a}\ntable: x", "field table not found"},
+		{"unknown field", "relay: {image: a}\ntable: x", "table: unknown field (line 2; known here: name, relay, capabilities, outbox, delivery)"},
 		{"bad identity", "relay: {image: a}\noutbox: {migrate: x, stage: x, rows: x}\ndelivery: {id: property}", "delivery.id"},
 		{"bad capability", "relay: {image: a}\ncapabilities: teleports\noutbox: {migrate: x, stage: x, rows: x}", "unknown capability"},
 		{"bad parameter", "relay: {image: a}\noutbox: {migrate: x, stage: 'INSERT INTO {table} VALUES (:event)', rows: x}", "unknown parameter :event"},
@@ -131,5 +134,261 @@ func TestExampleTargetsParse(t *testing.T) {
 		if _, err := LoadTarget(f); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestParseTargetReportsEveryProblem gives a file with a problem in each
+// of its parts: every one is reported, naming its field, where the first
+// one used to hide the others.
+func TestParseTargetReportsEveryProblem(t *testing.T) {
+	text := `relay:
+  image: My/Relay
+  cmd: ./relay
+  env: {"": x}
+capabilities: parks,teleports
+outbox:
+  migrate: CREATE TABLE {tbl} (id uuid); CREATE INDEX ON {tabel} (id)
+  stage:
+    - INSERT INTO {table} VALUES (:id, :kind, :body)
+    - ""
+  rows: SELECT id FROM {table}
+  no_leases: maybe
+delivery:
+  id: property
+`
+	_, err := ParseTarget([]byte(text), ".")
+	var te *TargetError
+	if !errors.As(err, &te) {
+		t.Fatalf("error %v, want a *TargetError", err)
+	}
+	for _, want := range []string{
+		"relay.cmd: unknown field (line 3; known here: image, command, env)",
+		"outbox.no_leases: cannot unmarshal !!str `maybe` into bool (line 12)",
+		`relay.image: "My/Relay" is not an image reference`,
+		`relay.env: "" is not a variable name`,
+		`unknown capability "teleports"`,
+		"outbox.migrate: unknown placeholders {tbl}, {tabel}",
+		"outbox.stage[0]: unknown parameters :kind, :body (known: :id, :type, :payload, :correlation_id, :occurred_at)",
+		"outbox.stage[1]: empty",
+		"delivery.id: ",
+	} {
+		if !slices.ContainsFunc(te.Problems, func(p error) bool { return strings.Contains(p.Error(), want) }) {
+			t.Errorf("no problem says %q; the problems:\n%v", want, err)
+		}
+	}
+	if len(te.Problems) != 9 {
+		t.Errorf("%d problems, want 9:\n%v", len(te.Problems), err)
+	}
+	if !strings.HasPrefix(err.Error(), "9 problems:\n  ") {
+		t.Errorf("the error does not list its problems one a line:\n%v", err)
+	}
+	for _, c := range []struct{ text, want string }{
+		{"", "empty"},
+		{"relay: {image: a\n", "reading the YAML"},
+		{"relay: {image: a}\noutbox: {migrate: x, stage: x, rows: x}\n---\nname: two\n", "a second YAML document"},
+		{"relay: {image: a}\noutbox: {migrate: x, stage: {a: b}, rows: x}", "outbox.stage: want a statement or a list of statements (line 2)"},
+	} {
+		if _, err := ParseTarget([]byte(c.text), "."); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one saying %q", c.text, err, c.want)
+		}
+	}
+}
+
+func TestImageReferences(t *testing.T) {
+	for _, ref := range []string{"a", "my/relay:1.2", "outboxlab/pyrelay:dev", "localhost:5000/team/relay:v1", "registry.example.com/a-b/c_d.e:Tag_1",
+		"relay@sha256:" + strings.Repeat("0f", 32), "[::1]:5000/relay"} {
+		if err := checkImageRef(ref); err != nil {
+			t.Errorf("%q refused: %v", ref, err)
+		}
+	}
+	for _, ref := range []string{"My/Relay", "relay:", "a b", "relay:-x", "/relay", "relay/", "relay@sha256:12", "re--lay_"} {
+		if err := checkImageRef(ref); err == nil {
+			t.Errorf("%q accepted", ref)
+		}
+	}
+}
+
+func TestProgramPath(t *testing.T) {
+	for _, c := range []struct{ dir, prog, want string }{
+		{"/srv/targets", "./bin/relay", "/srv/targets/bin/relay"},
+		{"/srv/targets", "../bin/relay", "/srv/bin/relay"},
+		{"examples/mine", "./bin/relay", "./examples/mine/bin/relay"},
+		{"examples/mine", "bin/relay", "./examples/mine/bin/relay"},
+		{".", "./relay", "./relay"},
+		{".", "../relay", "../relay"},
+		{"../targets", "./relay", "../targets/relay"},
+		{"/srv/targets", "/opt/relay", "/opt/relay"},
+		{"/srv/targets", "relay", "relay"},
+	} {
+		if got := programPath(c.dir, c.prog); got != c.want {
+			t.Errorf("programPath(%q, %q) = %q, want %q", c.dir, c.prog, got, c.want)
+		}
+	}
+}
+
+// writeTarget writes a target file whose relay is the command ./bin/relay,
+// an executable script beside it, and returns its path.
+func writeTarget(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "relay"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(otherColumns, "command: bin/other-relay", "command: ./bin/relay", 1)
+	path := filepath.Join(dir, "target.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLoadTargetFindsARelativeProgramFromAnAbsolutePath loads a target
+// file by its absolute path and by a relative one: the command's
+// relative program is found from both (an absolute path used to become
+// .//abs/...).
+func TestLoadTargetFindsARelativeProgramFromAnAbsolutePath(t *testing.T) {
+	root := t.TempDir()
+	path := writeTarget(t, filepath.Join(root, "targets"))
+	u, err := LoadTarget(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(root, "targets", "bin", "relay"); u.Command[0] != want {
+		t.Errorf("program %q, want %q", u.Command[0], want)
+	}
+	if _, err := exec.LookPath(u.Command[0]); err != nil {
+		t.Errorf("the program of a target given by its absolute path is not found: %v", err)
+	}
+	t.Chdir(root)
+	u, err = LoadTarget(filepath.Join("targets", "target.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Command[0] != "./targets/bin/relay" {
+		t.Errorf("program %q, want ./targets/bin/relay", u.Command[0])
+	}
+	if _, err := exec.LookPath(u.Command[0]); err != nil {
+		t.Errorf("the program of a target given by a relative path is not found: %v", err)
+	}
+}
+
+// allColumns is a rows SELECT that gives every column of RowColumns.
+const allColumns = `SELECT event_id AS id, kind AS message_type, sent_at AS processed_at, NULL::timestamptz AS faulted_at,
+	0 AS attempts, created_at AS occurred_at, NULL AS locked_by, NULL::timestamptz AS locked_at, NULL::timestamptz AS locked_until
+	FROM {table}`
+
+func TestRowsColumns(t *testing.T) {
+	for _, c := range []struct {
+		name, sql string
+		names     []string
+		unsure    bool
+	}{
+		{"AS aliases", allColumns, RowColumns, false},
+		{"bare names, qualified and quoted", `SELECT o.id, "message_type", processed_at::timestamptz, faulted_at, attempts::int, occurred_at,
+			locked_by, locked_at, o.locked_until FROM {table} o WHERE id IS NOT NULL`, RowColumns, false},
+		{"bare aliases", `SELECT event_id id, 'x' message_type, now() processed_at, (NULL) faulted_at, 0 attempts, created_at occurred_at,
+			NULL locked_by, NULL locked_at, NULL locked_until FROM {table}`, RowColumns, false},
+		{"upper case folds, quoted keeps its case", `SELECT EVENT_ID AS ID, kind AS "Message_Type" FROM {table}`, []string{"id", "Message_Type"}, false},
+		{"nested parentheses, commas and keywords", `SELECT coalesce(a, (SELECT max(b) FROM t WHERE c IN (1, 2))) AS id,
+			a IS DISTINCT FROM b AS message_type, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS attempts FROM {table} ORDER BY 1`,
+			[]string{"id", "message_type", "attempts"}, false},
+		{"literals and comments that look like SQL", `SELECT 'a, b FROM c' AS id, -- , x AS y FROM
+			/* , z AS w */ $$ , FROM $$ AS message_type, E'\', x' AS attempts, "a ""b"" FROM" FROM {table}`,
+			[]string{"id", "message_type", "attempts", `a "b" FROM`}, false},
+		{"WITH and DISTINCT ON", `WITH x AS (SELECT 1 AS nope, 2 AS nope2) SELECT DISTINCT ON (id) id, message_type FROM x`, []string{"id", "message_type"}, false},
+		{"an alias that is a keyword", `SELECT a AS from, b AS id FROM {table}`, []string{"from", "id"}, false},
+		{"a star", `SELECT * FROM {table}`, nil, true},
+		{"a qualified star", `SELECT o.*, 1 AS extra FROM {table} o`, []string{"extra"}, true},
+		{"an expression without a name", `SELECT event_id AS id, coalesce(tries, 0) FROM {table}`, []string{"id"}, true},
+		{"a cast to a type of several words", `SELECT locked_at::timestamp with time zone FROM {table}`, nil, true},
+		{"a cast then a bare alias", `SELECT tries::int attempts FROM {table}`, nil, true},
+		{"not a SELECT", `TABLE {table}`, nil, true},
+		{"a SELECT in parentheses", `(SELECT id FROM {table})`, nil, true},
+		{"unterminated", `SELECT 'id FROM {table}`, nil, true},
+		{"a star among every column", `SELECT *, event_id AS id, kind AS message_type, sent_at AS processed_at, dead_at AS faulted_at,
+			tries AS attempts, created_at AS occurred_at, owner AS locked_by, owned_at AS locked_at, lease_until AS locked_until FROM {table}`, RowColumns, false},
+	} {
+		names, unsure := rowsColumns(c.sql)
+		if !slices.Equal(names, c.names) || (unsure != "") != c.unsure {
+			t.Errorf("%s: names %q, unsure %q; want %q, unsure %v", c.name, names, unsure, c.names, c.unsure)
+		}
+	}
+}
+
+// check writes text as a target file and checks it.
+func check(t *testing.T, text string) (TargetCheck, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return CheckTarget(path)
+}
+
+// TestCheckTargetRefuses gives CheckTarget a good target file with one
+// mistake at a time; each is refused naming its field.
+func TestCheckTargetRefuses(t *testing.T) {
+	good := strings.Replace(otherColumns, "rows: SELECT event_id AS id, kind AS message_type FROM {table}", "rows: |\n    "+strings.ReplaceAll(allColumns, "\n", "\n    "), 1)
+	if c, err := check(t, good); err != nil || c.RowsUnsure != "" || !slices.Equal(c.Rows, RowColumns) {
+		t.Fatalf("the good file: %v, rows %q, unsure %q", err, c.Rows, c.RowsUnsure)
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"unknown placeholder", "SELECT pg_notify('{channel}', '')", "SELECT pg_notify('{chanel}', '')", "outbox.stage[1]: unknown placeholder {chanel}"},
+		{"unknown parameter", ":occurred_at)", ":created_at)", "outbox.stage[0]: unknown parameter :created_at"},
+		{"missing rows column", "NULL::timestamptz AS locked_until", "NULL::timestamptz AS lease_until", "outbox.rows: the SELECT gives no column locked_until"},
+		{"a rows column given twice", "0 AS attempts", "0 AS id", "outbox.rows: the SELECT gives id more than once"},
+		{"a stage that never keeps the id", "VALUES (:id,", "VALUES (gen_random_uuid(),", "outbox.stage: no statement uses :id"},
+		{"an image reference with a blank", "command: bin/other-relay --quiet \"two words\"", "image: my relay", `relay.image: "my relay" is not an image reference`},
+		{"a capability twice", "capabilities: parks,lease=3s", "capabilities: parks,parks", "parks is given twice"},
+		{"a delivery id nowhere", "id: header:x-event-id", "id: property:x", "delivery.id: "},
+	} {
+		text := strings.Replace(good, c.from, c.to, 1)
+		if text == good {
+			t.Fatalf("%s: %q is not in the good file", c.name, c.from)
+		}
+		_, err := check(t, text)
+		var te *TargetError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "t.yaml") {
+			t.Errorf("%s: error %v, want a *TargetError naming the file and saying %q", c.name, err, c.want)
+		}
+	}
+	// What the text cannot tell is said, not refused.
+	c, err := check(t, strings.Replace(good, "0 AS attempts", "coalesce(tries, 0)", 1))
+	if err != nil || !strings.Contains(c.RowsUnsure, "item 5 (coalesce(tries, 0))") || !strings.Contains(c.RowsUnsure, "attempts") {
+		t.Errorf("an unnamed item: %v, unsure %q", err, c.RowsUnsure)
+	}
+}
+
+// TestCheckTargetAcceptsTheShippedTargets checks the target files of the
+// repository and the example of docs/targets.md.
+func TestCheckTargetAcceptsTheShippedTargets(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*/target.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example target files")
+	}
+	for _, f := range files {
+		c, err := CheckTarget(f)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if c.RowsUnsure != "" || !slices.Equal(c.Rows, RowColumns) {
+			t.Errorf("%s: rows %q, unsure %q: want every column told", f, c.Rows, c.RowsUnsure)
+		}
+	}
+	doc, err := os.ReadFile("../docs/targets.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/targets.md has no YAML example")
+	}
+	c, err := check(t, example)
+	if err != nil || c.RowsUnsure != "" {
+		t.Errorf("the example of docs/targets.md: %v (rows unsure: %q)", err, c.RowsUnsure)
 	}
 }
