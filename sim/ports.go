@@ -645,6 +645,9 @@ var _ RawInbox = (*inboxPort)(nil)
 // Apply implements consumer.Inbox.
 func (ip *inboxPort) Apply(ctx context.Context, m consumer.Message) (bool, error) {
 	p := ip.p
+	if p.db != nil {
+		return ip.sqlApplySteps(ctx, m)
+	}
 	events := []string{m.ID}
 	h, v, lost, err := p.begin(callApply, history.Apply, events, history.Meta{}, p.dbDown())
 	if err != nil && !lost {

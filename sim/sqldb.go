@@ -53,10 +53,13 @@ import (
 //     itself; a mark's RETURNING rows are put back in the order of the
 //     ids the relay passed, as the fake returns them.
 //   - Concurrency inside the server: statements are serialised. Exactly
-//     one process runs at a time, every relay and consumer call is one
-//     statement or one transaction that ends within the call, and only
-//     a producer keeps a transaction open across steps, with rows no one
-//     else can see or touch. No statement waits on a lock, so SKIP
+//     one process runs at a time, every relay call is one statement or
+//     one transaction that ends within the call, a producer keeps a
+//     transaction open across steps, with rows no one else can see or
+//     touch, and a consumer's apply is one step per statement
+//     (sqlsteps.go): a consumer's statement that meets another's lock
+//     fails at once instead of waiting. No relay statement waits on a
+//     lock, so SKIP
 //     LOCKED never skips and nothing depends on timing; a lock wait would
 //     end at statement_timeout as an error in the history, not a hang.
 //   - NOTIFY delivery is asynchronous. After a staging transaction
@@ -291,6 +294,9 @@ type procDB struct {
 	clock, app time.Time
 	// tx is a producer's open transaction.
 	tx workload.Tx
+	// steps makes a consumer's statements scheduler steps (sqlsteps.go);
+	// nil for the other processes.
+	steps *stmtStepper
 }
 
 // open creates the run's database on a free server, waiting for one.
@@ -328,6 +334,11 @@ func (d *seedDB) proc(ctx context.Context, k kind) (*procDB, error) {
 	cfg.MaxConns, cfg.MinConns = 1, 0
 	cfg.HealthCheckPeriod = time.Hour
 	cfg.MaxConnLifetime, cfg.MaxConnIdleTime = 24*time.Hour, 24*time.Hour
+	if k == kindConsumer {
+		pd.steps = &stmtStepper{}
+		cfg.ConnConfig.Tracer = pd.steps
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = consumerLockTimeout
+	}
 	// A new connection holds no clock yet.
 	cfg.AfterConnect = func(context.Context, *pgx.Conn) error { pd.clock, pd.app = time.Time{}, time.Time{}; return nil }
 	if pd.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {

@@ -122,6 +122,9 @@ func newWorld(seed uint64, opts Options) *world {
 			ctx, cancel := harnessCtx()
 			p.db, w.err = w.db.proc(ctx, k)
 			cancel()
+			if p.db != nil && p.db.steps != nil {
+				p.db.steps.p = p
+			}
 		}
 		p.store = &storePort{p: p}
 		p.pub = &pubPort{p: p}
