@@ -2,6 +2,8 @@ package scenarios
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,10 +17,16 @@ import (
 // or command with the capabilities it declared), with the
 // workload size or safety phase that was given (0: the scenario's own).
 // Every argument is quoted so that a POSIX shell hands the run verb the
-// same values, a cmd: relay's arguments included.
+// same values, a cmd: relay's arguments included. For a relay that the
+// run verb cannot name (Unnamed), it is no command but a shell comment
+// that says so, and how to run it again: never a command that would run
+// something else.
 func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events int, duration time.Duration) string {
+	if why := Unnamed(relay); why != "" {
+		return fmt.Sprintf("# outboxlab run cannot name relay %s (%s): run the Go test that ran %s again, on seed %d", relay.Name, why, scenario, seed)
+	}
 	cmd := fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", QuoteArg(scenario), seed)
-	ours := relay.Name == "ours" && len(relay.Command) == 0 && (relay.Image == "" || relay.Image == testenv.ImageRelay)
+	ours := isOurs(relay)
 	switch {
 	case ours:
 		// Our relay runs by default.
@@ -36,6 +44,43 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 		cmd += " --capabilities " + QuoteArg(relay.CapabilitiesString())
 	}
 	return cmd + sizeArgs(events, duration)
+}
+
+// Unnamed returns why the run verb cannot name relay, so that no
+// outboxlab command runs it again, or "" when it can: an outbox schema in
+// Go code (outbox.Schema's functions) that no target file or --relay
+// names, or a program in the temporary directory, which is gone once the
+// test or the tool that built it ends. Such a relay is run again by the
+// Go code that ran it: suite.Run prints its subtest's go test command.
+func Unnamed(relay RelayUnderTest) string {
+	switch {
+	case relay.Replay != "":
+		return ""
+	case relay.Outbox.Own():
+		name := relay.Outbox.Name
+		if name == "" {
+			name = "of its own"
+		}
+		return fmt.Sprintf("its outbox schema %s is Go code", name)
+	case len(relay.Command) > 0 && inTempDir(relay.Command[0]):
+		return fmt.Sprintf("its program %s is in the temporary directory, gone once what built it ends", relay.Command[0])
+	}
+	return ""
+}
+
+// inTempDir reports whether path is in the temporary directory.
+func inTempDir(path string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
+	rel, err := filepath.Rel(os.TempDir(), path)
+	return err == nil && rel != "." && !strings.HasPrefix(rel, "..")
+}
+
+// isOurs reports whether relay is this repository's relay from its
+// image, the one the catalogue's tests run.
+func isOurs(relay RelayUnderTest) bool {
+	return relay.Name == "ours" && len(relay.Command) == 0 && (relay.Image == "" || relay.Image == testenv.ImageRelay)
 }
 
 // sizeArgs are the run verb's arguments for a workload size or safety
@@ -60,11 +105,18 @@ func QueueArg(queueType string) string {
 	return " --queue " + QuoteArg(queueType)
 }
 
-// replay returns the commands that run the same schedule again.
+// replay returns the commands that run the same schedule again: the run
+// verb's, and the go test command of the catalogue's tests, which run our
+// relay (for another relay, the run verb's again; for one the run verb
+// cannot name, what ReplayCommand says instead).
 func (r *run) replay() (cmd, test string) {
 	u := r.opts.Relay
 	u.Name = r.relay.Name
-	cmd = ReplayCommand(r.sc.Name, r.opts.Seed, u, r.opts.Events, r.opts.Duration) + QueueArg(r.opts.QueueType)
+	cmd = ReplayCommand(r.sc.Name, r.opts.Seed, u, r.opts.Events, r.opts.Duration)
+	unnamed := Unnamed(u) != ""
+	if !unnamed {
+		cmd += QueueArg(r.opts.QueueType)
+	}
 	long := ""
 	if r.long {
 		long = LongEnv + "=1 "
@@ -78,6 +130,13 @@ func (r *run) replay() (cmd, test string) {
 		// The catalogue test runs our consumer: only the consumer's own
 		// replay command repeats this run.
 		return cu.Replay, cu.Replay
+	}
+	switch {
+	case unnamed:
+		return cmd, cmd
+	case !isOurs(u):
+		// The catalogue test runs our relay, not this one.
+		return long + cmd, long + cmd
 	}
 	return long + cmd, test
 }

@@ -14,7 +14,8 @@
 // 'TestOutbox/broker-down'` selects one; `-short` skips them all (they
 // start containers: PostgreSQL, RabbitMQ and toxiproxy from outboxlab's
 // images, `make images` in the outboxlab repository). A failed scenario
-// prints the violated promises, the seed and the command that replays it;
+// prints the violated promises, the seed and the go test command that
+// replays it (-outboxlab.seed=N);
 // a scenario the target cannot run (it needs failpoints the relay does not
 // declare) and a run whose fault could not bite (INCONCLUSIVE) are
 // skipped with the reason, never passed.
@@ -26,6 +27,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,7 +124,7 @@ func Run(t *testing.T, target Target, opts Options) {
 					Seed: seed, Relay: relay, Long: opts.Long, Log: func(line string) { t.Log(line) },
 				})
 				cancel()
-				judge(t, res, err, opts.RequireAll)
+				judge(t, res, err, opts.RequireAll, testReplay(t.Name(), seed, first, opts.Seed != 0, opts.Long))
 			}
 		})
 	}
@@ -138,8 +141,13 @@ type reporter interface {
 
 // judge turns one run's outcome into the subtest's: a failure with its
 // evidence and replay, a skip for what could not be judged, or with
-// requireAll a failure for that too.
-func judge(t reporter, res scenarios.Result, err error, requireAll bool) {
+// requireAll a failure for that too. replay is the subtest's go test
+// command, which runs any relay again, one that the run verb cannot name
+// (a schema in Go code, a program built into a temporary directory) or
+// a target file named relative to the test's package included, where
+// the run verb's command (res.Replay) works only from outboxlab's own
+// checkout, and not for those.
+func judge(t reporter, res scenarios.Result, err error, requireAll bool, replay string) {
 	t.Helper()
 	unjudged := t.Skipf
 	if requireAll {
@@ -149,15 +157,62 @@ func judge(t reporter, res scenarios.Result, err error, requireAll bool) {
 	case err != nil && isNotApplicable(err):
 		unjudged("not applicable: %v", err)
 	case err != nil:
-		t.Fatalf("SEED=%d %s could not run: %v\nreplay: %s", res.Seed, res.Scenario, err, res.Replay)
+		t.Fatalf("SEED=%d %s could not run: %v\nreplay: %s", res.Seed, res.Scenario, err, replay)
 	case v == scenarios.VerdictFail:
 		t.Errorf("SEED=%d %s against %s FAILED:\n  %s\n%s\nreplay: %s", res.Seed, res.Scenario, res.Relay,
-			strings.Join(res.Problems, "\n  "), res.Report.Summary(), res.Replay)
+			strings.Join(res.Problems, "\n  "), res.Report.Summary(), replay)
 	case v == scenarios.VerdictInconclusive:
-		unjudged("SEED=%d %s INCONCLUSIVE: %s\nreplay: %s", res.Seed, res.Scenario, strings.Join(res.Inconclusive, "; "), res.Replay)
+		unjudged("SEED=%d %s INCONCLUSIVE: %s\nreplay: %s", res.Seed, res.Scenario, strings.Join(res.Inconclusive, "; "), replay)
 	default:
 		t.Logf("SEED=%d %s PASS: committed %d, delivered %d, duplicate deliveries %d (unexplained %d)", res.Seed, res.Scenario,
 			res.Counts.Committed, res.Counts.Delivered, res.Counts.DuplicateDeliveries, res.Counts.UnexplainedDuplicates)
+	}
+}
+
+// testReplay is the go test command, from the root of the test's module,
+// that runs the subtest name again: on seed through -outboxlab.seed, or,
+// when Options.Seed fixes the first seed in the code (fixed), on the same
+// seeds from first, which the command cannot change. The long mode that
+// OUTBOXLAB_LONG turned on is turned on again; the one Options.Long turns
+// on is in the code.
+func testReplay(name string, seed, first uint64, fixed, long bool) string {
+	var b strings.Builder
+	if !long && scenarios.LongFromEnv() {
+		b.WriteString(scenarios.LongEnv + "=1 ")
+	}
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	fmt.Fprintf(&b, "go test %s -run %s -count=1", packageDir(), scenarios.QuoteArg(strings.Join(parts, "/")))
+	switch {
+	case !fixed:
+		fmt.Fprintf(&b, " -args -outboxlab.seed=%d", seed)
+	case seed != first:
+		fmt.Fprintf(&b, " # Options.Seed starts it at seed %d, and seed %d is its run %d", first, seed, seed-first+1)
+	}
+	return b.String()
+}
+
+// packageDir is the directory of the test's package relative to the root
+// of its module ("./examples/pyrelay"), where go test runs the test
+// binary; "." when it is the root, or when no go.mod is found above it.
+func packageDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			rel, err := filepath.Rel(dir, wd)
+			if err != nil || rel == "." {
+				return "."
+			}
+			return "./" + filepath.ToSlash(rel)
+		}
+		if filepath.Dir(dir) == dir {
+			return "."
+		}
 	}
 }
 
