@@ -61,3 +61,6 @@ func TestSQLConsumerStatementsInterleave(t *testing.T) {
 		t.Fatalf("%d applies overlapped on the fakes, where an apply is one step", fakes)
 	}
 }
+
+// SQLTier is sqlTier for the package's external tests.
+var SQLTier = sqlTier
