@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -25,10 +27,12 @@ func skewUnit(s stage) time.Duration {
 
 // skewBite judges whether clock-skew could bite: the lease the skewed
 // replicas took (from their claim records, else from the rows) must be
-// shorter than the smallest offset, and, where the relay records, each
-// skewed replica must have claimed rows while its clock was off, so that
-// the replicas contended for the rows with clocks apart. What it cannot
-// establish makes the run inconclusive.
+// shorter than the smallest offset, and each skewed replica must have
+// claimed rows while its clock was off, so that the replicas contended
+// for the rows with clocks apart: by its claim records, or, for a relay
+// that records nothing, by the last lease each row shows, where one such
+// claim must also have been taken while another replica held a live
+// lease. What it cannot establish makes the run inconclusive.
 func skewBite(ctx context.Context, s stage, res *Result) {
 	var skews []skewed
 	for _, f := range s.Faults() {
@@ -51,9 +55,41 @@ func skewBite(ctx context.Context, s stage, res *Result) {
 		}
 		from = "median of locked_until - locked_at in the rows"
 	}
-	inc, unchecked := judgeSkew(skews, lease, from, res.Records.Known, res.History)
+	var seen []leaseSeen
+	if !res.Records.Known {
+		var err error
+		if seen, err = rowLeases(ctx, s); err != nil {
+			res.Problems = append(res.Problems, fmt.Sprintf("clock-skew: reading the leases in the rows: %v", err))
+			return
+		}
+	}
+	inc, unchecked := judgeSkew(skews, lease, from, res.Records.Known, res.History, seen)
 	res.Inconclusive = append(res.Inconclusive, inc...)
 	res.Unchecked = append(res.Unchecked, unchecked...)
+}
+
+// leaseSeen is the last lease a replica took on a row, as the row shows
+// it: locked_by, locked_at and locked_until, on the database clock.
+type leaseSeen struct {
+	process   string
+	at, until time.Time
+}
+
+// rowLeases reads the last lease of every row of the first context's
+// table that shows one.
+func rowLeases(ctx context.Context, s stage) ([]leaseSeen, error) {
+	rows, err := s.DB().Query(ctx, `SELECT locked_by::text, locked_at::timestamptz, locked_until::timestamptz FROM `+s.Slot(0, 0).bc.rows+`
+		WHERE locked_by IS NOT NULL AND locked_at IS NOT NULL AND locked_until IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	var out []leaseSeen
+	var l leaseSeen
+	_, err = pgx.ForEachRow(rows, []any{&l.process, &l.at, &l.until}, func() error {
+		out = append(out, l)
+		return nil
+	})
+	return out, err
 }
 
 // skewed is one replica clock-skew ran with an offset clock: its history
@@ -64,8 +100,9 @@ type skewed struct {
 }
 
 // judgeSkew decides what skewBite says of a run whose skewed replicas took
-// leases of lease (0: unknown), told from, and whose history is h.
-func judgeSkew(skews []skewed, lease time.Duration, from string, recordsKnown bool, h []history.Op) (inconclusive, unchecked []string) {
+// leases of lease (0: unknown), told from, whose history is h and whose
+// rows show the leases seen (read when the relays record nothing).
+func judgeSkew(skews []skewed, lease time.Duration, from string, recordsKnown bool, h []history.Op, seen []leaseSeen) (inconclusive, unchecked []string) {
 	smallest := skews[0].offset.Abs()
 	for _, c := range skews[1:] {
 		smallest = min(smallest, c.offset.Abs())
@@ -77,7 +114,7 @@ func judgeSkew(skews []skewed, lease time.Duration, from string, recordsKnown bo
 		return []string{fmt.Sprintf("clock-skew could not bite: the relays took leases of %s (%s), not shorter than the smallest offset %s",
 			lease.Round(time.Millisecond), from, smallest)}, nil
 	case !recordsKnown:
-		return nil, []string{fmt.Sprintf("clock-skew: leases of %s (%s) against offsets of at least %s; whether the skewed replicas claimed rows while skewed is not known without records",
+		return judgeSkewByRows(skews, h, seen), []string{fmt.Sprintf("clock-skew: leases of %s (%s) against offsets of at least %s; the skewed replicas' claims and their contention are judged from the last lease each row shows",
 			lease.Round(time.Millisecond), from, smallest)}
 	}
 	for _, c := range skews {
@@ -121,18 +158,7 @@ func rowLease(ctx context.Context, s stage) (time.Duration, error) {
 // history if it never stopped). The history is not in time order: the
 // relays' records are merged after the harness's own.
 func claimedWhile(h []history.Op, process, fault string) int {
-	var from, to time.Time
-	for _, op := range h {
-		if op.Meta.Fault == nil || op.Meta.Fault.Name != fault || op.Type != history.OK {
-			continue
-		}
-		switch op.F {
-		case history.FaultStart:
-			from = op.Time
-		case history.FaultStop:
-			to = op.Time
-		}
-	}
+	from, to := faultWindow(h, fault)
 	if from.IsZero() {
 		return 0
 	}
@@ -144,4 +170,55 @@ func claimedWhile(h []history.Op, process, fault string) int {
 		}
 	}
 	return n
+}
+
+// judgeSkewByRows decides whether clock-skew bit a relay that records
+// nothing, from the last lease each row shows: every skewed replica must
+// show a row it claimed while its clock was off, and one of those claims
+// must have been taken while another replica held a live lease on another
+// row (the replicas contended with clocks apart). A later claim of a row
+// hides an earlier one, so what the rows cannot show makes the run
+// inconclusive, never a pass.
+func judgeSkewByRows(skews []skewed, h []history.Op, seen []leaseSeen) []string {
+	var inconclusive []string
+	contended := false
+	for _, c := range skews {
+		from, to := faultWindow(h, c.fault)
+		n := 0
+		for _, l := range seen {
+			if l.process != c.process || from.IsZero() || l.at.Before(from) || (!to.IsZero() && l.at.After(to)) {
+				continue
+			}
+			n++
+			for _, o := range seen {
+				if o.process != c.process && !o.at.After(l.at) && l.at.Before(o.until) {
+					contended = true
+				}
+			}
+		}
+		if n == 0 {
+			inconclusive = append(inconclusive, fmt.Sprintf("clock-skew could not bite: no row shows a claim by %s while its clock was %s (the rows keep only their last lease)", c.process, chaos.FormatClockOffset(c.offset)))
+		}
+	}
+	if len(inconclusive) == 0 && !contended {
+		inconclusive = append(inconclusive, "clock-skew could not bite: no row shows a skewed replica's claim taken while another replica held a live lease (the rows keep only their last lease)")
+	}
+	return inconclusive
+}
+
+// faultWindow returns the wall-clock start and stop of fault (stop zero
+// when it never stopped; both zero when it never started).
+func faultWindow(h []history.Op, fault string) (from, to time.Time) {
+	for _, op := range h {
+		if op.Meta.Fault == nil || op.Meta.Fault.Name != fault || op.Type != history.OK {
+			continue
+		}
+		switch op.F {
+		case history.FaultStart:
+			from = op.Time
+		case history.FaultStop:
+			to = op.Time
+		}
+	}
+	return from, to
 }

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func TestJudgeSkew(t *testing.T) {
 		return history.Op{Time: db, Process: process, Type: history.OK, F: history.Claim, Events: []string{"e"},
 			Meta: history.Meta{DBTime: db, Until: db.Add(lease)}}
 	}
+	row := func(process string, at, lease int) leaseSeen {
+		return leaseSeen{process: process, at: t0.Add(time.Duration(at) * time.Second), until: t0.Add(time.Duration(at+lease) * time.Second)}
+	}
 	both := []history.Op{
 		claim("relay-a", 0, 4*time.Second), // before its skew: not counted
 		fault("relay-a clock +5m", history.FaultStart, 1),
@@ -58,20 +62,29 @@ func TestJudgeSkew(t *testing.T) {
 		h            []history.Op
 		inconclusive string
 		unchecked    bool
+		seen         []leaseSeen
 	}{
 		{name: "bites", lease: 4 * time.Second, known: true, h: both},
 		{name: "bites, records merged after the harness's ops", lease: 4 * time.Second, known: true, h: shuffled},
 		{name: "lease unknown", lease: 0, known: true, h: both, inconclusive: "no lease the relays took is known"},
 		{name: "lease as long as the smallest offset", lease: 3 * time.Minute, known: true, h: both, inconclusive: "not shorter than the smallest offset 3m0s"},
 		{name: "a replica never claimed while skewed", lease: 4 * time.Second, known: true, h: onlyA, inconclusive: "relay-b claimed no row while its clock was -3m"},
-		{name: "no records: judged by the rows' lease", lease: 4 * time.Second, known: false, h: nil, unchecked: true},
+		{name: "no records: both skewed replicas claimed while another held a live lease", lease: 4 * time.Second, h: both, unchecked: true,
+			seen: []leaseSeen{row("relay-a", 3, 4), row("relay-b", 4, 4), row("relay-c", 2, 4)}},
+		{name: "no records: a replica shows no claim while skewed", lease: 4 * time.Second, h: both, unchecked: true,
+			seen:         []leaseSeen{row("relay-a", 3, 4), row("relay-b", 0, 4), row("relay-c", 2, 4)},
+			inconclusive: "no row shows a claim by relay-b while its clock was -3m"},
+		{name: "no records: claims while skewed, none against a live lease", lease: 4 * time.Second, h: both, unchecked: true,
+			seen:         []leaseSeen{row("relay-c", 0, 1), row("relay-a", 3, 4), row("relay-b", 7, 4)},
+			inconclusive: "no row shows a skewed replica's claim taken while another replica held a live lease"},
+		{name: "no records, no rows", lease: 4 * time.Second, h: both, unchecked: true, inconclusive: "no row shows a claim by relay-a"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			inc, unchecked := judgeSkew(skews, c.lease, "test", c.known, c.h)
+			inc, unchecked := judgeSkew(skews, c.lease, "test", c.known, c.h, c.seen)
 			if c.inconclusive == "" && len(inc) > 0 {
 				t.Fatalf("inconclusive %q, want none", inc)
 			}
-			if c.inconclusive != "" && (len(inc) != 1 || !strings.Contains(inc[0], c.inconclusive)) {
+			if c.inconclusive != "" && !slices.ContainsFunc(inc, func(s string) bool { return strings.Contains(s, c.inconclusive) }) {
 				t.Fatalf("inconclusive %q, want one containing %q", inc, c.inconclusive)
 			}
 			if c.unchecked != (len(unchecked) > 0) {
