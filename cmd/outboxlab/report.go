@@ -34,7 +34,13 @@ split the same way; the report names the shards it lacks and the cells
 that did not finish. A kind of run the bundles lack is reported as not
 run; no figure is ever invented, and a results file without the metadata
 of its run (its date and the machine's cores, OS and Go version) is
-refused with exit 2. --archive DIR also copies each bundle's results files
+refused with exit 2; so is a results file of a format_version this
+outboxlab does not read (one without the key is version 1), one with a
+key it does not know or without one it needs, and one whose part holds
+cells it neither ran nor lists as unfinished (naming them). --md and
+--html never overwrite a file the report reads, nor each other, and are
+written together once both are made: a report that fails leaves both as
+they were. --archive DIR also copies each bundle's results files
 to DIR/NAME (NAME the bundle directory's own name) without the histories of
 the runs that passed and without the HTML pages: small enough to keep in
 the repository (results/), so that a later report merges them with new
