@@ -96,7 +96,7 @@ func (r *run) unchecked(rep checker.Report) []string {
 			"fencing: the relays run outside the harness's process and record no claims or marks; lease-expiry judges fencing on the rows a paused replica held",
 			"parking: attempts consumed during broker outages and the spacing of retries need relay retry records; the final rows are judged (poison parked within the attempt limit, healthy rows never parked)",
 			"retention: no sweep records; the final rows are judged (no committed row gone within retention)",
-			"duplicate-deliveries: publishes are not recorded; a duplicate delivery is explained only by the consumer's redelivery flag or a requeue; a second publish of a row cannot be told apart and stays unexplained",
+			"duplicate-deliveries: publishes are not recorded; a duplicate delivery is explained by a requeue or a consumer fault, or, as a second publish, by a fault (not clock) that hit a relay while the event was in flight; which replica published it and why is not known",
 		)
 	}
 	for _, res := range rep.Results {
