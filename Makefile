@@ -237,6 +237,11 @@ bench:
 	@$(MAKE) --no-print-directory images
 	$(GO) run ./cmd/outboxlab bench $(BENCHFLAGS)
 
+## report: rebuild REPORT.md from the bundles results/report.list names, in its order (no Docker); the HTML page, with every benchmark run, goes to .build/REPORT.html
+.PHONY: report
+report:
+	$(GO) run ./cmd/outboxlab report --in-list results/report.list --allow-mixed-commits --bench-summary --md REPORT.md --html $(BUILD)/REPORT.html
+
 ## clean-containers: remove every container and network the harness left behind (label org.outboxlab.harness)
 .PHONY: clean-containers
 clean-containers:

@@ -138,8 +138,8 @@ type namedFigure struct {
 // the runs span commits, the same table follows over the runs at the
 // commit of the newest run: what the relay as it stands met, apart from
 // the runs of the code it replaced.
-func writeBenchGoals(s *strings.Builder, runs []*BenchFile) {
-	if !writeGoalsTable(s, runs, "The goals over every run above, per layout") {
+func writeBenchGoals(s *strings.Builder, runs []*BenchFile, intro string) {
+	if !writeGoalsTable(s, runs, intro) {
 		return
 	}
 	newest := runs[0]

@@ -26,9 +26,21 @@ type Page struct {
 	// out.
 	Meta Meta
 	Runs []Run
+	// Sections follow the runs: tables apart from any run, such as the
+	// benchmark's.
+	Sections []Section
 	// EventLimit bounds the events drawn per timeline, offending ones
 	// aside; DefaultEventLimit when zero.
 	EventLimit int
+}
+
+// Section is a part of a page apart from its runs: a title, paragraphs,
+// tables and notes.
+type Section struct {
+	Title  string
+	Text   []string
+	Tables []Table
+	Notes  []string
 }
 
 // WriteHTML renders p to w. The output depends on p alone.
@@ -193,6 +205,7 @@ ul.offending { margin: 2px 0 4px 16px; padding: 0; color: var(--fail); font-size
 ul.problems { color: var(--fail); }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; vertical-align: -1px; margin-right: 5px; opacity: .55; }
 .legend-box { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 6px 10px; margin: 16px 0; }
+.wide { overflow-x: auto; }
 .note { background: #fff8e6; border-left: 4px solid #e8a33d; padding: 8px 12px; margin: 10px 0; }
 svg { display: block; width: 100%; height: auto; }
 svg text { font-family: -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
@@ -286,6 +299,17 @@ svg .latency-dot { fill: #4a78c2; fill-opacity: .7; }
 <h3>Timeline: {{.Shown}} of {{.Total}} events{{if .Offending}}, {{.Offending}} offending (red){{end}}</h3>
 <div class="meta">One row per event, in order of first appearance; hover a mark for its record. Shaded bands are fault windows; dashed lines start the phases.</div>
 {{.Timeline}}
+</section>
+{{end}}
+{{range .Sections}}
+<section class="run">
+<h2>{{.Title}}</h2>
+{{range .Text}}<p class="intro">{{.}}</p>{{end}}
+{{range .Tables}}{{if .Title}}<p class="meta">{{.Title}}</p>{{end}}
+<div class="wide"><table class="summary"><tr>{{range .Columns}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table></div>
+{{end}}{{if .Notes}}<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </section>
 {{end}}
 </main>

@@ -75,7 +75,40 @@ func BundlePage(b Bundle) (Page, error) {
 		}
 	}
 	p.Intro = strings.Join(intro, " ")
+	p.Sections = benchSections(b)
 	return p, nil
+}
+
+// benchSections are the benchmark's tables for the page: of several runs,
+// the table of every run side by side and the first run of each layout
+// in full (the tables REPORT.md leaves out with
+// MarkdownOptions.BenchSummary); of one run, that run in full.
+func benchSections(b Bundle) []Section {
+	benches := b.Benches
+	if len(benches) == 0 && b.Bench != nil {
+		benches = []*BenchFile{b.Bench}
+	}
+	var out []Section
+	if len(benches) > 1 {
+		out = append(out, Section{
+			Title:  fmt.Sprintf("Benchmark: every run (%d)", len(benches)),
+			Text:   []string{"Every run, side by side: the ratios of each are measured within that run.", benchFactorsText},
+			Tables: []Table{benchRunsTable(benches)},
+		})
+	}
+	for _, f := range firstOfLayouts(benches) {
+		title := "Benchmark"
+		if len(benches) > 1 {
+			title = "Benchmark: the first run of layout " + orValue(benchFiguresOf(f).Config.Layout, "shared")
+		}
+		out = append(out, Section{
+			Title:  title,
+			Text:   []string{fmt.Sprintf("Run on %s at commit %s.", f.Meta.Date, orUnknown(f.Meta.Commit))},
+			Tables: f.Tables,
+			Notes:  f.Notes,
+		})
+	}
+	return out
 }
 
 // scenarioRun rebuilds a scenario run of the bundle for the page, its

@@ -19,7 +19,7 @@ func reportVerb() verb {
 	return verb{
 		name:    "report",
 		summary: "write REPORT.md and its HTML page from results bundles",
-		args:    "--in DIR [--in DIR]... [--allow-mixed-commits] [--md FILE] [--html FILE] [--archive DIR]",
+		args:    "--in DIR [--in DIR]... | --in-list FILE [--allow-mixed-commits] [--bench-summary] [--md FILE] [--html FILE] [--archive DIR]",
 		about: `Reads a results bundle, the directory that demo, run, sim, mutants and
 bench write their results to (demo.json, scenarios.json, sim.json,
 mutants.json, bench.json, histories/), and writes REPORT.md: the machine, date and commit of the run, per scenario
@@ -44,10 +44,19 @@ they were. --archive DIR also copies each bundle's results files
 to DIR/NAME (NAME the bundle directory's own name) without the histories of
 the runs that passed and without the HTML pages: small enough to keep in
 the repository (results/), so that a later report merges them with new
-runs without running them again.`,
+runs without running them again. --in-list FILE reads the bundle
+directories from FILE, one a line, relative to FILE's directory (blank
+lines and lines starting with # skipped), before the --in ones;
+--bench-summary keeps, of several benchmark runs, the goals over the runs
+in the Markdown and leaves the table of every run and each layout's first
+run in full to the HTML page. The Markdown names the command that
+rebuilds it: go run ./cmd/outboxlab report with the flags that make its
+content, as given.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &reportOptions{}
-			fs.Var(&o.in, "in", "a results bundle `DIR` to read (required); repeat to merge the bundles of a campaign's shards")
+			fs.Var(&o.in, "in", "a results bundle `DIR` to read (required without --in-list); repeat to merge the bundles of a campaign's shards")
+			fs.StringVar(&o.inList, "in-list", "", "read the bundle directories from `FILE`, one a line, relative to FILE's directory, before the --in ones")
+			fs.BoolVar(&o.benchSummary, "bench-summary", false, "of several benchmark runs, keep the goals over the runs in the Markdown and leave the table of every run and each layout's first run in full to the HTML page")
 			fs.BoolVar(&o.allowMixed, "allow-mixed-commits", false, "merge bundles whose runs come from different commits")
 			fs.StringVar(&o.md, "md", "REPORT.md", "the Markdown `FILE` to write")
 			fs.StringVar(&o.html, "html", "", "the HTML `FILE` to write (default: the Markdown file's name with .html)")
@@ -58,18 +67,72 @@ runs without running them again.`,
 }
 
 type reportOptions struct {
-	in         stringList
-	allowMixed bool
-	md, html   string
-	archive    string
+	in           stringList
+	inList       string
+	allowMixed   bool
+	benchSummary bool
+	md, html     string
+	archive      string
+}
+
+// command is the command that makes the report's content: the flags
+// that choose it, as given.
+func (o *reportOptions) command() string {
+	args := []string{"go run ./cmd/outboxlab report"}
+	if o.inList != "" {
+		args = append(args, "--in-list", o.inList)
+	}
+	for _, dir := range o.in {
+		args = append(args, "--in", dir)
+	}
+	if o.allowMixed {
+		args = append(args, "--allow-mixed-commits")
+	}
+	if o.benchSummary {
+		args = append(args, "--bench-summary")
+	}
+	return strings.Join(args, " ")
+}
+
+// readInList returns the bundle directories file lists, one a line,
+// joined to its directory; blank lines and lines starting with # are
+// skipped.
+func readInList(file string) ([]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if filepath.IsAbs(line) {
+			return nil, fmt.Errorf("%s: %s is absolute; list bundles relative to the file's directory", file, line)
+		}
+		dirs = append(dirs, filepath.Join(filepath.Dir(file), line))
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%s lists no bundle", file)
+	}
+	return dirs, nil
 }
 
 func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
-	if len(o.in) == 0 {
+	if len(o.in) == 0 && o.inList == "" {
 		return usageErr(std, "report", "--in DIR is required: the directory a verb wrote with --out")
 	}
+	dirs := slices.Clone([]string(o.in))
+	if o.inList != "" {
+		listed, err := readInList(o.inList)
+		if err != nil {
+			return usageErr(std, "report", "--in-list: %v", err)
+		}
+		dirs = append(listed, dirs...)
+	}
 	var bundles []report.Bundle
-	for _, dir := range o.in {
+	for _, dir := range dirs {
 		b, err := report.ReadBundle(dir)
 		if err != nil {
 			return unavailable(std, "report", "%v", err)
@@ -136,7 +199,7 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 	// (see report.WriteAtomicAll): a report that fails leaves the files
 	// it would have replaced as they were.
 	var md bytes.Buffer
-	if err := report.WriteMarkdown(&md, b); err != nil {
+	if err := report.WriteMarkdownWith(&md, b, report.MarkdownOptions{Command: o.command(), BenchSummary: o.benchSummary}); err != nil {
 		return unavailable(std, "report", "%v", err)
 	}
 	page, err := report.BundlePage(b)
@@ -158,6 +221,6 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 	if err := report.WriteAtomicAll(report.OutputFile{Path: o.md, Data: md.Bytes()}, report.OutputFile{Path: html, Data: htmlPage.Bytes()}); err != nil {
 		return unavailable(std, "report", "writing %s and %s: %v", o.md, html, err)
 	}
-	fmt.Fprintf(std.out, "wrote %s and %s from %s\n", o.md, html, strings.Join(o.in, ", "))
+	fmt.Fprintf(std.out, "wrote %s and %s from %s\n", o.md, html, strings.Join(dirs, ", "))
 	return exitOK
 }
