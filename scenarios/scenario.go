@@ -158,7 +158,14 @@ type Result struct {
 	Duration  time.Duration `json:"duration_ns"`
 	// Replay is the exact command that runs the same schedule again.
 	Replay string `json:"replay"`
-	// ReplayTest is the go test command that runs the same schedule again.
+	// ReplayTest runs the same schedule again from go test where a test
+	// of this repository does: for an unsafe producer, the go test
+	// command of TestUnsafeVariants (Replay is the same); for our relay,
+	// that of the catalogue's test, TestCatalogue; both prefixed
+	// OUTBOXLAB_LONG=1 for a long run. Otherwise it is Replay: the run
+	// command for another relay (with that prefix for a long run), the
+	// comment for a relay the run verb cannot name, and the consumer's own
+	// replay command for a consumer under test (Options.Consumer).
 	ReplayTest string `json:"replay_test,omitempty"`
 	// Unchecked names what the checkers judged the relays by and what
 	// they could not judge in this run, one line each: a relay without

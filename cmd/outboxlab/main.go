@@ -1,9 +1,11 @@
 // Command outboxlab is how people meet the harness: it plays the dual-write
-// demo, runs chaos scenarios on containers, runs the deterministic
-// simulation, hunts mutants, benchmarks the relay and writes the reports.
+// demo, runs chaos scenarios on containers, checks target files, runs the
+// deterministic simulation, hunts mutants, benchmarks the relay and writes
+// the reports.
 //
 //	outboxlab demo                      the dual-write story on real containers
 //	outboxlab run --scenario NAME ...   chaos scenarios against a relay
+//	outboxlab validate --target FILE    a target file checked, no containers
 //	outboxlab sim --seeds N             the deterministic simulation, no Docker
 //	outboxlab mutants                   the mutant catalogue and who kills what
 //	outboxlab bench                     relay throughput and latency

@@ -205,6 +205,42 @@ func TestRunChecksTheRelayBeforeStartingContainers(t *testing.T) {
 	}
 }
 
+// TestRunTargetRelayCommandNotFound: a target file whose relay program
+// cannot be found is refused before any container starts, and the
+// message says to fix the target's relay.command, not to give --relay.
+func TestRunTargetRelayCommandNotFound(t *testing.T) {
+	dir := t.TempDir()
+	for name, command := range map[string]string{
+		"path.yaml":    "./bin/no-such-relay --fast",
+		"on-path.yaml": "no-such-relay-on-path-xyz --fast",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(`relay:
+  command: `+command+`
+outbox:
+  migrate: CREATE TABLE {table} (id uuid PRIMARY KEY)
+  stage: INSERT INTO {table} (id) VALUES (:id)
+  rows: SELECT id FROM {table}
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d := noImages(t, testDeps())
+		d.lookPath = exec.LookPath
+		code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "1", "--target", path)
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want 2\n%s%s", name, code, out, errOut)
+		}
+		for _, want := range []string{path, "relay.command", "fix the target's relay.command"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%s: the message lacks %q:\n%s", name, want, errOut)
+			}
+		}
+		if strings.Contains(errOut, "--relay") {
+			t.Errorf("%s: the message suggests --relay for a target file's relay:\n%s", name, errOut)
+		}
+	}
+}
+
 // TestRunTargetFile: --target reads a target file whose outbox has other
 // column names than ours, and its relay, identity and capabilities reach
 // the runner; the replay names the file again. --target with --relay or

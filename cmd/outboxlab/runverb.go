@@ -61,7 +61,7 @@ that wants the whole catalogue judged.`,
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			o.relay = givenString{v: "ours"}
 			fs.Var(&o.relay, "relay", "the `RELAY` under test: ours, a mutant name, watermill, image:REF or cmd:COMMAND")
-			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see the README, \"Putting your own outbox under test\")")
+			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see docs/targets.md)")
 			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, attempts=N, backoff=BASE/MAX, or none (default none)")
 			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds each scenario runs on (`N`)")

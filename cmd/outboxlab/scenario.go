@@ -93,6 +93,10 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 	if len(u.Command) > 0 {
 		prog := u.Command[0]
 		if _, err := d.lookPath(prog); err != nil {
+			if file, ok := strings.CutPrefix(u.Replay, "--target "); ok {
+				// The command is the target file's: that is what to fix.
+				return unavailable(std, verb, "target file %s: %s: fix the target's relay.command (outboxlab validate --target %s checks it)", file, programProblem(d, prog), file)
+			}
 			if strings.Contains(prog, "/") {
 				return unavailable(std, verb, "relay command %s: %v: give the path of an executable file (build ours with `go build -o bin/relay ./cmd/relay`, then --relay cmd:./bin/relay)", scenarios.QuoteArg(prog), err)
 			}
