@@ -56,7 +56,7 @@ GO_STATIC    := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags='-s
 # Forget the stamp of every image that is missing from the engine or was
 # replaced behind make's back, so that it is built again. Only goals that
 # talk to Docker pay for the look-up.
-DOCKERLESS_GOALS := help test-short test-fast test-packages demo clean build
+DOCKERLESS_GOALS := help test-short test-fast test-packages report demo clean build
 ifneq ($(filter-out $(DOCKERLESS_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
 _present := $(shell $(DOCKER) image ls --no-trunc --filter reference='outboxlab/*' --format '{{.Repository}}:{{.Tag}}={{.ID}}' 2>/dev/null)
 $(foreach i,$(ALL_IMAGES),$(if $(and $(wildcard $(STAMPS)/$(i)),$(filter $(IMAGE_$(i))=$(file <$(STAMPS)/$(i)),$(_present))),,$(shell rm -f $(STAMPS)/$(i))))
