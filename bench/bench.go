@@ -45,7 +45,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	}
 	o := opts.withDefaults()
 	began := time.Now()
-	res := Result{Events: o.Events}
+	res := Result{Throughput: Throughput{Events: o.Events}}
 	res.Config = RunConfig{
 		Events: o.Events, PayloadBytes: o.PayloadBytes, Seed: o.Seed,
 		BatchSize: o.Relay.BatchSize, PublishWindow: o.Relay.PublishWindow,
@@ -122,7 +122,6 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			return res, err
 		}
 	}
-	res.limits()
 	var busiest float64
 	for _, ph := range res.Phases {
 		busiest = max(busiest, ph.LoadAverage)

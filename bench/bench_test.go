@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -157,7 +158,7 @@ func TestSummarizeProfileFindsTheBusyFunction(t *testing.T) {
 }
 
 func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
-	r := Result{Events: 10, RawMsgsPerSec: 5, Phases: []Phase{{Name: "raw"}}, Notes: []string{"x"}}
+	r := Result{Throughput: Throughput{Events: 10, RawMsgsPerSec: 5}, Phases: []Phase{{Name: "raw"}}, Notes: []string{"x"}}
 	var buf bytes.Buffer
 	if err := r.WriteJSON(&buf, false); err != nil {
 		t.Fatal(err)
@@ -167,10 +168,12 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"events", "raw_msgs_per_sec", "relay_msgs_per_sec", "relay2_msgs_per_sec", "watermill_msgs_per_sec",
-		"ratio_to_raw", "ratio_to_watermill", "latency_poll_p50_ms", "latency_poll_p99_ms",
-		"latency_notify_p50_ms", "latency_notify_p99_ms", "relay2_ratio_to_raw", "latency_broker_p99_ms",
-		"notify_p99_over_broker_p99", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker",
-		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
+		"ratio_to_raw", "ratio_to_watermill", "latency_poll_p50_ms", "latency_poll_p99_ms", "latency_poll_max_ms",
+		"latency_notify_p50_ms", "latency_notify_p99_ms", "latency_notify_max_ms", "relay2_ratio_to_raw",
+		"latency_broker_p50_ms", "latency_broker_p99_ms", "notify_p99_over_broker_p99",
+		"cpu_us_per_msg_raw_process", "cpu_us_per_msg_relay_plus_db", "cpu_us_per_msg_broker", "cpu_relay_plus_db_over_broker",
+		"latency_inline_p99_ms", "notify_p99_over_inline_p99", "inline_p99_over_broker_p99", "cpu_ceiling_ratio_to_raw", "cpu_ceiling_relay2_ratio_to_raw",
+		"cpu_budget_us_per_msg_relay_plus_db",
 		"cores_bound", "broker_busy_raw", "broker_busy_ratio", "broker_cost_ratio", "latency_claim_call_p99_ms", "claim_call_p99_over_broker_p99",
 		"notify_relay_statement_mean_ms", "notify_relay_statement_cpu_wait_ms", "notify_busy_cores",
 		"raw_over_watermill", "broker2_busy_ratio", "broker2_cost_ratio", "raw_self_ratio",
@@ -202,6 +205,67 @@ func TestSummaryJSONHasExactlyTheSummaryFields(t *testing.T) {
 	}
 }
 
+// TestResultJSONRoundTrips writes a result and reads it back: the
+// figures and details come back as they were, the ratios and limits the
+// JSON carries are those the methods derive, a result as the runs before
+// the nested types wrote it (ratios and limits among the figures) is
+// read, and a key no result has is refused.
+func TestResultJSONRoundTrips(t *testing.T) {
+	busy := &Resources{Cores: 2, RabbitMQ: 0.9, Idle: 0.05}
+	r := Result{
+		Throughput:     Throughput{Events: 1000, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, Relay2MsgsPerSec: 9000, WatermillMsgsPerSec: 500},
+		LatencySummary: LatencySummary{LatencyNotifyP99Ms: 9, LatencyBrokerP99Ms: 3, LatencyInlineP99Ms: 4.5, LatencyKeyedP99Ms: 6},
+		CPUCost:        CPUCost{CPUMicrosPerMsgRelayPlusDB: 60, CPUMicrosPerMsgBroker: 120, CPUMicrosPerMsgRawProcess: 20},
+		Phases: []Phase{
+			{Name: "raw", Events: 1000, MsgsPerSec: 10000, CPUMicrosPerMsg: 100, CPU: CPU{RabbitMQSeconds: 0.1}, Resources: busy},
+			{Name: "relay-1", Events: 1000, MsgsPerSec: 8000, CPUMicrosPerMsg: 150, CPU: CPU{RabbitMQSeconds: 0.12}, Resources: busy},
+		},
+		Config: RunConfig{Events: 1000, Layout: LayoutShared},
+		Notes:  []string{"a note"},
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatalf("reading %s: %v", data, err)
+	}
+	if !reflect.DeepEqual(back, r) {
+		t.Errorf("read back\n%+v\nwant\n%+v", back, r)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	l := r.Limits()
+	for key, want := range map[string]any{
+		"ratio_to_raw": r.RatioToRaw(), "relay2_ratio_to_raw": r.Ratio2ToRaw(), "ratio_to_watermill": 16.0, "raw_over_watermill": 20.0,
+		"notify_p99_over_broker_p99": 3.0, "notify_p99_over_inline_p99": 2.0, "inline_p99_over_broker_p99": 1.5,
+		"keyed_p99_over_broker_p99": 2.0, "notify_p99_over_keyed_p99": 1.5, "cpu_relay_plus_db_over_broker": 0.5,
+		"cpu_ceiling_ratio_to_raw": l.CPUCeilingRatioToRaw, "broker_busy_raw": 0.9, "cores_bound": false,
+	} {
+		if m[key] != want {
+			t.Errorf("%s = %v, want %v", key, m[key], want)
+		}
+	}
+	if r.RatioToRaw() != 0.8 || l.CPUCeilingRatioToRaw != 100.0/150 {
+		t.Errorf("ratio to raw %g, CPU ceiling %g", r.RatioToRaw(), l.CPUCeilingRatioToRaw)
+	}
+	// The ratios and limits a result carries are derived again, not read.
+	old := `{"events": 10, "raw_msgs_per_sec": 100, "relay_msgs_per_sec": 50, "ratio_to_raw": 0.9, "cores_bound": true, "raw_self_ratio": 0.7, "phases": [], "config": {}}`
+	var o Result
+	if err := json.Unmarshal([]byte(old), &o); err != nil {
+		t.Fatalf("a result with its ratios among the figures: %v", err)
+	}
+	if o.RatioToRaw() != 0.5 || o.Limits().CoresBound || o.Limits().RawSelfRatio != 0 {
+		t.Errorf("read %+v: ratio to raw %g, limits %+v", o, o.RatioToRaw(), o.Limits())
+	}
+	if err := json.Unmarshal([]byte(`{"events": 10, "colour": "red"}`), &o); err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Errorf("a result with an unknown key: %v", err)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	if err := (Options{}).Validate(); err != nil {
 		t.Errorf("zero options: %v", err)
@@ -227,7 +291,7 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestWriteTableShowsEveryPhase(t *testing.T) {
 	r := Result{
-		Events: 100, RawMsgsPerSec: 1000, RelayMsgsPerSec: 800, RatioToRaw: 0.8,
+		Throughput: Throughput{Events: 100, RawMsgsPerSec: 1000, RelayMsgsPerSec: 800},
 		Phases: []Phase{
 			{Name: "raw", Events: 100, MsgsPerSec: 1000},
 			{Name: "relay-1", Events: 100, MsgsPerSec: 800, Breakdown: &Breakdown{}},
@@ -320,39 +384,39 @@ func TestCeilingsOfTheRatiosToRaw(t *testing.T) {
 		phase("raw-after", 10000, 120, 105, busy), // the limit: the faster raw
 		phase("watermill", 600, 2000, 100, &Resources{Cores: 2, Idle: 1.5}),
 	}}
-	r.limits()
-	if r.RawSelfRatio != 0.9 {
-		t.Errorf("raw's slower phase over its faster: %g, want 9000/10000", r.RawSelfRatio)
+	l := r.Limits()
+	if l.RawSelfRatio != 0.9 {
+		t.Errorf("raw's slower phase over its faster: %g, want 9000/10000", l.RawSelfRatio)
 	}
-	if r.Raw2RatioToRaw != 1.05 {
-		t.Errorf("raw over two connections / raw: %g, want 10500/10000", r.Raw2RatioToRaw)
+	if l.Raw2RatioToRaw != 1.05 {
+		t.Errorf("raw over two connections / raw: %g, want 10500/10000", l.Raw2RatioToRaw)
 	}
-	if r.CPUCeilingRatioToRaw != 0.6 || r.CPUCeiling2RatioToRaw != 0.75 {
-		t.Errorf("ceilings %.3f and %.3f, want 120/200 = 0.6 and 120/160 = 0.75", r.CPUCeilingRatioToRaw, r.CPUCeiling2RatioToRaw)
+	if l.CPUCeilingRatioToRaw != 0.6 || l.CPUCeiling2RatioToRaw != 0.75 {
+		t.Errorf("ceilings %.3f and %.3f, want 120/200 = 0.6 and 120/160 = 0.75", l.CPUCeilingRatioToRaw, l.CPUCeiling2RatioToRaw)
 	}
 	// 120 / 0.85 = 141.2 us per message for relay-1 in all, of which
 	// RabbitMQ took 100.
-	if want := 120/GoalRatioToRaw - 100; math.Abs(r.CPUBudgetRelayPlusDB-want) > 1e-9 {
-		t.Errorf("budget %.2f us, want %.2f", r.CPUBudgetRelayPlusDB, want)
+	if want := 120/GoalRatioToRaw - 100; math.Abs(l.CPUBudgetRelayPlusDB-want) > 1e-9 {
+		t.Errorf("budget %.2f us, want %.2f", l.CPUBudgetRelayPlusDB, want)
 	}
-	if !r.CoresBound {
+	if !l.CoresBound {
 		t.Error("every phase of the comparison kept the cores busy (watermill's idle cores do not count), yet not cores-bound")
 	}
 
 	r.Phases[1].Resources = &Resources{Cores: 2, Idle: 0.4}
-	r.limits()
-	if r.CoresBound {
+	l = r.Limits()
+	if l.CoresBound {
 		t.Error("relay-1 left 0.4 cores idle, yet cores-bound")
 	}
 	r.Phases[1].Resources = nil
-	r.limits()
-	if r.CoresBound {
+	l = r.Limits()
+	if l.CoresBound {
 		t.Error("relay-1's cores were not read, yet cores-bound")
 	}
 	short := Result{Phases: []Phase{phase("raw", 9000, 130, 110, busy), phase("relay-1", 6000, 200, 100, busy)}}
-	short.limits()
-	if short.CoresBound || short.CPUCeiling2RatioToRaw != 0 || short.CPUCeilingRatioToRaw != 0.65 || short.Raw2RatioToRaw != 0 {
-		t.Errorf("without relay-2 and raw-after: cores-bound %v, ceilings %.2f / %.2f", short.CoresBound, short.CPUCeilingRatioToRaw, short.CPUCeiling2RatioToRaw)
+	sl := short.Limits()
+	if sl.CoresBound || sl.CPUCeiling2RatioToRaw != 0 || sl.CPUCeilingRatioToRaw != 0.65 || sl.Raw2RatioToRaw != 0 {
+		t.Errorf("without relay-2 and raw-after: cores-bound %v, ceilings %.2f / %.2f", sl.CoresBound, sl.CPUCeilingRatioToRaw, sl.CPUCeiling2RatioToRaw)
 	}
 }
 
@@ -366,24 +430,23 @@ func TestRatioToRawAsTheBrokersBusyCoresAndCost(t *testing.T) {
 	// relay-2: 10000 msgs in 1.1 s, RabbitMQ 0.99 s (99 us each).
 	two := Phase{Name: "relay-2", Events: 10000, Seconds: 1.1, MsgsPerSec: 10000 / 1.1, CPU: CPU{RabbitMQSeconds: 0.99},
 		Resources: &Resources{Cores: 2, RabbitMQ: 0.9, Idle: 0.6}}
-	r := Result{Phases: []Phase{raw, one, two}, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, RatioToRaw: 0.8, Ratio2ToRaw: 1 / 1.1}
-	r.limits()
-	if got := r.Broker2BusyRatio * r.Broker2CostRatio; math.Abs(r.Broker2BusyRatio-0.9/0.95) > 1e-9 || math.Abs(got-r.Ratio2ToRaw) > 1e-9 {
-		t.Errorf("relay-2: busy ratio %.4f (want %.4f), busy ratio x cost ratio %.4f, ratio to raw %.4f", r.Broker2BusyRatio, 0.9/0.95, got, r.Ratio2ToRaw)
+	r := Result{Phases: []Phase{raw, one, two}, Throughput: Throughput{RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000, Relay2MsgsPerSec: 10000 / 1.1}}
+	l := r.Limits()
+	if got := l.Broker2BusyRatio * l.Broker2CostRatio; math.Abs(l.Broker2BusyRatio-0.9/0.95) > 1e-9 || math.Abs(got-r.Ratio2ToRaw()) > 1e-9 {
+		t.Errorf("relay-2: busy ratio %.4f (want %.4f), busy ratio x cost ratio %.4f, ratio to raw %.4f", l.Broker2BusyRatio, 0.9/0.95, got, r.Ratio2ToRaw())
 	}
-	if r.BrokerBusyRaw != 0.95 || math.Abs(r.BrokerBusyRatio-0.8/0.95) > 1e-9 || math.Abs(r.BrokerCostRatio-0.95) > 1e-9 {
-		t.Errorf("broker busy %.2f, busy ratio %.4f (want %.4f), cost ratio %.4f (want 0.95)", r.BrokerBusyRaw, r.BrokerBusyRatio, 0.8/0.95, r.BrokerCostRatio)
+	if l.BrokerBusyRaw != 0.95 || math.Abs(l.BrokerBusyRatio-0.8/0.95) > 1e-9 || math.Abs(l.BrokerCostRatio-0.95) > 1e-9 {
+		t.Errorf("broker busy %.2f, busy ratio %.4f (want %.4f), cost ratio %.4f (want 0.95)", l.BrokerBusyRaw, l.BrokerBusyRatio, 0.8/0.95, l.BrokerCostRatio)
 	}
-	if got := r.BrokerBusyRatio * r.BrokerCostRatio; math.Abs(got-r.RatioToRaw) > 1e-9 {
-		t.Errorf("busy ratio x cost ratio = %.4f, ratio to raw %.4f", got, r.RatioToRaw)
+	if got := l.BrokerBusyRatio * l.BrokerCostRatio; math.Abs(got-r.RatioToRaw()) > 1e-9 {
+		t.Errorf("busy ratio x cost ratio = %.4f, ratio to raw %.4f", got, r.RatioToRaw())
 	}
-	if r.CoresBound {
+	if l.CoresBound {
 		t.Error("idle cores in both phases, yet cores-bound")
 	}
 	r.Phases[1].Resources = nil
-	r.BrokerBusyRatio, r.BrokerCostRatio = 0, 0
-	r.limits()
-	if r.BrokerBusyRatio != 0 || r.BrokerCostRatio != 0 {
+	l = r.Limits()
+	if l.BrokerBusyRatio != 0 || l.BrokerCostRatio != 0 {
 		t.Error("relay-1's busy cores were not read, yet a broker decomposition")
 	}
 }
@@ -399,7 +462,7 @@ func TestKeyedLeaseIsAFloorOnlyWhereTheRelayDidNotBeatIt(t *testing.T) {
 		notifyOverKeyed float64
 		noFloor         bool
 	}{{0.8, true}, {1, false}, {1.3, false}, {0, false}} {
-		r := Result{NotifyOverKeyedP99: c.notifyOverKeyed}
+		r := Result{LatencySummary: LatencySummary{LatencyNotifyP99Ms: c.notifyOverKeyed, LatencyKeyedP99Ms: 1}}
 		if got := r.keyedNoFloor() != ""; got != c.noFloor {
 			t.Errorf("relay / keyed %.1f: no floor %v, want %v", c.notifyOverKeyed, got, c.noFloor)
 		}

@@ -36,8 +36,6 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 		res.CPUMicrosPerMsgRawProcess = ph.CPU.ProcessSeconds * 1e6 / float64(ph.Events)
 	}
 	res.RawMsgsPerSec = max(res.RawMsgsPerSec, ph.MsgsPerSec)
-	res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
-	res.Ratio2ToRaw = ratio(res.Relay2MsgsPerSec, res.RawMsgsPerSec)
 	return nil
 }
 
@@ -45,7 +43,7 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 // once (publishRawSplit), each with the relay's window: the broker's
 // limit for a relay of that many replicas, each on a connection of its
 // own. It is not the broker's limit for the ratios to raw; its ratio to
-// raw bounds relay-2's (Result.Raw2RatioToRaw).
+// raw bounds relay-2's (Limits.Raw2RatioToRaw).
 func (b *runner) rawSplit(ctx context.Context, res *Result, parts int) error {
 	name := fmt.Sprintf("raw-%d", parts)
 	b.quiesce(ctx, res, name)
@@ -216,18 +214,15 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 	res.Phases = append(res.Phases, ph)
 	if replicas == 1 {
 		res.RelayMsgsPerSec = ph.MsgsPerSec
-		res.RatioToRaw = ratio(res.RelayMsgsPerSec, res.RawMsgsPerSec)
 		if ph.Events > 0 {
 			res.CPUMicrosPerMsgRelayPlusDB = (ph.CPU.ProcessSeconds + ph.CPU.PostgresSeconds) * 1e6 / float64(ph.Events)
 			res.CPUMicrosPerMsgBroker = ph.CPU.RabbitMQSeconds * 1e6 / float64(ph.Events)
-			res.CPURelayPlusDBOverBroker = ratio(res.CPUMicrosPerMsgRelayPlusDB, res.CPUMicrosPerMsgBroker)
 		}
 		if res.Hygiene, err = hygiene(ctx, b.in, store); err != nil {
 			return err
 		}
 	} else {
 		res.Relay2MsgsPerSec = ph.MsgsPerSec
-		res.Ratio2ToRaw = ratio(res.Relay2MsgsPerSec, res.RawMsgsPerSec)
 	}
 	if _, err := b.in.admin.Exec(ctx, `DROP TABLE `+table.Ident()); err != nil {
 		return fmt.Errorf("%s: dropping %s: %w", name, table, err)
@@ -296,7 +291,5 @@ func (b *runner) watermill(ctx context.Context, res *Result) error {
 	}
 	res.Phases = append(res.Phases, ph)
 	res.WatermillMsgsPerSec = ph.MsgsPerSec
-	res.RatioToWatermill = ratio(res.RelayMsgsPerSec, res.WatermillMsgsPerSec)
-	res.RawOverWatermill = ratio(res.RawMsgsPerSec, res.WatermillMsgsPerSec)
 	return nil
 }

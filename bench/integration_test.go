@@ -73,8 +73,8 @@ func TestRunSmall(t *testing.T) {
 			res.RawMsgsPerSec, res.Phases[0].MsgsPerSec, res.Phases[4].MsgsPerSec)
 	}
 	// raw-2 is not one of them: its rate over the limit bounds relay-2's.
-	if split := res.Phases[3]; !split.Complete || res.Raw2RatioToRaw != split.MsgsPerSec/res.RawMsgsPerSec {
-		t.Errorf("raw-2 %+v, raw2_ratio_to_raw %.3f", split, res.Raw2RatioToRaw)
+	if split := res.Phases[3]; !split.Complete || res.Limits().Raw2RatioToRaw != split.MsgsPerSec/res.RawMsgsPerSec {
+		t.Errorf("raw-2 %+v, raw2_ratio_to_raw %.3f", split, res.Limits().Raw2RatioToRaw)
 	}
 	for _, ph := range res.Phases[1:3] {
 		b := ph.Breakdown
@@ -98,7 +98,7 @@ func TestRunSmall(t *testing.T) {
 				ph.Name, sum, b.Claim.ShareOfWall, b.Mark.ShareOfWall)
 		}
 	}
-	if res.RatioToRaw != res.RelayMsgsPerSec/res.RawMsgsPerSec || res.RatioToWatermill != res.RelayMsgsPerSec/res.WatermillMsgsPerSec {
+	if res.RatioToRaw() != res.RelayMsgsPerSec/res.RawMsgsPerSec || res.RatioToWatermill() != res.RelayMsgsPerSec/res.WatermillMsgsPerSec {
 		t.Errorf("ratios %+v do not follow from the rates", res.Summary())
 	}
 	if len(res.Latency) != 6 || res.Latency[0].Mode != "poll" || res.Latency[1].Mode != "notify" ||
@@ -112,20 +112,20 @@ func TestRunSmall(t *testing.T) {
 	// The keyed lease leases every row it publishes, so it has stages;
 	// its figures follow from its run.
 	if k := res.Latency[4]; k.Stages == nil || k.Stages.ClaimCall.P50 <= 0 || res.LatencyKeyedP99Ms != k.Confirm.P99 ||
-		res.KeyedOverBrokerP99 != k.Confirm.P99/res.LatencyBrokerP99Ms || res.NotifyOverKeyedP99 != res.LatencyNotifyP99Ms/k.Confirm.P99 {
+		res.KeyedOverBrokerP99() != k.Confirm.P99/res.LatencyBrokerP99Ms || res.NotifyOverKeyedP99() != res.LatencyNotifyP99Ms/k.Confirm.P99 {
 		t.Errorf("keyed run %+v: latency_keyed_p99_ms %.2f, x%.2f of the broker's, the relay x%.2f of it",
-			k, res.LatencyKeyedP99Ms, res.KeyedOverBrokerP99, res.NotifyOverKeyedP99)
+			k, res.LatencyKeyedP99Ms, res.KeyedOverBrokerP99(), res.NotifyOverKeyedP99())
 	}
-	if res.LatencyInlineP99Ms != res.Latency[3].Confirm.P99 || res.NotifyOverInlineP99 != res.LatencyNotifyP99Ms/res.LatencyInlineP99Ms {
-		t.Errorf("latency_inline_p99_ms %.1f (x%.2f), the inline run says %.1f", res.LatencyInlineP99Ms, res.NotifyOverInlineP99, res.Latency[3].Confirm.P99)
+	if res.LatencyInlineP99Ms != res.Latency[3].Confirm.P99 || res.NotifyOverInlineP99() != res.LatencyNotifyP99Ms/res.LatencyInlineP99Ms {
+		t.Errorf("latency_inline_p99_ms %.1f (x%.2f), the inline run says %.1f", res.LatencyInlineP99Ms, res.NotifyOverInlineP99(), res.Latency[3].Confirm.P99)
 	}
 	// The inline run has no relay, so no stages; the relay's runs have.
 	if res.Latency[3].Stages != nil || res.Latency[1].Stages == nil {
 		t.Errorf("stages: inline %+v, notify %+v", res.Latency[3].Stages, res.Latency[1].Stages)
 	} else if st := res.Latency[1].Stages; st.ClaimCall.P50 <= 0 || st.ClaimCall.P99 < st.ClaimCall.P50 ||
-		res.LatencyClaimCallP99Ms != st.ClaimCall.P99 || res.ClaimCallOverBrokerP99 != st.ClaimCall.P99/res.LatencyBrokerP99Ms {
+		res.LatencyClaimCallP99Ms != st.ClaimCall.P99 || res.ClaimCallOverBrokerP99() != st.ClaimCall.P99/res.LatencyBrokerP99Ms {
 		t.Errorf("notify's claim statements %+v, latency_claim_call_p99_ms %.2f (x%.2f of the broker's)", st.ClaimCall,
-			res.LatencyClaimCallP99Ms, res.ClaimCallOverBrokerP99)
+			res.LatencyClaimCallP99Ms, res.ClaimCallOverBrokerP99())
 	}
 	for _, l := range res.Latency {
 		// Producers that fall behind stop at twice the duration: the run

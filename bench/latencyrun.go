@@ -76,8 +76,6 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"latency: each run first sent for %s at its rate to warm up (connections opened, statements prepared); those events were delivered and checked like the rest, and left out of the figures",
 		b.o.LatencyWarmup))
-	res.NotifyOverInlineP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyInlineP99Ms)
-	res.NotifyOverKeyedP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyKeyedP99Ms)
 	res.Notes = append(res.Notes, "latency inline: no relay; each producer stages its event as in notify (with the NOTIFY), at the rate the notify producers reached, and publishes it itself the moment its COMMIT returns, the dual write the outbox replaces: the floor of a relay's commit -> confirm at these commits on this machine")
 	res.Notes = append(res.Notes, "latency keyed: no relay; each producer stages its event as in notify, its NOTIFY naming the row, at the rate the notify producers reached; a leaser LISTENs, leases the rows named by their key in one statement (asynchronous commit, as the relay's claim) and publishes them: the NOTIFY's delivery, one round trip to the database and publish -> confirm, the floor of a relay that leases a row after its NOTIFY and before it publishes it (no scan, no order, no mark)")
 	// The broker's own share: the same messages at the rate the NOTIFY
@@ -95,10 +93,6 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 		l.Confirm.P50, l.Confirm.P99, l.Confirm.Max, l.Rate)
 	res.Latency = append(res.Latency, l)
 	res.LatencyBrokerP50Ms, res.LatencyBrokerP99Ms = l.Confirm.P50, l.Confirm.P99
-	res.InlineOverBrokerP99 = ratio(res.LatencyInlineP99Ms, res.LatencyBrokerP99Ms)
-	res.NotifyOverBrokerP99 = ratio(res.LatencyNotifyP99Ms, res.LatencyBrokerP99Ms)
-	res.ClaimCallOverBrokerP99 = ratio(res.LatencyClaimCallP99Ms, res.LatencyBrokerP99Ms)
-	res.KeyedOverBrokerP99 = ratio(res.LatencyKeyedP99Ms, res.LatencyBrokerP99Ms)
 	res.Notes = append(res.Notes, fmt.Sprintf(
 		"latency broker: no relay and no database; %d messages published from memory at %.0f/s (the rate the notify producers reached), timed from each publish: the broker's own share of every other mode's latency",
 		l.Events, brate))

@@ -1,143 +1,27 @@
 package bench
 
-import "github.com/outboxlab/outboxlab/bench/goal"
+import (
+	"bytes"
+	"encoding/json"
 
-// Result is what one run measured. The first fields are the summary the
-// command prints with --json; the rest are the details behind them.
+	"github.com/outboxlab/outboxlab/bench/goal"
+)
+
+// Result is what one run measured: its figures by concern (Throughput,
+// LatencySummary, CPUCost), each with the ratios between its figures as
+// methods, and the phases and runs behind them, from which Limits derives
+// what bound the drains. Summary is the figures and limits without the
+// details, as the command prints them with --json.
+//
+// On the wire (WriteJSON, and the result in bench.json) a Result is one
+// flat object: the figures, the details, and the ratios and limits as
+// the runs before this type wrote them. Reading one drops the ratios and
+// limits it carries and derives them again, and refuses a key it does
+// not know.
 type Result struct {
-	Events              int     `json:"events"`
-	RawMsgsPerSec       float64 `json:"raw_msgs_per_sec"`
-	RelayMsgsPerSec     float64 `json:"relay_msgs_per_sec"`
-	Relay2MsgsPerSec    float64 `json:"relay2_msgs_per_sec"`
-	WatermillMsgsPerSec float64 `json:"watermill_msgs_per_sec"`
-	// RatioToRaw is RelayMsgsPerSec / RawMsgsPerSec (one replica).
-	RatioToRaw float64 `json:"ratio_to_raw"`
-	// RatioToWatermill is RelayMsgsPerSec / WatermillMsgsPerSec (one
-	// replica against one forwarder).
-	RatioToWatermill float64 `json:"ratio_to_watermill"`
-	// RawOverWatermill is RawMsgsPerSec / WatermillMsgsPerSec: the ratio
-	// to watermill of a relay as fast as publishing from memory, so the
-	// most any relay through this broker reaches on this machine. Below
-	// the watermill goal, the goal is out of reach here, whatever the
-	// relay does.
-	RawOverWatermill float64 `json:"raw_over_watermill"`
-	// The latency fields are COMMIT -> confirmed publish at the latency
-	// runs' rate (LatencyRateText).
-	LatencyPollP50Ms   float64 `json:"latency_poll_p50_ms"`
-	LatencyPollP99Ms   float64 `json:"latency_poll_p99_ms"`
-	LatencyNotifyP50Ms float64 `json:"latency_notify_p50_ms"`
-	LatencyNotifyP99Ms float64 `json:"latency_notify_p99_ms"`
-
-	// LatencyPollMaxMs and LatencyNotifyMaxMs complete the summary.
-	LatencyPollMaxMs   float64 `json:"latency_poll_max_ms"`
-	LatencyNotifyMaxMs float64 `json:"latency_notify_max_ms"`
-	// LatencyBrokerP50Ms and LatencyBrokerP99Ms are publish -> confirm of
-	// the same messages published from memory at the rate the NOTIFY run
-	// reached: the broker's own share, which no relay can beat.
-	LatencyBrokerP50Ms float64 `json:"latency_broker_p50_ms"`
-	LatencyBrokerP99Ms float64 `json:"latency_broker_p99_ms"`
-	// LatencyInlineP99Ms is commit -> confirm with no relay, each producer
-	// publishing its event as its COMMIT returns, at the notify run's
-	// commits (the "inline" mode): the floor of any relay's at this rate
-	// on this machine, the database's load included. NotifyOverInlineP99
-	// is LatencyNotifyP99Ms over it: what the relay adds to that floor.
-	LatencyInlineP99Ms  float64 `json:"latency_inline_p99_ms"`
-	NotifyOverInlineP99 float64 `json:"notify_p99_over_inline_p99"`
-	// InlineOverBrokerP99 is LatencyInlineP99Ms over LatencyBrokerP99Ms:
-	// above the NOTIFY goal's bound, no relay at all meets it at these
-	// commits on this machine.
-	InlineOverBrokerP99 float64 `json:"inline_p99_over_broker_p99"`
-	// LatencyClaimCallP99Ms is the p99, over the notify run's events, of
-	// the duration of the claim statement that leased each one's row
-	// (LatencyStages.ClaimCall), and ClaimCallOverBrokerP99 it over
-	// LatencyBrokerP99Ms: every event's commit -> confirm holds its
-	// claim, so above the NOTIFY goal's bound no relay whose claims take
-	// as long as these, leasing rows before it publishes them, meets the
-	// goal at these commits on this machine.
-	LatencyClaimCallP99Ms  float64 `json:"latency_claim_call_p99_ms"`
-	ClaimCallOverBrokerP99 float64 `json:"claim_call_p99_over_broker_p99"`
-	// LatencyKeyedP99Ms is commit -> confirm of the keyed lease run at the
-	// notify run's commits: no relay, each row leased by its key in one
-	// statement after its NOTIFY and then published (keyedLeaser), the
-	// three hops of a relay that leases a row after the NOTIFY and before
-	// it publishes it, and nothing else. KeyedOverBrokerP99 is it over
-	// LatencyBrokerP99Ms: above the NOTIFY goal's bound, no such relay
-	// meets the goal at these commits on this machine. NotifyOverKeyedP99
-	// is LatencyNotifyP99Ms over it: how far the relay is from that floor.
-	LatencyKeyedP99Ms  float64 `json:"latency_keyed_p99_ms"`
-	KeyedOverBrokerP99 float64 `json:"keyed_p99_over_broker_p99"`
-	NotifyOverKeyedP99 float64 `json:"notify_p99_over_keyed_p99"`
-	// NotifyRelayStatementMeanMs is the mean duration of the notify run's
-	// claims and marks as the relay timed them, and
-	// NotifyRelayStatementCPUWaitMs how long, per statement, the
-	// PostgreSQL processes serving them waited runnable for a core
-	// (Latency.RelayStatementCPUWaitMs); NotifyBusyCores is how many
-	// cores the machine kept busy meanwhile. Where the wait is most of
-	// the statement, the relay's statements are slowed by the cores the
-	// run shares, not by their own work.
-	NotifyRelayStatementMeanMs    float64 `json:"notify_relay_statement_mean_ms"`
-	NotifyRelayStatementCPUWaitMs float64 `json:"notify_relay_statement_cpu_wait_ms"`
-	NotifyBusyCores               float64 `json:"notify_busy_cores"`
-	// CPUMicrosPerMsgRawProcess is the CPU time of this process per
-	// message in the raw phase that set the broker's limit: what amqp091
-	// publishing alone costs, a floor of the relay's own share.
-	CPUMicrosPerMsgRawProcess float64 `json:"cpu_us_per_msg_raw_process"`
-	// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
-	Ratio2ToRaw float64 `json:"relay2_ratio_to_raw"`
-	// NotifyOverBrokerP99 is LatencyNotifyP99Ms / LatencyBrokerP99Ms: what
-	// the relay's tail is against the broker's own at the same rate.
-	NotifyOverBrokerP99 float64 `json:"notify_p99_over_broker_p99"`
-	// CPUMicrosPerMsgRelayPlusDB is the CPU time of this process (the
-	// relay, with the harness's little share) and PostgreSQL per message
-	// of the one-replica drain; CPUMicrosPerMsgBroker is RabbitMQ's in the
-	// same drain, and CPURelayPlusDBOverBroker the first over the second.
-	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
-	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
-	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
-	// CPUCeilingRatioToRaw is the CPU per message of the raw phase that
-	// set the broker's limit over relay-1's, and CPUCeiling2RatioToRaw
-	// the same over relay-2's: the ratio to raw that the machine's cores
-	// allow a relay with that cost when they are the limit of both phases
-	// (a phase's rate is then its busy cores over its CPU per message).
-	// RatioToRaw over its ceiling says how close the relay came to it.
-	CPUCeilingRatioToRaw  float64 `json:"cpu_ceiling_ratio_to_raw"`
-	CPUCeiling2RatioToRaw float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
-	// CPUBudgetRelayPlusDB is the CPU per message relay-1's process and
-	// PostgreSQL may take, RabbitMQ's share in relay-1 unchanged, for its
-	// CPU ceiling to reach GoalRatioToRaw: what the relay-1 goal asks of
-	// the relay on a machine whose cores are the limit.
-	CPUBudgetRelayPlusDB float64 `json:"cpu_budget_us_per_msg_relay_plus_db"`
-	// CoresBound is true when every phase of the throughput comparison
-	// (raw, relay-1, relay-2, raw-after) kept the cores busy, less than
-	// coresBoundIdle of them idle on average: the ceilings then hold.
-	CoresBound bool `json:"cores_bound"`
-	// BrokerBusyRaw is how many cores RabbitMQ kept busy in the raw phase
-	// that set the limit. BrokerBusyRatio is RabbitMQ's busy cores in
-	// relay-1 over that, and BrokerCostRatio raw's RabbitMQ CPU per
-	// message over relay-1's. Their product is RatioToRaw exactly (each
-	// phase's rate is RabbitMQ's busy cores over its CPU per message);
-	// where the broker is the limit (about a core busy in raw while cores
-	// stay idle: its queue and channel run as a few Erlang processes),
-	// they say how fully the relay kept the broker busy and how much
-	// more work each of its messages gave the broker.
-	BrokerBusyRaw   float64 `json:"broker_busy_raw"`
-	BrokerBusyRatio float64 `json:"broker_busy_ratio"`
-	BrokerCostRatio float64 `json:"broker_cost_ratio"`
-	// Broker2BusyRatio and Broker2CostRatio are the same two factors of
-	// Ratio2ToRaw, for the two-replica drain.
-	Broker2BusyRatio float64 `json:"broker2_busy_ratio"`
-	Broker2CostRatio float64 `json:"broker2_cost_ratio"`
-	// RawSelfRatio is the slower raw phase's rate over the faster's
-	// (goal.RawSelfRatio): raw publishing itself against the broker's
-	// limit, the broker's own noise from one phase to the next.
-	RawSelfRatio float64 `json:"raw_self_ratio"`
-	// Raw2RatioToRaw is the raw-2 phase's rate (the backlog published
-	// from memory over two connections at once, each with the relay's
-	// window) over RawMsgsPerSec: relay-2 / raw of a two-replica relay as
-	// fast as raw publishing, since each replica publishes on a
-	// connection of its own. Below the relay-2 goal, no two-replica relay
-	// meets it through this broker on this machine.
-	Raw2RatioToRaw float64 `json:"raw2_ratio_to_raw"`
+	Throughput
+	LatencySummary
+	CPUCost
 
 	// Phases are the drains in the order they ran.
 	Phases []Phase `json:"phases"`
@@ -161,6 +45,251 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 	// Seconds is the run's wall time, setup included.
 	Seconds float64 `json:"seconds"`
+}
+
+// Throughput is how fast each contender drained the backlog of Events:
+// the messages it got confirmed within its bound, per second.
+type Throughput struct {
+	Events int `json:"events"`
+	// RawMsgsPerSec is the faster of the raw phases (raw, raw-after):
+	// the broker's limit, which the ratios to raw are against.
+	RawMsgsPerSec float64 `json:"raw_msgs_per_sec"`
+	// RelayMsgsPerSec and Relay2MsgsPerSec are the relay's drains with
+	// one replica and with two.
+	RelayMsgsPerSec  float64 `json:"relay_msgs_per_sec"`
+	Relay2MsgsPerSec float64 `json:"relay2_msgs_per_sec"`
+	// WatermillMsgsPerSec is watermill's forwarder's drain.
+	WatermillMsgsPerSec float64 `json:"watermill_msgs_per_sec"`
+}
+
+// RatioToRaw is RelayMsgsPerSec / RawMsgsPerSec (one replica).
+func (t Throughput) RatioToRaw() float64 { return ratio(t.RelayMsgsPerSec, t.RawMsgsPerSec) }
+
+// Ratio2ToRaw is Relay2MsgsPerSec / RawMsgsPerSec.
+func (t Throughput) Ratio2ToRaw() float64 { return ratio(t.Relay2MsgsPerSec, t.RawMsgsPerSec) }
+
+// RatioToWatermill is RelayMsgsPerSec / WatermillMsgsPerSec (one replica
+// against one forwarder).
+func (t Throughput) RatioToWatermill() float64 {
+	return ratio(t.RelayMsgsPerSec, t.WatermillMsgsPerSec)
+}
+
+// RawOverWatermill is RawMsgsPerSec / WatermillMsgsPerSec: the ratio to
+// watermill of a relay as fast as publishing from memory, so the most any
+// relay through this broker reaches on this machine. Below the watermill
+// goal, the goal is out of reach here, whatever the relay does.
+func (t Throughput) RawOverWatermill() float64 {
+	return ratio(t.RawMsgsPerSec, t.WatermillMsgsPerSec)
+}
+
+// LatencySummary is what the latency runs (Result.Latency) measured, in
+// ms: COMMIT -> confirmed publish at the latency runs' rate
+// (Result.LatencyRateText) of the relay and of its floors.
+type LatencySummary struct {
+	// The relay polling only (poll) and woken by LISTEN/NOTIFY (notify).
+	LatencyPollP50Ms   float64 `json:"latency_poll_p50_ms"`
+	LatencyPollP99Ms   float64 `json:"latency_poll_p99_ms"`
+	LatencyNotifyP50Ms float64 `json:"latency_notify_p50_ms"`
+	LatencyNotifyP99Ms float64 `json:"latency_notify_p99_ms"`
+	LatencyPollMaxMs   float64 `json:"latency_poll_max_ms"`
+	LatencyNotifyMaxMs float64 `json:"latency_notify_max_ms"`
+	// LatencyBrokerP50Ms and LatencyBrokerP99Ms are publish -> confirm of
+	// the same messages published from memory at the rate the NOTIFY run
+	// reached: the broker's own share, which no relay can beat.
+	LatencyBrokerP50Ms float64 `json:"latency_broker_p50_ms"`
+	LatencyBrokerP99Ms float64 `json:"latency_broker_p99_ms"`
+	// LatencyInlineP99Ms is commit -> confirm with no relay, each producer
+	// publishing its event as its COMMIT returns, at the notify run's
+	// commits (the "inline" mode): the floor of any relay's at this rate
+	// on this machine, the database's load included.
+	LatencyInlineP99Ms float64 `json:"latency_inline_p99_ms"`
+	// LatencyClaimCallP99Ms is the p99, over the notify run's events, of
+	// the duration of the claim statement that leased each one's row
+	// (LatencyStages.ClaimCall).
+	LatencyClaimCallP99Ms float64 `json:"latency_claim_call_p99_ms"`
+	// NotifyRelayStatementMeanMs is the mean duration of the notify run's
+	// claims and marks as the relay timed them, and
+	// NotifyRelayStatementCPUWaitMs how long, per statement, the
+	// PostgreSQL processes serving them waited runnable for a core
+	// (Latency.RelayStatementCPUWaitMs); NotifyBusyCores is how many
+	// cores the machine kept busy meanwhile.
+	NotifyRelayStatementMeanMs    float64 `json:"notify_relay_statement_mean_ms"`
+	NotifyRelayStatementCPUWaitMs float64 `json:"notify_relay_statement_cpu_wait_ms"`
+	NotifyBusyCores               float64 `json:"notify_busy_cores"`
+	// LatencyKeyedP99Ms is commit -> confirm of the keyed lease run at the
+	// notify run's commits: no relay, each row leased by its key in one
+	// statement after its NOTIFY and then published (keyedLeaser), the
+	// three hops of a relay that leases a row after the NOTIFY and before
+	// it publishes it, and nothing else.
+	LatencyKeyedP99Ms float64 `json:"latency_keyed_p99_ms"`
+}
+
+// NotifyOverBrokerP99 is LatencyNotifyP99Ms / LatencyBrokerP99Ms: what
+// the relay's tail is against the broker's own at the same rate.
+func (l LatencySummary) NotifyOverBrokerP99() float64 {
+	return ratio(l.LatencyNotifyP99Ms, l.LatencyBrokerP99Ms)
+}
+
+// NotifyOverInlineP99 is LatencyNotifyP99Ms / LatencyInlineP99Ms: what
+// the relay adds to the floor of no relay at all.
+func (l LatencySummary) NotifyOverInlineP99() float64 {
+	return ratio(l.LatencyNotifyP99Ms, l.LatencyInlineP99Ms)
+}
+
+// InlineOverBrokerP99 is LatencyInlineP99Ms / LatencyBrokerP99Ms: above
+// the NOTIFY goal's bound, no relay at all meets it at these commits on
+// this machine.
+func (l LatencySummary) InlineOverBrokerP99() float64 {
+	return ratio(l.LatencyInlineP99Ms, l.LatencyBrokerP99Ms)
+}
+
+// ClaimCallOverBrokerP99 is LatencyClaimCallP99Ms / LatencyBrokerP99Ms:
+// every event's commit -> confirm holds its claim, so above the NOTIFY
+// goal's bound no relay whose claims take as long as these, leasing rows
+// before it publishes them, meets the goal at these commits on this
+// machine.
+func (l LatencySummary) ClaimCallOverBrokerP99() float64 {
+	return ratio(l.LatencyClaimCallP99Ms, l.LatencyBrokerP99Ms)
+}
+
+// KeyedOverBrokerP99 is LatencyKeyedP99Ms / LatencyBrokerP99Ms: above the
+// NOTIFY goal's bound, no relay that leases a row after its NOTIFY and
+// before it publishes it meets the goal at these commits on this machine.
+func (l LatencySummary) KeyedOverBrokerP99() float64 {
+	return ratio(l.LatencyKeyedP99Ms, l.LatencyBrokerP99Ms)
+}
+
+// NotifyOverKeyedP99 is LatencyNotifyP99Ms / LatencyKeyedP99Ms: how far
+// the relay is from the keyed lease's floor.
+func (l LatencySummary) NotifyOverKeyedP99() float64 {
+	return ratio(l.LatencyNotifyP99Ms, l.LatencyKeyedP99Ms)
+}
+
+// StatementWaitShare is NotifyRelayStatementCPUWaitMs /
+// NotifyRelayStatementMeanMs: where it is most of the statement, the
+// relay's statements are slowed by the cores the run shares, not by their
+// own work.
+func (l LatencySummary) StatementWaitShare() float64 {
+	return ratio(l.NotifyRelayStatementCPUWaitMs, l.NotifyRelayStatementMeanMs)
+}
+
+// keyedNoFloor says, where the relay's NOTIFY p99 was below the keyed
+// lease's, that the keyed lease was no floor in the run: it queued
+// behind cores the run saturated.
+func (l LatencySummary) keyedNoFloor() string {
+	if r := l.NotifyOverKeyedP99(); r > 0 && r < 1 {
+		return " (the relay's p99 was below it: no floor in this run)"
+	}
+	return ""
+}
+
+// CPUCost is the CPU time per message, in microseconds, of the drains
+// that set the ratios to raw.
+type CPUCost struct {
+	// CPUMicrosPerMsgRawProcess is this process's in the raw phase that
+	// set the broker's limit: what amqp091 publishing alone costs, a
+	// floor of the relay's own share.
+	CPUMicrosPerMsgRawProcess float64 `json:"cpu_us_per_msg_raw_process"`
+	// CPUMicrosPerMsgRelayPlusDB is this process's (the relay, with the
+	// harness's little share) and PostgreSQL's in the one-replica drain;
+	// CPUMicrosPerMsgBroker is RabbitMQ's in the same drain.
+	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
+	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
+}
+
+// CPURelayPlusDBOverBroker is CPUMicrosPerMsgRelayPlusDB /
+// CPUMicrosPerMsgBroker: the CPU goal's figure.
+func (c CPUCost) CPURelayPlusDBOverBroker() float64 {
+	return ratio(c.CPUMicrosPerMsgRelayPlusDB, c.CPUMicrosPerMsgBroker)
+}
+
+// CPURawProcessOverBroker is CPUMicrosPerMsgRawProcess /
+// CPUMicrosPerMsgBroker: the part of the CPU goal's budget that
+// publishing alone takes.
+func (c CPUCost) CPURawProcessOverBroker() float64 {
+	return ratio(c.CPUMicrosPerMsgRawProcess, c.CPUMicrosPerMsgBroker)
+}
+
+// Summary is what the command prints with --json: a run's figures, with
+// the ratios between them and its limits, without the phases and runs
+// behind them.
+type Summary struct {
+	Throughput
+	LatencySummary
+	CPUCost
+	Limits
+}
+
+// Summary returns the figures of r, its limits derived.
+func (r Result) Summary() Summary {
+	return Summary{Throughput: r.Throughput, LatencySummary: r.LatencySummary, CPUCost: r.CPUCost, Limits: r.Limits()}
+}
+
+// ratios are the ratios of a run's figures as the JSON carries them, beside
+// the figures: written for the readers of the JSON, and dropped when a
+// Result is read, which derives them again.
+type ratios struct {
+	RatioToRaw               float64 `json:"ratio_to_raw"`
+	Ratio2ToRaw              float64 `json:"relay2_ratio_to_raw"`
+	RatioToWatermill         float64 `json:"ratio_to_watermill"`
+	RawOverWatermill         float64 `json:"raw_over_watermill"`
+	NotifyOverBrokerP99      float64 `json:"notify_p99_over_broker_p99"`
+	NotifyOverInlineP99      float64 `json:"notify_p99_over_inline_p99"`
+	InlineOverBrokerP99      float64 `json:"inline_p99_over_broker_p99"`
+	ClaimCallOverBrokerP99   float64 `json:"claim_call_p99_over_broker_p99"`
+	KeyedOverBrokerP99       float64 `json:"keyed_p99_over_broker_p99"`
+	NotifyOverKeyedP99       float64 `json:"notify_p99_over_keyed_p99"`
+	CPURelayPlusDBOverBroker float64 `json:"cpu_relay_plus_db_over_broker"`
+}
+
+// ratiosOf are the ratios of a run's figures.
+func ratiosOf(t Throughput, l LatencySummary, c CPUCost) ratios {
+	return ratios{
+		RatioToRaw: t.RatioToRaw(), Ratio2ToRaw: t.Ratio2ToRaw(), RatioToWatermill: t.RatioToWatermill(), RawOverWatermill: t.RawOverWatermill(),
+		NotifyOverBrokerP99: l.NotifyOverBrokerP99(), NotifyOverInlineP99: l.NotifyOverInlineP99(), InlineOverBrokerP99: l.InlineOverBrokerP99(),
+		ClaimCallOverBrokerP99: l.ClaimCallOverBrokerP99(), KeyedOverBrokerP99: l.KeyedOverBrokerP99(), NotifyOverKeyedP99: l.NotifyOverKeyedP99(),
+		CPURelayPlusDBOverBroker: c.CPURelayPlusDBOverBroker(),
+	}
+}
+
+// resultFields is Result without its methods: its JSON is the fields'.
+type resultFields Result
+
+// MarshalJSON writes r as one object: its fields, its ratios and its
+// limits.
+func (r Result) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		resultFields
+		ratios
+		Limits
+	}{resultFields(r), ratiosOf(r.Throughput, r.LatencySummary, r.CPUCost), r.Limits()})
+}
+
+// UnmarshalJSON reads a result as MarshalJSON writes it, as every run
+// has written it: the ratios and limits it carries are dropped, since r
+// derives them from its figures and phases. A key that is none of these
+// is refused, so that a result of another layout is not read as zeros.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	w := struct {
+		*resultFields
+		ratios
+		Limits
+	}{resultFields: (*resultFields)(r)}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&w)
+}
+
+// summaryFields is Summary without its methods.
+type summaryFields Summary
+
+// MarshalJSON writes s as one object: its figures, their ratios and its
+// limits.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		summaryFields
+		ratios
+	}{summaryFields(s), ratiosOf(s.Throughput, s.LatencySummary, s.CPUCost)})
 }
 
 // RunConfig records the settings of a run.
@@ -245,11 +374,22 @@ type Resources struct {
 	RabbitMQWaiting float64 `json:"rabbitmq_waiting,omitempty"`
 }
 
+// ratio is a / b, or 0 where b is: a figure over one not measured is not
+// measured either.
 func ratio(a, b float64) float64 {
 	if b == 0 {
 		return 0
 	}
 	return a / b
+}
+
+// LatencyRateText says what the latency runs' rate was: half the
+// one-replica drain rate (the default) or a rate the caller chose.
+func (r Result) LatencyRateText() string {
+	if r.Config.LatencyRate == r.RelayMsgsPerSec/2 {
+		return "half capacity"
+	}
+	return "a chosen rate"
 }
 
 // Target is one goal of the benchmark and what a run measured against it.
@@ -269,107 +409,5 @@ const (
 // Targets returns the run's figures against the goals; a figure whose
 // phases did not run is not judged.
 func (r Result) Targets() []Target {
-	return goal.Judge(r.goalFigures())
-}
-
-// goalFigures are the ratios of r that the goals judge, each zero where
-// a phase it needs did not run.
-func (r Result) goalFigures() goal.Figures {
-	f := goal.Figures{RatioToWatermill: r.RatioToWatermill}
-	if r.RawMsgsPerSec > 0 {
-		f.RatioToRaw, f.Ratio2ToRaw = r.RatioToRaw, r.Ratio2ToRaw
-	}
-	if r.LatencyBrokerP99Ms > 0 {
-		f.NotifyOverBroker = r.NotifyOverBrokerP99
-	}
-	if r.CPUMicrosPerMsgBroker > 0 {
-		f.CPUOverBroker = r.CPURelayPlusDBOverBroker
-	}
-	return f
-}
-
-// Summary is the JSON the command prints with --json: the summary fields
-// of a Result and nothing else.
-type Summary struct {
-	Events              int     `json:"events"`
-	RawMsgsPerSec       float64 `json:"raw_msgs_per_sec"`
-	RelayMsgsPerSec     float64 `json:"relay_msgs_per_sec"`
-	Relay2MsgsPerSec    float64 `json:"relay2_msgs_per_sec"`
-	WatermillMsgsPerSec float64 `json:"watermill_msgs_per_sec"`
-	RatioToRaw          float64 `json:"ratio_to_raw"`
-	RatioToWatermill    float64 `json:"ratio_to_watermill"`
-	RawOverWatermill    float64 `json:"raw_over_watermill"`
-	LatencyPollP50Ms    float64 `json:"latency_poll_p50_ms"`
-	LatencyPollP99Ms    float64 `json:"latency_poll_p99_ms"`
-	LatencyNotifyP50Ms  float64 `json:"latency_notify_p50_ms"`
-	LatencyNotifyP99Ms  float64 `json:"latency_notify_p99_ms"`
-
-	Relay2RatioToRaw           float64 `json:"relay2_ratio_to_raw"`
-	LatencyBrokerP99Ms         float64 `json:"latency_broker_p99_ms"`
-	NotifyOverBrokerP99        float64 `json:"notify_p99_over_broker_p99"`
-	CPUMicrosPerMsgRelayPlusDB float64 `json:"cpu_us_per_msg_relay_plus_db"`
-	CPUMicrosPerMsgBroker      float64 `json:"cpu_us_per_msg_broker"`
-	CPURelayPlusDBOverBroker   float64 `json:"cpu_relay_plus_db_over_broker"`
-	LatencyInlineP99Ms         float64 `json:"latency_inline_p99_ms"`
-	NotifyOverInlineP99        float64 `json:"notify_p99_over_inline_p99"`
-	CPUCeilingRatioToRaw       float64 `json:"cpu_ceiling_ratio_to_raw"`
-	CPUCeiling2RatioToRaw      float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
-	CoresBound                 bool    `json:"cores_bound"`
-	BrokerBusyRaw              float64 `json:"broker_busy_raw"`
-	BrokerBusyRatio            float64 `json:"broker_busy_ratio"`
-	BrokerCostRatio            float64 `json:"broker_cost_ratio"`
-	Broker2BusyRatio           float64 `json:"broker2_busy_ratio"`
-	Broker2CostRatio           float64 `json:"broker2_cost_ratio"`
-	RawSelfRatio               float64 `json:"raw_self_ratio"`
-	Raw2RatioToRaw             float64 `json:"raw2_ratio_to_raw"`
-	LatencyClaimCallP99Ms      float64 `json:"latency_claim_call_p99_ms"`
-	ClaimCallOverBrokerP99     float64 `json:"claim_call_p99_over_broker_p99"`
-	LatencyKeyedP99Ms          float64 `json:"latency_keyed_p99_ms"`
-	KeyedOverBrokerP99         float64 `json:"keyed_p99_over_broker_p99"`
-	NotifyOverKeyedP99         float64 `json:"notify_p99_over_keyed_p99"`
-
-	NotifyRelayStatementMeanMs    float64 `json:"notify_relay_statement_mean_ms"`
-	NotifyRelayStatementCPUWaitMs float64 `json:"notify_relay_statement_cpu_wait_ms"`
-	NotifyBusyCores               float64 `json:"notify_busy_cores"`
-}
-
-// keyedNoFloor says, where the relay's NOTIFY p99 was below the keyed
-// lease's, that the keyed lease was no floor in the run: it queued
-// behind cores the run saturated.
-func (r Result) keyedNoFloor() string {
-	if r.NotifyOverKeyedP99 > 0 && r.NotifyOverKeyedP99 < 1 {
-		return " (the relay's p99 was below it: no floor in this run)"
-	}
-	return ""
-}
-
-// LatencyRateText says what the latency runs' rate was: half the
-// one-replica drain rate (the default) or a rate the caller chose.
-func (r Result) LatencyRateText() string {
-	if r.Config.LatencyRate == r.RelayMsgsPerSec/2 {
-		return "half capacity"
-	}
-	return "a chosen rate"
-}
-
-// Summary returns the summary fields of r.
-func (r Result) Summary() Summary {
-	return Summary{
-		Events: r.Events, RawMsgsPerSec: r.RawMsgsPerSec, RelayMsgsPerSec: r.RelayMsgsPerSec,
-		Relay2MsgsPerSec: r.Relay2MsgsPerSec, WatermillMsgsPerSec: r.WatermillMsgsPerSec,
-		RatioToRaw: r.RatioToRaw, RatioToWatermill: r.RatioToWatermill, RawOverWatermill: r.RawOverWatermill,
-		LatencyPollP50Ms: r.LatencyPollP50Ms, LatencyPollP99Ms: r.LatencyPollP99Ms,
-		LatencyNotifyP50Ms: r.LatencyNotifyP50Ms, LatencyNotifyP99Ms: r.LatencyNotifyP99Ms,
-		Relay2RatioToRaw: r.Ratio2ToRaw, LatencyBrokerP99Ms: r.LatencyBrokerP99Ms, NotifyOverBrokerP99: r.NotifyOverBrokerP99,
-		CPUMicrosPerMsgRelayPlusDB: r.CPUMicrosPerMsgRelayPlusDB, CPUMicrosPerMsgBroker: r.CPUMicrosPerMsgBroker,
-		CPURelayPlusDBOverBroker: r.CPURelayPlusDBOverBroker,
-		LatencyInlineP99Ms:       r.LatencyInlineP99Ms, NotifyOverInlineP99: r.NotifyOverInlineP99,
-		CPUCeilingRatioToRaw: r.CPUCeilingRatioToRaw, CPUCeiling2RatioToRaw: r.CPUCeiling2RatioToRaw,
-		CoresBound: r.CoresBound, BrokerBusyRaw: r.BrokerBusyRaw, BrokerBusyRatio: r.BrokerBusyRatio, BrokerCostRatio: r.BrokerCostRatio,
-		Broker2BusyRatio: r.Broker2BusyRatio, Broker2CostRatio: r.Broker2CostRatio, RawSelfRatio: r.RawSelfRatio, Raw2RatioToRaw: r.Raw2RatioToRaw,
-		LatencyClaimCallP99Ms: r.LatencyClaimCallP99Ms, ClaimCallOverBrokerP99: r.ClaimCallOverBrokerP99,
-		LatencyKeyedP99Ms: r.LatencyKeyedP99Ms, KeyedOverBrokerP99: r.KeyedOverBrokerP99, NotifyOverKeyedP99: r.NotifyOverKeyedP99,
-		NotifyRelayStatementMeanMs: r.NotifyRelayStatementMeanMs, NotifyRelayStatementCPUWaitMs: r.NotifyRelayStatementCPUWaitMs,
-		NotifyBusyCores: r.NotifyBusyCores,
-	}
+	return goal.Judge(r)
 }

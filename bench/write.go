@@ -21,6 +21,7 @@ func (r Result) WriteJSON(w io.Writer, full bool) error {
 
 // WriteTable writes the result as the tables REPORT.md shows.
 func (r Result) WriteTable(out io.Writer) error {
+	lim := r.Limits()
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(out, "Throughput: draining %d events (batch %d, window %d, payload ~%d B; layout %s, servers reached at %s)\n\n",
 		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes, orValue(r.Config.Layout, LayoutShared), orValue(r.Config.Addressing, addressPublished))
@@ -52,45 +53,45 @@ func (r Result) WriteTable(out io.Writer) error {
 		fmt.Fprintf(out, "  CPU per message in relay-1: relay + PostgreSQL %.1f us, RabbitMQ %.1f us; raw's process (amqp091 publishing alone) %.1f us\n",
 			r.CPUMicrosPerMsgRelayPlusDB, r.CPUMicrosPerMsgBroker, r.CPUMicrosPerMsgRawProcess)
 	}
-	if r.CPUCeilingRatioToRaw > 0 && r.CoresBound {
+	if lim.CPUCeilingRatioToRaw > 0 && lim.CoresBound {
 		fmt.Fprintf(out, "  the cores were the limit of every phase: CPU ceiling of relay-1 / raw (raw's CPU per message over relay-1's) %.2f, relay-1 at %.0f%% of it; relay-2's ceiling %.2f\n",
-			r.CPUCeilingRatioToRaw, 100*ratio(r.RatioToRaw, r.CPUCeilingRatioToRaw), r.CPUCeiling2RatioToRaw)
+			lim.CPUCeilingRatioToRaw, 100*ratio(r.RatioToRaw(), lim.CPUCeilingRatioToRaw), lim.CPUCeiling2RatioToRaw)
 		fmt.Fprintf(out, "  relay + PostgreSQL CPU per message that a ceiling of %g needs: %.1f us (measured %.1f us)\n",
-			GoalRatioToRaw, r.CPUBudgetRelayPlusDB, r.CPUMicrosPerMsgRelayPlusDB)
+			GoalRatioToRaw, lim.CPUBudgetRelayPlusDB, r.CPUMicrosPerMsgRelayPlusDB)
 	}
-	if r.BrokerBusyRatio > 0 {
+	if lim.BrokerBusyRatio > 0 {
 		fmt.Fprintf(out, "  RabbitMQ kept %.2f cores busy in raw; relay-1 / raw %.2f = RabbitMQ's busy cores, relay-1 / raw, %.2f x its CPU per message, raw / relay-1, %.2f\n",
-			r.BrokerBusyRaw, r.RatioToRaw, r.BrokerBusyRatio, r.BrokerCostRatio)
+			lim.BrokerBusyRaw, r.RatioToRaw(), lim.BrokerBusyRatio, lim.BrokerCostRatio)
 	}
-	if r.RawSelfRatio > 0 {
-		fmt.Fprintf(out, "  raw's slower phase / its faster (raw publishing itself against the broker's limit): %.2f\n", r.RawSelfRatio)
+	if lim.RawSelfRatio > 0 {
+		fmt.Fprintf(out, "  raw's slower phase / its faster (raw publishing itself against the broker's limit): %.2f\n", lim.RawSelfRatio)
 	}
-	if r.Raw2RatioToRaw > 0 {
+	if lim.Raw2RatioToRaw > 0 {
 		fmt.Fprintf(out, "  raw over two connections / raw (relay-2 / raw of a two-replica relay as fast as raw; below %g, no two-replica relay meets that goal here): %.2f\n",
-			GoalRatio2ToRaw, r.Raw2RatioToRaw)
+			GoalRatio2ToRaw, lim.Raw2RatioToRaw)
 	}
-	if r.Broker2BusyRatio > 0 {
+	if lim.Broker2BusyRatio > 0 {
 		fmt.Fprintf(out, "  relay-2 / raw %.2f = RabbitMQ's busy cores, relay-2 / raw, %.2f x its CPU per message, raw / relay-2, %.2f\n",
-			r.Ratio2ToRaw, r.Broker2BusyRatio, r.Broker2CostRatio)
+			r.Ratio2ToRaw(), lim.Broker2BusyRatio, lim.Broker2CostRatio)
 	}
-	if r.ClaimCallOverBrokerP99 > 0 {
+	if r.ClaimCallOverBrokerP99() > 0 {
 		fmt.Fprintf(out, "  the notify run's claim statements, p99 over its events / broker-alone p99: %.2f (%.1f ms; every event's commit -> confirm holds its claim)\n",
-			r.ClaimCallOverBrokerP99, r.LatencyClaimCallP99Ms)
+			r.ClaimCallOverBrokerP99(), r.LatencyClaimCallP99Ms)
 	}
-	if r.RawOverWatermill > 0 {
+	if r.RawOverWatermill() > 0 {
 		fmt.Fprintf(out, "  raw / watermill (relay-1 / watermill of a relay as fast as raw; below %g, no relay meets that goal here): %.2f\n",
-			GoalRatioToWatermill, r.RawOverWatermill)
+			GoalRatioToWatermill, r.RawOverWatermill())
 	}
-	if r.InlineOverBrokerP99 > 0 {
-		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99)
+	if r.InlineOverBrokerP99() > 0 {
+		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99())
 	}
-	if r.KeyedOverBrokerP99 > 0 {
+	if r.KeyedOverBrokerP99() > 0 {
 		fmt.Fprintf(out, "  keyed lease p99 / broker-alone p99 (a row leased by its key after its NOTIFY, then published; above %g, no relay that leases after the NOTIFY meets that goal here, unless the relay beat it): %.2f%s\n",
-			GoalNotifyOverBroker, r.KeyedOverBrokerP99, r.keyedNoFloor())
+			GoalNotifyOverBroker, r.KeyedOverBrokerP99(), r.keyedNoFloor())
 	}
 	if r.NotifyRelayStatementMeanMs > 0 && r.NotifyRelayStatementCPUWaitMs > 0 {
 		fmt.Fprintf(out, "  the notify run's claims and marks: %.2f ms mean, of which their PostgreSQL processes waited %.2f ms for a core (%.0f%%), %.2f of the cores busy\n",
-			r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, 100*ratio(r.NotifyRelayStatementCPUWaitMs, r.NotifyRelayStatementMeanMs), r.NotifyBusyCores)
+			r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, 100*r.StatementWaitShare(), r.NotifyBusyCores)
 	}
 	if len(r.Latency) > 0 {
 		fmt.Fprintf(out, "\nLatency at %s (%d events at %.0f/s per mode from %d producers after a %s warm-up, one replica)\n\n",
@@ -105,14 +106,14 @@ func (r Result) WriteTable(out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "\nNOTIFY p99 commit -> confirm %.1f ms; the broker alone, publish -> confirm at that rate: p99 %.1f ms (x%.1f)\n",
-			r.LatencyNotifyP99Ms, r.LatencyBrokerP99Ms, r.NotifyOverBrokerP99)
+			r.LatencyNotifyP99Ms, r.LatencyBrokerP99Ms, r.NotifyOverBrokerP99())
 		if r.LatencyInlineP99Ms > 0 {
 			fmt.Fprintf(out, "no relay, each event published as its COMMIT returns (inline): p99 %.1f ms (the relay's NOTIFY p99 is x%.1f that floor)\n",
-				r.LatencyInlineP99Ms, r.NotifyOverInlineP99)
+				r.LatencyInlineP99Ms, r.NotifyOverInlineP99())
 		}
 		if r.LatencyKeyedP99Ms > 0 {
 			fmt.Fprintf(out, "each row leased by its key after its NOTIFY, then published (keyed): p99 %.1f ms (the relay's NOTIFY p99 is x%.2f that floor)\n",
-				r.LatencyKeyedP99Ms, r.NotifyOverKeyedP99)
+				r.LatencyKeyedP99Ms, r.NotifyOverKeyedP99())
 		}
 		if err := writeSched(out, r.Latency); err != nil {
 			return err

@@ -5,59 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/bench/goal"
 )
-
-// goalFigures are the ratios of g that the benchmark's goals judge.
-func (g benchFigures) goalFigures() goal.Figures {
-	return goal.Figures{
-		RatioToRaw: g.RatioToRaw, Ratio2ToRaw: g.Ratio2ToRaw, NotifyOverBroker: g.NotifyOverBroker,
-		RatioToWatermill: g.RatioToWatermill, CPUOverBroker: g.CPUOverBroker,
-	}
-}
-
-// rawOverWatermill is relay-1 / watermill of a relay as fast as raw
-// publishing: the most any relay through this broker reached against
-// watermill in the run; zero when watermill did not run.
-func (g benchFigures) rawOverWatermill() float64 {
-	if g.Watermill <= 0 {
-		return 0
-	}
-	return g.Raw / g.Watermill
-}
-
-// brokerFactors are the two factors of the drain phase's rate over raw's
-// (goal.BrokerFactors), raw being the raw phase with the higher rate, as
-// the benchmark takes it; zeros where a phase or its resources are
-// missing.
-func (g benchFigures) brokerFactors(phase string) (busy, cost float64) {
-	var raw, relay goal.Drain
-	best := 0.0
-	for _, p := range g.Phases {
-		if p.Resources == nil {
-			continue
-		}
-		d := goal.Drain{Events: p.Events, BrokerBusy: p.Resources.RabbitMQ, BrokerSeconds: p.CPU.RabbitMQSeconds}
-		switch {
-		case (p.Name == "raw" || p.Name == "raw-after") && p.MsgsPerSec > best:
-			raw, best = d, p.MsgsPerSec
-		case p.Name == phase:
-			relay = d
-		}
-	}
-	return goal.BrokerFactors(raw, relay)
-}
-
-// rawSelfRatio is raw's slower phase over its faster (goal.RawSelfRatio).
-func (g benchFigures) rawSelfRatio() float64 {
-	var raws []float64
-	for _, p := range g.Phases {
-		if p.Name == "raw" || p.Name == "raw-after" {
-			raws = append(raws, p.MsgsPerSec)
-		}
-	}
-	return goal.RawSelfRatio(raws...)
-}
 
 // spread is a set of one figure's values over runs.
 type spread []float64
@@ -82,39 +32,34 @@ func (s spread) String() string {
 
 // goalBounds are, for each goal in goal.Judge's order, the figures of a
 // run that bound it: what it would take, on that machine, to meet it.
-func goalBounds(g benchFigures) [][]namedFigure {
-	wait := 0.0
-	if g.StatementMeanMs > 0 {
-		wait = g.StatementWaitMs / g.StatementMeanMs
-	}
-	busy1, cost1 := g.brokerFactors("relay-1")
-	busy2, cost2 := g.brokerFactors("relay-2")
+func goalBounds(r bench.Result) [][]namedFigure {
+	lim := r.Limits()
 	self := func(bound float64) namedFigure {
-		return namedFigure{name: "raw's slower phase / its faster (raw publishing itself)", value: g.rawSelfRatio(),
+		return namedFigure{name: "raw's slower phase / its faster (raw publishing itself)", value: lim.RawSelfRatio,
 			missed: func(v float64) bool { return v < bound }, reach: fmt.Sprintf("below %g", bound), who: "raw itself missed the goal"}
 	}
 	return [][]namedFigure{
-		{self(goal.RatioToRaw), {name: "RabbitMQ's busy cores, relay-1 / raw", value: busy1},
-			{name: "its CPU per message, raw / relay-1", value: cost1}},
-		{self(goal.Ratio2ToRaw), {name: "raw over two connections / raw (a two-replica relay as fast as raw)", value: g.Raw2OverRaw,
+		{self(goal.RatioToRaw), {name: "RabbitMQ's busy cores, relay-1 / raw", value: lim.BrokerBusyRatio},
+			{name: "its CPU per message, raw / relay-1", value: lim.BrokerCostRatio}},
+		{self(goal.Ratio2ToRaw), {name: "raw over two connections / raw (a two-replica relay as fast as raw)", value: lim.Raw2RatioToRaw,
 			missed: func(v float64) bool { return v < goal.Ratio2ToRaw }, reach: fmt.Sprintf("below %g", goal.Ratio2ToRaw), who: "out of reach of any two-replica relay"},
-			{name: "RabbitMQ's busy cores, relay-2 / raw", value: busy2},
-			{name: "its CPU per message, raw / relay-2", value: cost2}},
-		{{name: "inline p99 / broker p99 (the same commits, no relay)", value: g.InlineOverBroker,
+			{name: "RabbitMQ's busy cores, relay-2 / raw", value: lim.Broker2BusyRatio},
+			{name: "its CPU per message, raw / relay-2", value: lim.Broker2CostRatio}},
+		{{name: "inline p99 / broker p99 (the same commits, no relay)", value: r.InlineOverBrokerP99(),
 			missed: func(v float64) bool { return v > goal.NotifyOverBroker }, reach: fmt.Sprintf("above %g", goal.NotifyOverBroker), who: "out of reach of any relay"},
 			// The keyed lease is a floor only where the relay did not
 			// beat it: where it did, the lease queued behind cores the
 			// run saturated, and says nothing of what is in reach.
-			{name: "keyed lease p99 / broker p99 (the same commits, each row leased by its key after its NOTIFY, then published: the three hops and nothing else)", value: g.KeyedOverBroker,
-				missed: func(v float64) bool { return v > goal.NotifyOverBroker && g.NotifyOverKeyed >= 1 },
+			{name: "keyed lease p99 / broker p99 (the same commits, each row leased by its key after its NOTIFY, then published: the three hops and nothing else)", value: r.KeyedOverBrokerP99(),
+				missed: func(v float64) bool { return v > goal.NotifyOverBroker && r.NotifyOverKeyedP99() >= 1 },
 				reach:  fmt.Sprintf("above %g, the relay's p99 not below it", goal.NotifyOverBroker),
 				who:    "out of reach of a relay that leases after the NOTIFY"},
-			{name: "NOTIFY p99 / keyed lease p99 (how far the relay is from that floor)", value: g.NotifyOverKeyed},
-			{name: "claim statement p99 / broker p99 (every event's commit -> confirm holds the claim that leased its row)", value: g.ClaimOverBroker,
+			{name: "NOTIFY p99 / keyed lease p99 (how far the relay is from that floor)", value: r.NotifyOverKeyedP99()},
+			{name: "claim statement p99 / broker p99 (every event's commit -> confirm holds the claim that leased its row)", value: r.ClaimCallOverBrokerP99(),
 				missed: func(v float64) bool { return v > goal.NotifyOverBroker }, reach: fmt.Sprintf("above %g", goal.NotifyOverBroker),
 				who: "beyond a relay whose claims take as long"},
-			{name: "share of the notify run's claims and marks spent waiting for a core", value: wait}},
-		{{name: "raw / watermill (a relay as fast as raw)", value: g.rawOverWatermill(),
+			{name: "share of the notify run's claims and marks spent waiting for a core", value: r.StatementWaitShare()}},
+		{{name: "raw / watermill (a relay as fast as raw)", value: r.RawOverWatermill(),
 			missed: func(v float64) bool { return v < goal.RatioToWatermill }, reach: fmt.Sprintf("below %g", goal.RatioToWatermill), who: "out of reach of any relay"}},
 		nil,
 	}
@@ -179,13 +124,13 @@ func writeGoalsTable(s *strings.Builder, runs []*BenchFile, intro string) bool {
 	cells := map[key]*cellOf{}
 	var layouts []string
 	for _, f := range runs {
-		g := benchFiguresOf(f)
-		layout := orValue(g.Config.Layout, "shared")
+		r := f.result()
+		layout := orValue(r.Config.Layout, "shared")
 		if !slices.Contains(layouts, layout) {
 			layouts = append(layouts, layout)
 		}
-		bounds := goalBounds(g)
-		for i, t := range goal.Judge(g.goalFigures()) {
+		bounds := goalBounds(r)
+		for i, t := range r.Targets() {
 			if !t.Ran {
 				continue
 			}
@@ -217,7 +162,7 @@ func writeGoalsTable(s *strings.Builder, runs []*BenchFile, intro string) bool {
 	s.WriteString("| goal | layout | met in | measured, min / median / max | what bounds it, min / median / max |\n")
 	s.WriteString("|---|---|--:|--:|---|\n")
 	// The names of the bounds, one list per goal in goal.Judge's order.
-	names := goalBounds(benchFigures{})
+	names := goalBounds(bench.Result{})
 	for i := range names {
 		for _, layout := range layouts {
 			c := cells[key{i, layout}]

@@ -2,10 +2,10 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/outboxlab/outboxlab/bench"
 )
 
 // TestBenchGoalsOverRuns merges three benchmark runs, two layouts, and
@@ -13,26 +13,27 @@ import (
 // spread of its figure, raw's slower phase over its faster, the factors of each drain's ratio to raw read
 // from its phases, and the runs in which no relay could meet a goal.
 func TestBenchGoalsOverRuns(t *testing.T) {
-	run := func(date, layout string, ratio, watermill, inline float64) Bundle {
-		// The keyed lease floor sits 0.6 above inline: above 2 in both
-		// shared runs, but the relay beat it in the second (where the
-		// lease queued: no floor there), so it bounds the goal in one.
-		notifyOverKeyed := 1.2
-		if inline < 2 {
-			notifyOverKeyed = 0.8
+	run := func(date, layout string, ratio, watermill, inline, keyed float64) Bundle {
+		busy := func(rabbitmq float64) *bench.Resources { return &bench.Resources{RabbitMQ: rabbitmq} }
+		r := bench.Result{
+			Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000, Relay2MsgsPerSec: 7200, WatermillMsgsPerSec: watermill},
+			LatencySummary: bench.LatencySummary{LatencyNotifyP99Ms: 3, LatencyBrokerP99Ms: 1, LatencyClaimCallP99Ms: 2.2, LatencyInlineP99Ms: inline,
+				LatencyKeyedP99Ms: keyed, NotifyRelayStatementMeanMs: 0.8, NotifyRelayStatementCPUWaitMs: 0.6},
+			CPUCost: bench.CPUCost{CPUMicrosPerMsgRelayPlusDB: 45, CPUMicrosPerMsgBroker: 100},
+			Config:  bench.RunConfig{Layout: layout},
+			Phases: []bench.Phase{
+				{Name: "raw", Events: 9000, MsgsPerSec: 9000, CPU: bench.CPU{RabbitMQSeconds: 1}, Resources: busy(1)},
+				{Name: "raw-after", Events: 9000, MsgsPerSec: 8100, CPU: bench.CPU{RabbitMQSeconds: 1.11}, Resources: busy(1)},
+				{Name: "relay-2", Events: 9000, MsgsPerSec: 7200, CPU: bench.CPU{RabbitMQSeconds: 1.125}, Resources: busy(0.9)},
+				{Name: "raw-2", Events: 9000, MsgsPerSec: 8370},
+			},
 		}
-		result := fmt.Sprintf(`{"raw_msgs_per_sec": 9000, "watermill_msgs_per_sec": %g, "ratio_to_raw": %g, "relay2_ratio_to_raw": 0.8,
-			"notify_p99_over_broker_p99": 3, "claim_call_p99_over_broker_p99": 2.2, "inline_p99_over_broker_p99": %g, "ratio_to_watermill": %g, "cpu_relay_plus_db_over_broker": 0.45,
-			"keyed_p99_over_broker_p99": %[6]g, "notify_p99_over_keyed_p99": %[7]g, "raw2_ratio_to_raw": 0.93,
-			"notify_relay_statement_mean_ms": 0.8, "notify_relay_statement_cpu_wait_ms": 0.6,
-			"config": {"layout": %[5]q}, "phases": [
-			{"name": "raw", "events": 9000, "msgs_per_sec": 9000, "cpu": {"rabbitmq_seconds": 1}, "resources": {"rabbitmq": 1}},
-			{"name": "raw-after", "events": 9000, "msgs_per_sec": 8100, "cpu": {"rabbitmq_seconds": 1.11}, "resources": {"rabbitmq": 1}},
-			{"name": "relay-2", "events": 9000, "msgs_per_sec": 7200, "cpu": {"rabbitmq_seconds": 1.125}, "resources": {"rabbitmq": 0.9}}]}`,
-			watermill, ratio, inline, ratio*9000/watermill, layout, inline+0.6, notifyOverKeyed)
-		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: "c"}, Result: json.RawMessage(result)}}
+		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: "c"}, Result: &r}}
 	}
-	m, err := Merge([]Bundle{run("d1", "shared", 0.71, 1200, 2.5), run("d2", "shared", 0.9, 800, 1.5), run("d3", "isolated", 0.93, 1000, 1)}, MergeOptions{})
+	// The keyed lease bounds the NOTIFY goal in the first shared run
+	// (above 2, the relay's p99 not below it) and not in the second,
+	// where the relay beat it: the lease queued, no floor there.
+	m, err := Merge([]Bundle{run("d1", "shared", 0.71, 1200, 2.5, 2.4), run("d2", "shared", 0.9, 800, 1.5, 4), run("d3", "isolated", 0.93, 1000, 1, 4)}, MergeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestBenchGoalsOverRuns(t *testing.T) {
 		"| relay-1 / raw, msgs/s >= 0.85 | shared | 1 of 2 | 0.71 / 0.80 / 0.90 | raw's slower phase / its faster (raw publishing itself): 0.90 / 0.90 / 0.90 (below 0.85, raw itself missed the goal, in 0 of 2 runs) |",
 		"| relay-1 / raw, msgs/s >= 0.85 | isolated | 1 of 1 | 0.93 | raw's slower phase / its faster (raw publishing itself): 0.90 (below 0.85, raw itself missed the goal, in 0 of 1 runs) |",
 		"| relay-2 / raw, msgs/s >= 0.95 | shared | 0 of 2 | 0.80 / 0.80 / 0.80 | raw's slower phase / its faster (raw publishing itself): 0.90 / 0.90 / 0.90 (below 0.95, raw itself missed the goal, in 2 of 2 runs); raw over two connections / raw (a two-replica relay as fast as raw): 0.93 / 0.93 / 0.93 (below 0.95, out of reach of any two-replica relay, in 2 of 2 runs); RabbitMQ's busy cores, relay-2 / raw: 0.90 / 0.90 / 0.90; its CPU per message, raw / relay-2: 0.89 / 0.89 / 0.89 |",
-		"| NOTIFY p99 / broker-alone p99, commit -> confirm <= 2 | shared | 0 of 2 | 3.00 / 3.00 / 3.00 | inline p99 / broker p99 (the same commits, no relay): 1.50 / 2.00 / 2.50 (above 2, out of reach of any relay, in 1 of 2 runs); keyed lease p99 / broker p99 (the same commits, each row leased by its key after its NOTIFY, then published: the three hops and nothing else): 2.10 / 2.60 / 3.10 (above 2, the relay's p99 not below it, out of reach of a relay that leases after the NOTIFY, in 1 of 2 runs); NOTIFY p99 / keyed lease p99 (how far the relay is from that floor): 0.80 / 1.00 / 1.20; claim statement p99 / broker p99 (every event's commit -> confirm holds the claim that leased its row): 2.20 / 2.20 / 2.20 (above 2, beyond a relay whose claims take as long, in 2 of 2 runs); share of the notify run's claims and marks spent waiting for a core: 0.75 / 0.75 / 0.75 |",
+		"| NOTIFY p99 / broker-alone p99, commit -> confirm <= 2 | shared | 0 of 2 | 3.00 / 3.00 / 3.00 | inline p99 / broker p99 (the same commits, no relay): 1.50 / 2.00 / 2.50 (above 2, out of reach of any relay, in 1 of 2 runs); keyed lease p99 / broker p99 (the same commits, each row leased by its key after its NOTIFY, then published: the three hops and nothing else): 2.40 / 3.20 / 4.00 (above 2, the relay's p99 not below it, out of reach of a relay that leases after the NOTIFY, in 1 of 2 runs); NOTIFY p99 / keyed lease p99 (how far the relay is from that floor): 0.75 / 1.00 / 1.25; claim statement p99 / broker p99 (every event's commit -> confirm holds the claim that leased its row): 2.20 / 2.20 / 2.20 (above 2, beyond a relay whose claims take as long, in 2 of 2 runs); share of the notify run's claims and marks spent waiting for a core: 0.75 / 0.75 / 0.75 |",
 		"| relay-1 / watermill, msgs/s >= 10 | shared | 1 of 2 | 5.33 / 7.72 / 10.12 | raw / watermill (a relay as fast as raw): 7.50 / 9.38 / 11.25 (below 10, out of reach of any relay, in 1 of 2 runs) |",
 		"| CPU per message, relay + PostgreSQL / RabbitMQ <= 0.5 | isolated | 1 of 1 | 0.45 | - |",
 		"| 5.33 (7.50) |",
@@ -77,8 +78,8 @@ func wantAll(t *testing.T, out string, wants ...string) {
 // runs of one commit get one table.
 func TestBenchGoalsAtTheNewestCommit(t *testing.T) {
 	run := func(date, commit string, ratio float64) Bundle {
-		result := fmt.Sprintf(`{"raw_msgs_per_sec": 9000, "ratio_to_raw": %g, "config": {"layout": "shared"}}`, ratio)
-		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: commit}, Result: json.RawMessage(result)}}
+		r := bench.Result{Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000}, Config: bench.RunConfig{Layout: "shared"}}
+		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: commit}, Result: &r}}
 	}
 	m, err := Merge([]Bundle{run("2026-12-01T10:00:00Z", "old", 0.8), run("2026-12-03T10:00:00Z", "new", 0.9),
 		run("2026-12-02T10:00:00Z", "old", 0.7), run("2026-12-03T11:00:00Z", "new", 0.88)}, MergeOptions{AllowMixedCommits: true})

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -314,8 +315,9 @@ type BenchFile struct {
 	Meta          Meta     `json:"meta"`
 	Tables        []Table  `json:"tables"`
 	Notes         []string `json:"notes,omitempty"`
-	// Result is the benchmark's own JSON result, every detail included.
-	Result json.RawMessage `json:"result,omitempty"`
+	// Result is the benchmark's own result, every detail included; a
+	// file whose result bench.Result does not read is refused.
+	Result *bench.Result `json:"result,omitempty"`
 }
 
 // Table is a titled table of text cells.

@@ -80,6 +80,10 @@ func TestReadBundleRefusesWhatItWouldMisread(t *testing.T) {
 			[]string{`unknown field "seeds"`, `no "first_seed", "summary", "replay" key`}},
 		{"an unknown key deeper down", FileBench, `{` + rawMeta + `, "tables": [{"title": "t", "columns": [], "rows": [], "colour": "red"}]}`,
 			[]string{`unknown field "colour"`}},
+		{"an unknown key in the benchmark's result", FileBench, `{` + rawMeta + `, "tables": [], "result": {"events": 10, "relay_msg_per_sec": 9000}}`,
+			[]string{`unknown field "relay_msg_per_sec"`}},
+		{"a benchmark result of another shape", FileBench, `{` + rawMeta + `, "tables": [], "result": {"events": "ten"}}`,
+			[]string{`events`}},
 	} {
 		dir := writeRaw(t, tc.file, tc.text)
 		_, err := ReadBundle(dir)

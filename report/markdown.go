@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -9,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/sim"
 )
 
@@ -254,7 +254,7 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 			break
 		}
 		if len(benches) > 1 {
-			fmt.Fprintf(&s, "### Layout %s\n\n", cell(orValue(benchFiguresOf(f).Config.Layout, "shared")))
+			fmt.Fprintf(&s, "### Layout %s\n\n", cell(orValue(f.result().Config.Layout, "shared")))
 		}
 		writeBench(&s, f, meta)
 	}
@@ -852,7 +852,7 @@ func firstOfLayouts(runs []*BenchFile) []*BenchFile {
 	var out []*BenchFile
 	shown := map[string]bool{}
 	for _, f := range runs {
-		layout := benchFiguresOf(f).Config.Layout
+		layout := f.result().Config.Layout
 		if !shown[layout] {
 			shown[layout] = true
 			out = append(out, f)
@@ -861,57 +861,13 @@ func firstOfLayouts(runs []*BenchFile) []*BenchFile {
 	return out
 }
 
-// benchFigures are the figures of a benchmark run that the table of runs
-// compares, read from its result.
-type benchFigures struct {
-	Raw              float64 `json:"raw_msgs_per_sec"`
-	RatioToRaw       float64 `json:"ratio_to_raw"`
-	Ratio2ToRaw      float64 `json:"relay2_ratio_to_raw"`
-	NotifyOverBroker float64 `json:"notify_p99_over_broker_p99"`
-	InlineOverBroker float64 `json:"inline_p99_over_broker_p99"`
-	ClaimOverBroker  float64 `json:"claim_call_p99_over_broker_p99"`
-	KeyedOverBroker  float64 `json:"keyed_p99_over_broker_p99"`
-	Raw2OverRaw      float64 `json:"raw2_ratio_to_raw"`
-	NotifyOverKeyed  float64 `json:"notify_p99_over_keyed_p99"`
-	RatioToWatermill float64 `json:"ratio_to_watermill"`
-	Watermill        float64 `json:"watermill_msgs_per_sec"`
-	CPUOverBroker    float64 `json:"cpu_relay_plus_db_over_broker"`
-	BrokerBusyRaw    float64 `json:"broker_busy_raw"`
-	BrokerBusyRatio  float64 `json:"broker_busy_ratio"`
-	BrokerCostRatio  float64 `json:"broker_cost_ratio"`
-	StatementMeanMs  float64 `json:"notify_relay_statement_mean_ms"`
-	StatementWaitMs  float64 `json:"notify_relay_statement_cpu_wait_ms"`
-	NotifyBusyCores  float64 `json:"notify_busy_cores"`
-	Config           struct {
-		Layout      string  `json:"layout"`
-		LatencyRate float64 `json:"latency_rate"`
-		Producers   int     `json:"producers"`
-	} `json:"config"`
-	Latency []struct {
-		Mode string  `json:"mode"`
-		Rate float64 `json:"rate"`
-	} `json:"latency"`
-	Phases []struct {
-		Name        string  `json:"name"`
-		Events      int     `json:"events"`
-		MsgsPerSec  float64 `json:"msgs_per_sec"`
-		LoadAverage float64 `json:"load_average"`
-		CPU         struct {
-			RabbitMQSeconds float64 `json:"rabbitmq_seconds"`
-		} `json:"cpu"`
-		Resources *struct {
-			Idle     float64 `json:"idle"`
-			RabbitMQ float64 `json:"rabbitmq"`
-		} `json:"resources"`
-	} `json:"phases"`
-}
-
-// benchFiguresOf reads f's figures; a result it cannot read gives zeros,
-// which the table shows as not measured.
-func benchFiguresOf(f *BenchFile) benchFigures {
-	var g benchFigures
-	_ = json.Unmarshal(f.Result, &g)
-	return g
+// result is f's benchmark result: the zero result, which the tables show
+// as not measured, where the file has none.
+func (f *BenchFile) result() bench.Result {
+	if f.Result == nil {
+		return bench.Result{}
+	}
+	return *f.Result
 }
 
 // benchFactorsText explains the figures of the table of benchmark runs
@@ -941,45 +897,46 @@ func benchRunsTable(runs []*BenchFile) Table {
 		return fmt.Sprintf("%.2f", v)
 	}
 	for _, f := range runs {
-		g := benchFiguresOf(f)
+		r := f.result()
+		lim := r.Limits()
 		var load, idle float64
-		for _, p := range g.Phases {
+		for _, p := range r.Phases {
 			load = max(load, p.LoadAverage)
-			if (p.Name == "raw" || p.Name == "raw-after") && p.MsgsPerSec == g.Raw && p.Resources != nil {
+			if (p.Name == "raw" || p.Name == "raw-after") && p.MsgsPerSec == r.RawMsgsPerSec && p.Resources != nil {
 				idle = p.Resources.Idle
 			}
 		}
 		factors := "-"
-		if g.BrokerBusyRatio > 0 {
-			factors = fmt.Sprintf("%.2f x %.2f", g.BrokerBusyRatio, g.BrokerCostRatio)
+		if lim.BrokerBusyRatio > 0 {
+			factors = fmt.Sprintf("%.2f x %.2f", lim.BrokerBusyRatio, lim.BrokerCostRatio)
 		}
 		busy := "-"
-		if g.BrokerBusyRaw > 0 {
-			busy = fmt.Sprintf("%.2f, %.2f", g.BrokerBusyRaw, idle)
+		if lim.BrokerBusyRaw > 0 {
+			busy = fmt.Sprintf("%.2f, %.2f", lim.BrokerBusyRaw, idle)
 		}
 		rates := "-"
-		for _, l := range g.Latency {
-			if l.Mode == "notify" && g.Config.LatencyRate > 0 {
-				rates = fmt.Sprintf("%.0f, %.0f", g.Config.LatencyRate, l.Rate)
-				if g.Config.Producers > 0 {
-					rates += fmt.Sprintf("; %d producers", g.Config.Producers)
+		for _, l := range r.Latency {
+			if l.Mode == "notify" && r.Config.LatencyRate > 0 {
+				rates = fmt.Sprintf("%.0f, %.0f", r.Config.LatencyRate, l.Rate)
+				if r.Config.Producers > 0 {
+					rates += fmt.Sprintf("; %d producers", r.Config.Producers)
 				}
 			}
 		}
 		wait := "-"
-		if g.StatementMeanMs > 0 {
-			wait = fmt.Sprintf("%.2f / %.2f", g.StatementWaitMs, g.StatementMeanMs)
-			if g.NotifyBusyCores > 0 {
-				wait += fmt.Sprintf("; %.2f cores busy", g.NotifyBusyCores)
+		if r.NotifyRelayStatementMeanMs > 0 {
+			wait = fmt.Sprintf("%.2f / %.2f", r.NotifyRelayStatementCPUWaitMs, r.NotifyRelayStatementMeanMs)
+			if r.NotifyBusyCores > 0 {
+				wait += fmt.Sprintf("; %.2f cores busy", r.NotifyBusyCores)
 			}
 		}
-		wm := num(g.RatioToWatermill)
-		if c := g.rawOverWatermill(); c > 0 {
+		wm := num(r.RatioToWatermill())
+		if c := r.RawOverWatermill(); c > 0 {
 			wm += fmt.Sprintf(" (%.2f)", c)
 		}
 		t.Rows = append(t.Rows, []string{f.Meta.Date, orUnknown(f.Meta.Commit),
-			orValue(g.Config.Layout, "shared"), fmt.Sprintf("%.0f", g.Raw), num(g.RatioToRaw), factors, num(g.Ratio2ToRaw), rates,
-			num(g.NotifyOverBroker), num(g.InlineOverBroker), num(g.KeyedOverBroker), num(g.ClaimOverBroker), wait, wm, num(g.CPUOverBroker), busy, fmt.Sprintf("%.1f", load)})
+			orValue(r.Config.Layout, "shared"), fmt.Sprintf("%.0f", r.RawMsgsPerSec), num(r.RatioToRaw()), factors, num(r.Ratio2ToRaw()), rates,
+			num(r.NotifyOverBrokerP99()), num(r.InlineOverBrokerP99()), num(r.KeyedOverBrokerP99()), num(r.ClaimCallOverBrokerP99()), wait, wm, num(r.CPURelayPlusDBOverBroker()), busy, fmt.Sprintf("%.1f", load)})
 	}
 	return t
 }

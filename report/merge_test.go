@@ -2,15 +2,14 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -364,12 +363,20 @@ func TestFindingsFollowTheirRuns(t *testing.T) {
 // shows the first run of each layout in full.
 func TestMergeKeepsEveryBenchRun(t *testing.T) {
 	run := func(date, layout string, ratio float64) Bundle {
-		result := fmt.Sprintf(`{"raw_msgs_per_sec": 9000, "ratio_to_raw": %g, "relay2_ratio_to_raw": 0.9, "inline_p99_over_broker_p99": 1.8, "claim_call_p99_over_broker_p99": 3.1,
-			"keyed_p99_over_broker_p99": 2.4, "broker_busy_raw": 0.95, "broker_busy_ratio": 0.8, "broker_cost_ratio": 0.89,
-			"notify_relay_statement_mean_ms": 0.9, "notify_relay_statement_cpu_wait_ms": 0.73, "notify_busy_cores": 1.62,
-			"config": {"layout": %q, "latency_rate": 3500, "producers": 4}, "latency": [{"mode": "poll", "rate": 3400}, {"mode": "notify", "rate": 1549.4}], "phases": [{"name": "raw", "msgs_per_sec": 9000, "load_average": 1.5, "resources": {"idle": 0.9}},
-			{"name": "relay-1", "msgs_per_sec": 6400, "load_average": 2.5, "resources": {"idle": 0.4}}]}`, ratio, layout)
-		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: "c"}, Result: json.RawMessage(result),
+		// RabbitMQ: 0.95 cores busy in raw, 0.8 of that in relay-1, and
+		// 0.89 of relay-1's CPU per message in raw.
+		r := bench.Result{
+			Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000, Relay2MsgsPerSec: 8100},
+			LatencySummary: bench.LatencySummary{LatencyBrokerP99Ms: 1, LatencyInlineP99Ms: 1.8, LatencyClaimCallP99Ms: 3.1, LatencyKeyedP99Ms: 2.4,
+				NotifyRelayStatementMeanMs: 0.9, NotifyRelayStatementCPUWaitMs: 0.73, NotifyBusyCores: 1.62},
+			Config:  bench.RunConfig{Layout: layout, LatencyRate: 3500, Producers: 4},
+			Latency: []bench.Latency{{Mode: "poll", Rate: 3400}, {Mode: "notify", Rate: 1549.4}},
+			Phases: []bench.Phase{
+				{Name: "raw", Events: 9000, MsgsPerSec: 9000, LoadAverage: 1.5, CPU: bench.CPU{RabbitMQSeconds: 0.89}, Resources: &bench.Resources{RabbitMQ: 0.95, Idle: 0.9}},
+				{Name: "relay-1", Events: 9000, MsgsPerSec: 6400, LoadAverage: 2.5, CPU: bench.CPU{RabbitMQSeconds: 1}, Resources: &bench.Resources{RabbitMQ: 0.8 * 0.95, Idle: 0.4}},
+			},
+		}
+		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: "c"}, Result: &r,
 			Tables: []Table{{Title: "Throughput in " + date, Columns: []string{"contender"}, Rows: [][]string{{"raw"}}}}}}
 	}
 	m, err := Merge([]Bundle{run("d1", "shared", 0.71), run("d2", "shared", 0.72), run("d3", "isolated", 0.93)}, MergeOptions{})

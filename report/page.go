@@ -99,7 +99,7 @@ func benchSections(b Bundle) []Section {
 	for _, f := range firstOfLayouts(benches) {
 		title := "Benchmark"
 		if len(benches) > 1 {
-			title = "Benchmark: the first run of layout " + orValue(benchFiguresOf(f).Config.Layout, "shared")
+			title = "Benchmark: the first run of layout " + orValue(f.result().Config.Layout, "shared")
 		}
 		out = append(out, Section{
 			Title:  title,

@@ -17,22 +17,23 @@ const (
 	CPUOverBrokerUpTo = 0.5
 )
 
-// Figures are the ratios of one run that the goals are about. A zero
-// figure was not measured (its phase was left out or did not run).
-type Figures struct {
+// Figures are the ratios of one run that the goals are about, as
+// bench.Result (and bench.Summary) derives them. A zero figure was not
+// measured (its phase was left out or did not run).
+type Figures interface {
 	// RatioToRaw and Ratio2ToRaw are the relay's drain rate, one and two
 	// replicas, over raw confirmed publishing's.
-	RatioToRaw  float64
-	Ratio2ToRaw float64
-	// NotifyOverBroker is the LISTEN/NOTIFY run's commit -> confirm p99
-	// over the broker-alone p99 at the same rate.
-	NotifyOverBroker float64
+	RatioToRaw() float64
+	Ratio2ToRaw() float64
+	// NotifyOverBrokerP99 is the LISTEN/NOTIFY run's commit -> confirm
+	// p99 over the broker-alone p99 at the same rate.
+	NotifyOverBrokerP99() float64
 	// RatioToWatermill is the one-replica drain rate over watermill's
 	// forwarder's.
-	RatioToWatermill float64
-	// CPUOverBroker is the CPU per message of the relay process plus
-	// PostgreSQL over RabbitMQ's, in the one-replica drain.
-	CPUOverBroker float64
+	RatioToWatermill() float64
+	// CPURelayPlusDBOverBroker is the CPU per message of the relay
+	// process plus PostgreSQL over RabbitMQ's, in the one-replica drain.
+	CPURelayPlusDBOverBroker() float64
 }
 
 // Target is one goal of the benchmark and what a run measured against it.
@@ -68,11 +69,11 @@ func Judge(f Figures) []Target {
 		return Target{Figure: figure, Measured: measured, Goal: bound, AtMost: atMost, Ran: ran, Met: met}
 	}
 	return []Target{
-		t("relay-1 / raw, msgs/s", f.RatioToRaw, RatioToRaw, false),
-		t("relay-2 / raw, msgs/s", f.Ratio2ToRaw, Ratio2ToRaw, false),
-		t("NOTIFY p99 / broker-alone p99, commit -> confirm", f.NotifyOverBroker, NotifyOverBroker, true),
-		t("relay-1 / watermill, msgs/s", f.RatioToWatermill, RatioToWatermill, false),
-		t("CPU per message, relay + PostgreSQL / RabbitMQ", f.CPUOverBroker, CPUOverBrokerUpTo, true),
+		t("relay-1 / raw, msgs/s", f.RatioToRaw(), RatioToRaw, false),
+		t("relay-2 / raw, msgs/s", f.Ratio2ToRaw(), Ratio2ToRaw, false),
+		t("NOTIFY p99 / broker-alone p99, commit -> confirm", f.NotifyOverBrokerP99(), NotifyOverBroker, true),
+		t("relay-1 / watermill, msgs/s", f.RatioToWatermill(), RatioToWatermill, false),
+		t("CPU per message, relay + PostgreSQL / RabbitMQ", f.CPURelayPlusDBOverBroker(), CPUOverBrokerUpTo, true),
 	}
 }
 

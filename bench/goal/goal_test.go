@@ -5,12 +5,21 @@ import (
 	"testing"
 )
 
+// figures are a run's Figures as values.
+type figures struct{ toRaw, toRaw2, notify, toWatermill, cpu float64 }
+
+func (f figures) RatioToRaw() float64               { return f.toRaw }
+func (f figures) Ratio2ToRaw() float64              { return f.toRaw2 }
+func (f figures) NotifyOverBrokerP99() float64      { return f.notify }
+func (f figures) RatioToWatermill() float64         { return f.toWatermill }
+func (f figures) CPURelayPlusDBOverBroker() float64 { return f.cpu }
+
 // TestJudgeMeetsAndMissesEachGoal judges figures on both sides of every
 // bound, and a figure not measured, which is never met.
 func TestJudgeMeetsAndMissesEachGoal(t *testing.T) {
-	met := Judge(Figures{RatioToRaw: 0.85, Ratio2ToRaw: 0.96, NotifyOverBroker: 2, RatioToWatermill: 10.5, CPUOverBroker: 0.49})
-	missed := Judge(Figures{RatioToRaw: 0.84, Ratio2ToRaw: 0.94, NotifyOverBroker: 2.01, RatioToWatermill: 9.9, CPUOverBroker: 0.51})
-	none := Judge(Figures{})
+	met := Judge(figures{toRaw: 0.85, toRaw2: 0.96, notify: 2, toWatermill: 10.5, cpu: 0.49})
+	missed := Judge(figures{toRaw: 0.84, toRaw2: 0.94, notify: 2.01, toWatermill: 9.9, cpu: 0.51})
+	none := Judge(figures{})
 	if len(met) != 5 || len(missed) != 5 || len(none) != 5 {
 		t.Fatalf("judged %d, %d, %d goals, want 5 each", len(met), len(missed), len(none))
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -155,11 +154,7 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 		return unavailable(std, "bench", "writing the tables: %v", err)
 	}
 	if o.out != "" {
-		file, err := benchFile(report.CollectMeta(ctx, start), res)
-		if err != nil {
-			return unavailable(std, "bench", "%v", err)
-		}
-		if err := report.WriteFile(o.out, report.FileBench, file); err != nil {
+		if err := report.WriteFile(o.out, report.FileBench, benchFile(report.CollectMeta(ctx, start), res)); err != nil {
 			return unavailable(std, "bench", "%v", err)
 		}
 		fmt.Fprintf(w, "results: %s\n", filepath.Join(o.out, report.FileBench))
@@ -168,12 +163,9 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 }
 
 // benchFile turns a benchmark result into the tables of bench.json.
-func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
-	var full bytes.Buffer
-	if err := r.WriteJSON(&full, true); err != nil {
-		return report.BenchFile{}, fmt.Errorf("encoding the benchmark result: %w", err)
-	}
-	f := report.BenchFile{Meta: meta, Notes: r.Notes, Result: bytes.TrimSpace(full.Bytes())}
+func benchFile(meta report.Meta, r bench.Result) report.BenchFile {
+	f := report.BenchFile{Meta: meta, Notes: r.Notes, Result: &r}
+	lim := r.Limits()
 	tp := report.Table{
 		Title: fmt.Sprintf("Throughput: draining %d events (batch %d, publish window %d, payload ~%d B; layout %s: %s; servers reached at %s)",
 			r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes, r.Config.Layout, layoutText(r.Config.Layout), r.Config.Addressing),
@@ -222,68 +214,68 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 	if r.LatencyInlineP99Ms > 0 {
 		tt.Rows = append(tt.Rows,
 			[]string{"NOTIFY p99 / inline p99 (no relay: each event published as its COMMIT returns), commit -> confirm",
-				fmt.Sprintf("%.2f", r.NotifyOverInlineP99), "no goal: what the relay adds to the floor", "-"},
+				fmt.Sprintf("%.2f", r.NotifyOverInlineP99()), "no goal: what the relay adds to the floor", "-"},
 			[]string{"inline p99 / broker-alone p99, commit -> confirm with no relay at all",
-				fmt.Sprintf("%.2f", r.InlineOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
+				fmt.Sprintf("%.2f", r.InlineOverBrokerP99()), fmt.Sprintf("no goal: above %g, no relay meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
-	if r.Raw2RatioToRaw > 0 {
+	if lim.Raw2RatioToRaw > 0 {
 		tt.Rows = append(tt.Rows, []string{"raw over two connections / raw, msgs/s: relay-2 / raw of a two-replica relay as fast as publishing from memory",
-			fmt.Sprintf("%.2f", r.Raw2RatioToRaw),
+			fmt.Sprintf("%.2f", lim.Raw2RatioToRaw),
 			fmt.Sprintf("no goal: below %g, no two-replica relay through this broker meets the relay-2 goal here", bench.GoalRatio2ToRaw), "-"})
 	}
 	if r.LatencyKeyedP99Ms > 0 {
 		tt.Rows = append(tt.Rows,
 			[]string{"NOTIFY p99 / keyed lease p99 (no relay: each row leased by its key after its NOTIFY, then published), commit -> confirm",
-				fmt.Sprintf("%.2f", r.NotifyOverKeyedP99), "no goal: how far the relay is from a relay that leases after the NOTIFY and does nothing else", "-"},
+				fmt.Sprintf("%.2f", r.NotifyOverKeyedP99()), "no goal: how far the relay is from a relay that leases after the NOTIFY and does nothing else", "-"},
 			[]string{"keyed lease p99 / broker-alone p99, commit -> confirm",
-				fmt.Sprintf("%.2f", r.KeyedOverBrokerP99), fmt.Sprintf("no goal: above %g, no relay that leases a row after its NOTIFY meets the NOTIFY goal here, unless the relay's p99 was below the keyed lease's (then the lease queued: no floor)", bench.GoalNotifyOverBroker), "-"})
+				fmt.Sprintf("%.2f", r.KeyedOverBrokerP99()), fmt.Sprintf("no goal: above %g, no relay that leases a row after its NOTIFY meets the NOTIFY goal here, unless the relay's p99 was below the keyed lease's (then the lease queued: no floor)", bench.GoalNotifyOverBroker), "-"})
 	}
-	if r.RawOverWatermill > 0 {
+	if r.RawOverWatermill() > 0 {
 		tt.Rows = append(tt.Rows, []string{"raw / watermill, msgs/s: relay-1 / watermill of a relay as fast as publishing from memory",
-			fmt.Sprintf("%.2f", r.RawOverWatermill),
+			fmt.Sprintf("%.2f", r.RawOverWatermill()),
 			fmt.Sprintf("no goal: below %g, no relay through this broker meets the watermill goal here", bench.GoalRatioToWatermill), "-"})
 	}
-	if r.ClaimCallOverBrokerP99 > 0 {
+	if r.ClaimCallOverBrokerP99() > 0 {
 		tt.Rows = append(tt.Rows, []string{"claim statement p99 (the notify run's, per event) / broker-alone p99: a part of every event's commit -> confirm",
-			fmt.Sprintf("%.2f", r.ClaimCallOverBrokerP99),
+			fmt.Sprintf("%.2f", r.ClaimCallOverBrokerP99()),
 			fmt.Sprintf("no goal: above %g, no relay that leases a row with claims as long before it publishes it meets the NOTIFY goal here", bench.GoalNotifyOverBroker), "-"})
 	}
 	if r.NotifyRelayStatementMeanMs > 0 && r.NotifyRelayStatementCPUWaitMs > 0 {
 		tt.Rows = append(tt.Rows, []string{fmt.Sprintf("the notify run's claims and marks (%.2f ms mean): share of it their PostgreSQL processes waited for a core (%.2f of the cores busy)",
 			r.NotifyRelayStatementMeanMs, r.NotifyBusyCores),
-			fmt.Sprintf("%.2f", r.NotifyRelayStatementCPUWaitMs/r.NotifyRelayStatementMeanMs),
+			fmt.Sprintf("%.2f", r.StatementWaitShare()),
 			"no goal: near 1, the cores the run shares, not the statements' own work, set their time", "-"})
 	}
-	if r.CPUCeilingRatioToRaw > 0 && r.CoresBound {
+	if lim.CPUCeilingRatioToRaw > 0 && lim.CoresBound {
 		tt.Rows = append(tt.Rows,
-			[]string{"CPU ceiling of relay-1 / raw: raw's CPU per message / relay-1's (the cores bound every phase)", fmt.Sprintf("%.2f", r.CPUCeilingRatioToRaw),
+			[]string{"CPU ceiling of relay-1 / raw: raw's CPU per message / relay-1's (the cores bound every phase)", fmt.Sprintf("%.2f", lim.CPUCeilingRatioToRaw),
 				"no goal: the ratio the cores allow relay-1", "-"},
 			[]string{"CPU per message, relay + PostgreSQL, us: the budget of a CPU ceiling at the relay-1 goal",
-				fmt.Sprintf("%.1f", r.CPUBudgetRelayPlusDB), fmt.Sprintf("no goal: measured %.1f us", r.CPUMicrosPerMsgRelayPlusDB), "-"})
+				fmt.Sprintf("%.1f", lim.CPUBudgetRelayPlusDB), fmt.Sprintf("no goal: measured %.1f us", r.CPUMicrosPerMsgRelayPlusDB), "-"})
 	}
-	if r.BrokerBusyRatio > 0 {
+	if lim.BrokerBusyRatio > 0 {
 		tt.Rows = append(tt.Rows,
-			[]string{"RabbitMQ's busy cores in raw", fmt.Sprintf("%.2f", r.BrokerBusyRaw), "no goal: about 1 with cores idle, the broker is the limit", "-"},
-			[]string{"relay-1 / raw, factor 1: RabbitMQ's busy cores, relay-1 / raw", fmt.Sprintf("%.2f", r.BrokerBusyRatio),
+			[]string{"RabbitMQ's busy cores in raw", fmt.Sprintf("%.2f", lim.BrokerBusyRaw), "no goal: about 1 with cores idle, the broker is the limit", "-"},
+			[]string{"relay-1 / raw, factor 1: RabbitMQ's busy cores, relay-1 / raw", fmt.Sprintf("%.2f", lim.BrokerBusyRatio),
 				"no goal: how fully relay-1 kept the broker busy", "-"},
-			[]string{"relay-1 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-1", fmt.Sprintf("%.2f", r.BrokerCostRatio),
+			[]string{"relay-1 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-1", fmt.Sprintf("%.2f", lim.BrokerCostRatio),
 				"no goal: the broker's work per message of relay-1 against raw's", "-"})
 	}
-	if r.RawSelfRatio > 0 {
+	if lim.RawSelfRatio > 0 {
 		tt.Rows = append(tt.Rows, []string{"raw's slower phase / its faster, msgs/s: raw publishing itself against the broker's limit",
-			fmt.Sprintf("%.2f", r.RawSelfRatio),
+			fmt.Sprintf("%.2f", lim.RawSelfRatio),
 			fmt.Sprintf("no goal: the broker's own noise from one phase to the next; below %g or %g, raw itself missed the relay-1 or relay-2 goal", bench.GoalRatioToRaw, bench.GoalRatio2ToRaw), "-"})
 	}
-	if r.Broker2BusyRatio > 0 {
+	if lim.Broker2BusyRatio > 0 {
 		tt.Rows = append(tt.Rows,
-			[]string{"relay-2 / raw, factor 1: RabbitMQ's busy cores, relay-2 / raw", fmt.Sprintf("%.2f", r.Broker2BusyRatio),
+			[]string{"relay-2 / raw, factor 1: RabbitMQ's busy cores, relay-2 / raw", fmt.Sprintf("%.2f", lim.Broker2BusyRatio),
 				"no goal: how fully the two replicas kept the broker busy", "-"},
-			[]string{"relay-2 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-2", fmt.Sprintf("%.2f", r.Broker2CostRatio),
+			[]string{"relay-2 / raw, factor 2: RabbitMQ's CPU per message, raw / relay-2", fmt.Sprintf("%.2f", lim.Broker2CostRatio),
 				"no goal: the broker's work per message of relay-2 against raw's", "-"})
 	}
 	if r.CPUMicrosPerMsgBroker > 0 && r.CPUMicrosPerMsgRawProcess > 0 {
 		tt.Rows = append(tt.Rows, []string{"CPU per message, raw's process (amqp091 publishing alone) / RabbitMQ",
-			fmt.Sprintf("%.2f", r.CPUMicrosPerMsgRawProcess/r.CPUMicrosPerMsgBroker), "no goal: the part of the CPU goal's budget publishing alone takes", "-"})
+			fmt.Sprintf("%.2f", r.CPURawProcessOverBroker()), "no goal: the part of the CPU goal's budget publishing alone takes", "-"})
 	}
 	f.Tables = append(f.Tables, tt)
 	if len(r.Latency) > 0 {
@@ -356,7 +348,7 @@ func benchFile(meta report.Meta, r bench.Result) (report.BenchFile, error) {
 		}
 		f.Tables = append(f.Tables, ht)
 	}
-	return f, nil
+	return f
 }
 
 func yesNo(b bool) string {
