@@ -57,6 +57,11 @@ type AMQPSource struct {
 	// Identity says where a delivery carries its event id; the zero value
 	// reads the AMQP message_id.
 	Identity Identity
+	// Dial, when set, opens the network connection to the broker in place
+	// of a net.Dialer. A harness gives each consumer of its own process a
+	// dialer it can cut (chaos.Dialer), to partition one consumer from
+	// the broker while the others keep their links.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Run consumes queue at url into c with prefetch until ctx ends; it is
@@ -230,8 +235,12 @@ func (s *AMQPSource) connect(ctx context.Context, url string) (*amqpConn, <-chan
 		Heartbeat: 10 * time.Second,
 		Locale:    "en_US",
 		Dial: func(network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			raw, err := d.DialContext(cctx, network, addr)
+			dial := s.Dial
+			if dial == nil {
+				var d net.Dialer
+				dial = d.DialContext
+			}
+			raw, err := dial(cctx, network, addr)
 			if err != nil {
 				return nil, err
 			}

@@ -135,16 +135,25 @@ func NewPGInbox(pool *pgxpool.Pool, consumer string, effect Effect) (*PGInbox, e
 // that the outcome is unknown: a redelivery then either applies or is
 // absorbed, never both.
 func (in *PGInbox) Apply(ctx context.Context, m Message) (bool, error) {
+	return in.ApplyKeyed(ctx, m.ID, m, true)
+}
+
+// ApplyKeyed is Apply with key recorded in the inbox in place of m.ID;
+// with check false, the effect runs even when key was recorded before
+// (the insert then affects no row). Apply is ApplyKeyed(ctx, m.ID, m,
+// true); the other forms exist for the harness's consumer-side mutants,
+// which key or check the inbox otherwise, on the same statements.
+func (in *PGInbox) ApplyKeyed(ctx context.Context, key string, m Message, check bool) (bool, error) {
 	tx, err := in.pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("applying %s: begin: %w", m.ID, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	tag, err := tx.Exec(ctx, in.q.Record, in.consumer, m.ID, m.Type)
+	tag, err := tx.Exec(ctx, in.q.Record, in.consumer, key, m.Type)
 	if err != nil {
 		return false, fmt.Errorf("applying %s: recording in inbox: %w", m.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if check && tag.RowsAffected() == 0 {
 		return true, nil
 	}
 	if err := in.effect(ctx, tx, m); err != nil {
@@ -154,6 +163,19 @@ func (in *PGInbox) Apply(ctx context.Context, m Message) (bool, error) {
 		return false, fmt.Errorf("applying %s: commit: %w", m.ID, err)
 	}
 	return false, nil
+}
+
+// Seen reads, in a statement of its own, whether key is recorded in the
+// consumer's inbox. Apply never calls it: a check apart from the insert
+// is a race between consumers (the harness's consumer-check-then-insert
+// mutant is built on it).
+func (in *PGInbox) Seen(ctx context.Context, key string) (bool, error) {
+	var seen bool
+	err := in.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM inbox WHERE consumer = $1 AND message_id = $2)`, in.consumer, key).Scan(&seen)
+	if err != nil {
+		return false, fmt.Errorf("reading the inbox of %s: %w", in.consumer, err)
+	}
+	return seen, nil
 }
 
 // EffectCounts returns, for consumer, how many effects each message id has

@@ -275,6 +275,9 @@ var catalogue = []Mutant{
 			return deliveryTagKey{in.(KeyedInbox)}
 		},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultBrokerCut}},
+		// Two competing consumers number their deliveries from 1 each,
+		// so their keys collide in any run.
+		Infra: []InfraRun{{Scenario: "baseline"}},
 	},
 	{
 		Name:        "consumer-check-then-insert",
@@ -284,6 +287,9 @@ var catalogue = []Mutant{
 			return checkThenInsert{in.(KeyedInbox)}
 		},
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultKill, sim.FaultBrokerCut}, Consumers: 2},
+		// Only duplicates applied at the same moment show it: the
+		// catalogue's reach the consumers one after another.
+		Infra: []InfraRun{{Scenario: "concurrent-duplicates"}},
 	},
 	{
 		Name:        "delete-before-confirm",

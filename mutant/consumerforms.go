@@ -114,3 +114,19 @@ func PGEffect(pool *pgxpool.Pool, effect consumer.Effect) EffectFunc {
 		return nil
 	}
 }
+
+// PGKeyed adapts the PostgreSQL inbox to KeyedInbox, so that the
+// consumer-side forms run on containers on the production inbox's own
+// statements (consumer.PGInbox.ApplyKeyed and Seen).
+func PGKeyed(in *consumer.PGInbox) KeyedInbox { return pgKeyed{in} }
+
+type pgKeyed struct{ *consumer.PGInbox }
+
+func (k pgKeyed) ApplyAs(ctx context.Context, key string, m consumer.Message) (bool, error) {
+	return k.ApplyKeyed(ctx, key, m, true)
+}
+
+func (k pgKeyed) Record(ctx context.Context, key string, m consumer.Message) error {
+	_, err := k.ApplyKeyed(ctx, key, m, false)
+	return err
+}

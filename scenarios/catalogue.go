@@ -57,6 +57,12 @@ type Scenario struct {
 	// RelayEnv is what the scenario sets of every replica's OUTBOX_*
 	// settings, over TimingEnv; the relay under test's own Env still wins.
 	RelayEnv map[string]string
+	// ConsumerPrefetch is the consumers' prefetch (default 8).
+	ConsumerPrefetch int
+	// ApplyHold is how long every consumer's effect keeps its transaction
+	// open before the commit: a slow apply, during which a duplicate of
+	// the same event can reach another consumer. Default 0.
+	ApplyHold time.Duration
 
 	// prepare adjusts a replica's environment before it starts.
 	prepare func(s stage, slot *relaySlot)
@@ -129,9 +135,10 @@ func dualWrite() Scenario {
 }
 
 // Lookup returns the scenario named name: one of Catalogue, of
-// ClusterCatalogue, or DualWrite.
+// ClusterCatalogue, of ConsumerCatalogue, or DualWrite.
 func Lookup(name string) (Scenario, bool) {
-	for _, s := range append(append(Catalogue(), ClusterCatalogue()...), dualWrite()) {
+	all := append(append(Catalogue(), ClusterCatalogue()...), ConsumerCatalogue()...)
+	for _, s := range append(all, dualWrite()) {
 		if s.Name == name {
 			return s, true
 		}

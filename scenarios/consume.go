@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -26,6 +28,12 @@ type recordingInbox struct {
 	// queue names the consumer's queue when the run has several.
 	queue string
 	inner consumer.Inbox
+	// dialer is the consumer's own path to the broker, which a fault can
+	// cut without cutting the other consumers.
+	dialer *chaos.Dialer
+	// applying is the time (UnixNano) the apply in hand began, 0 when
+	// none is.
+	applying atomic.Int64
 
 	// staged is set by the effect during one Apply; a consumer process
 	// handles one delivery at a time.
@@ -53,6 +61,8 @@ func (in *recordingInbox) record(op history.Op) {
 // an unreachable database does not spin the broker.
 func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
 	ids := []string{m.ID}
+	in.applying.Store(time.Now().UnixNano())
+	defer in.applying.Store(0)
 	in.record(history.Op{Type: history.OK, F: history.Deliver, Events: ids,
 		Meta: history.Meta{Queue: in.queue, Redelivered: m.Redelivered}})
 	in.record(history.Op{Type: history.Invoke, F: history.Apply, Events: ids})
@@ -99,6 +109,13 @@ func (in *recordingInbox) effect() consumer.Effect {
 	return func(ctx context.Context, tx pgx.Tx, m consumer.Message) error {
 		if err := base(ctx, tx, m); err != nil {
 			return err
+		}
+		if hold := in.r.sc.ApplyHold; hold > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(hold):
+			}
 		}
 		if next == nil {
 			return nil

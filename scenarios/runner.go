@@ -126,8 +126,10 @@ type run struct {
 	nemesis   *chaos.Nemesis
 	links     map[string]*chaos.Link
 	producers []*workload.Producer
-	// consumerNames are the history processes of the consumers.
+	// consumerNames are the history processes of the consumers, and
+	// consumers their inboxes, in the same order.
 	consumerNames []string
+	consumers     []*recordingInbox
 	clocks        []*chaos.Clock
 	publishers    []*relay.AMQPPublisher
 	// lanes groups faults whose steps must run one after another (by

@@ -209,8 +209,9 @@ func (r *run) startConsumers() error {
 	for _, bc := range r.contexts {
 		for range per {
 			n++
-			in := &recordingInbox{r: r, process: fmt.Sprintf("consumer-%d", n), bc: bc}
+			in := &recordingInbox{r: r, process: fmt.Sprintf("consumer-%d", n), bc: bc, dialer: &chaos.Dialer{}}
 			r.consumerNames = append(r.consumerNames, in.process)
+			r.consumers = append(r.consumers, in)
 			if len(r.contexts) > 1 {
 				in.queue = bc.queue
 			}
@@ -227,10 +228,14 @@ func (r *run) startConsumers() error {
 			if err != nil {
 				return err
 			}
+			prefetch := 8
+			if r.sc.ConsumerPrefetch > 0 {
+				prefetch = r.sc.ConsumerPrefetch
+			}
 			src := &consumer.AMQPSource{
-				URL: r.env.AMQPURL(testenv.LinkConsumerBroker), Queue: bc.queue, Prefetch: 8,
+				URL: r.env.AMQPURL(testenv.LinkConsumerBroker), Queue: bc.queue, Prefetch: prefetch,
 				HandleTimeout: 5 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
-				Topology: &bc.topology, Identity: r.relay.Identity,
+				Topology: &bc.topology, Identity: r.relay.Identity, Dial: in.dialer.DialContext,
 			}
 			r.consumersDone.Go(func() { _ = src.Run(cctx, c) })
 		}

@@ -58,6 +58,8 @@ type stage interface {
 	AddFault(f chaos.Fault, lane string) error
 	// Faults returns the registered faults.
 	Faults() []chaos.Fault
+	// Consumers returns the run's consumer processes, in order.
+	Consumers() []*recordingInbox
 }
 
 // runStage is the stage of a run.
@@ -79,6 +81,7 @@ func (s runStage) QueueType() string            { return s.r.queueType() }
 func (s runStage) DB() *pgxpool.Pool            { return s.r.fx.Admin }
 func (s runStage) Recorder() *history.Recorder  { return s.r.rec }
 func (s runStage) Faults() []chaos.Fault        { return s.r.nemesis.Faults() }
+func (s runStage) Consumers() []*recordingInbox { return s.r.consumers }
 
 func (s runStage) Producer(i int) (string, *chaos.Clock) {
 	return s.r.producers[i].Name, s.r.clocks[i]

@@ -156,6 +156,9 @@ func TestRunWithARunner(t *testing.T) {
 	for _, n := range scenarios.ClusterNames() {
 		want += n + "  " + clusterListNote + "\n"
 	}
+	for _, n := range scenarios.ConsumerNames() {
+		want += n + "  " + consumerListNote + "\n"
+	}
 	if code, out, _ := invokeWith(t, d, "run", "--list"); code != exitOK || out != want {
 		t.Errorf("--list: exit %d %q, want %q", code, out, want)
 	}

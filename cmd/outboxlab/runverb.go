@@ -141,6 +141,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		for _, n := range scenarios.ClusterNames() {
 			fmt.Fprintf(std.out, "%s  %s\n", n, clusterListNote)
 		}
+		for _, n := range scenarios.ConsumerNames() {
+			fmt.Fprintf(std.out, "%s  %s\n", n, consumerListNote)
+		}
 		return exitOK
 	}
 	if o.seeds < 1 {
@@ -158,9 +161,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if len(names) == 0 {
 		names = known
 	}
-	// The broker cluster scenarios run when named; the default is the
-	// catalogue.
-	allowed := append(slices.Clone(known), scenarios.ClusterNames()...)
+	// The broker cluster scenarios and the consumers' run when named;
+	// the default is the catalogue.
+	allowed := append(append(slices.Clone(known), scenarios.ClusterNames()...), scenarios.ConsumerNames()...)
 	for _, n := range names {
 		if !slices.Contains(allowed, n) {
 			return usageErr(std, "run", "unknown scenario %q (known: %s)", n, strings.Join(allowed, ", "))
@@ -333,6 +336,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 // clusterListNote follows each broker cluster scenario that `run --list`
 // prints: unlike the catalogue's, they run only when named.
 const clusterListNote = "(runs only when named with --scenario, on a three-node broker cluster)"
+
+// consumerListNote follows a consumer scenario in run --list.
+const consumerListNote = "(runs only when named with --scenario; it puts the consumers under test, whatever the relay)"
 
 // givenString is a string flag that remembers whether it was given, so
 // that a flag given with its default value is told from one not given.

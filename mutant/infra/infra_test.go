@@ -136,3 +136,46 @@ func TestInfraMatrix(t *testing.T) {
 		t.Errorf("consumer-no-dedupe: %+v, want killed by %s", nd, checker.NameDuplicateEffects)
 	}
 }
+
+// TestConsumerMutantsOnContainers runs the consumer-side mutants that
+// only a real broker shows, at seed 7: consumer-delivery-tag-key, whose
+// two competing consumers number their deliveries from 1 each, and
+// consumer-check-then-insert, whose check and insert race when the
+// concurrent-duplicates scenario hands one event to both consumers at
+// once. Both are killed, check-then-insert by duplicate effects, and
+// the reference survives both runs, its concurrent-duplicates run with
+// applies that met (an inconclusive run is not survival).
+func TestConsumerMutantsOnContainers(t *testing.T) {
+	env := sharedEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var ms []mutant.Mutant
+	for _, name := range []string{"consumer-delivery-tag-key", "consumer-check-then-insert"} {
+		m, ok := mutant.Lookup(name)
+		if !ok {
+			t.Fatalf("no mutant %s", name)
+		}
+		ms = append(ms, m)
+	}
+	rows, err := Run(ctx, ms, Options{Env: env, Command: relayCommand(t), Seeds: 1},
+		mutant.Options{FirstSeed: 7, Log: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want the reference and 2 mutants: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		t.Logf("%-26s killed=%-5v checker=%-20s scenario=%q seed=%d %.1fs %s %v", r.Mutant, r.Killed, r.Checker, r.Scenario, r.Seed, r.Seconds, r.Detail, r.Err)
+	}
+	if ref := rows[0]; ref.Killed || ref.Err != nil {
+		t.Errorf("the reference did not survive: %+v (replay: %s)", ref, ref.Replay)
+	}
+	if tag := rows[1]; tag.Mutant != "consumer-delivery-tag-key" || !tag.Killed {
+		t.Errorf("consumer-delivery-tag-key: %+v, want killed", tag)
+	}
+	if cti := rows[2]; cti.Mutant != "consumer-check-then-insert" || !cti.Killed ||
+		cti.Checker != checker.NameDuplicateEffects || cti.Scenario != scenarios.ConcurrentDuplicates {
+		t.Errorf("consumer-check-then-insert: %+v, want killed by %s in %s", cti, checker.NameDuplicateEffects, scenarios.ConcurrentDuplicates)
+	}
+}

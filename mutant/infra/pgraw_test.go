@@ -292,9 +292,29 @@ func TestConsumerMutantsOverPostgres(t *testing.T) {
 	if _, err := pg.Apply(dead, msg("kept")); err == nil {
 		t.Fatal("the reference reported success for an apply that could not run")
 	}
+	// The forms that key or check the inbox themselves run on the
+	// production inbox's statements: a key recorded before absorbs
+	// another event (the delivery-tag bug), and a write without the
+	// check applies an event recorded before.
+	k := mutant.PGKeyed(pg)
+	if seen, err := k.Seen(ctx, "ref"); !seen || err != nil {
+		t.Fatalf("Seen(ref) = %v, %v; want true", seen, err)
+	}
+	if seen, err := k.Seen(ctx, "tag-1"); seen || err != nil {
+		t.Fatalf("Seen(tag-1) = %v, %v; want false", seen, err)
+	}
+	if dup, err := k.ApplyAs(ctx, "tag-1", msg("a")); dup || err != nil {
+		t.Fatalf("ApplyAs(tag-1, a) = %v, %v", dup, err)
+	}
+	if dup, err := k.ApplyAs(ctx, "tag-1", msg("b")); !dup || err != nil {
+		t.Fatalf("ApplyAs(tag-1, b) = %v, %v; want a duplicate", dup, err)
+	}
+	if err := k.Record(ctx, "ref", msg("ref")); err != nil {
+		t.Fatal(err)
+	}
 	got := counts()
-	if got["ref"] != 1 || got["twice"] != 2 || got["gone"] != 0 || got["kept"] != 0 {
-		t.Errorf("effects %v: want ref once, twice twice, none for gone and kept", got)
+	if got["ref"] != 2 || got["twice"] != 2 || got["gone"] != 0 || got["kept"] != 0 || got["a"] != 1 || got["b"] != 0 {
+		t.Errorf("effects %v: want ref twice (once more by Record), twice twice, a once, none for gone, kept and b", got)
 	}
 	if reference, _ := mutant.Lookup("no-lease"); reference.WrapInbox(pg, nil) != consumer.Inbox(pg) {
 		t.Error("a relay-side mutant changed the consumer's inbox")

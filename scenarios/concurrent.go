@@ -1,0 +1,160 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// ConcurrentDuplicates is the scenario of the consumers: it makes two
+// competing consumers apply the same event at the same moment, which
+// the catalogue's scenarios, whose duplicates reach the consumers one
+// after another, never do. It is not part of Catalogue (it judges the
+// consumer, whatever relay runs); ConsumerCatalogue and Lookup find it.
+const ConcurrentDuplicates = "concurrent-duplicates"
+
+// ConsumerCatalogue returns the scenarios that put the consumers under
+// test rather than the relay.
+func ConsumerCatalogue() []Scenario {
+	return []Scenario{concurrentDuplicates()}
+}
+
+// ConsumerNames returns the names of ConsumerCatalogue's scenarios.
+func ConsumerNames() []string {
+	var out []string
+	for _, s := range ConsumerCatalogue() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// applyHold is how long a consumer's effect keeps its transaction open
+// in concurrent-duplicates: long enough that the other consumer, with
+// a prefetch of one, is handed the requeued event before the first
+// commits it.
+const applyHold = 150 * time.Millisecond
+
+func concurrentDuplicates() Scenario {
+	return Scenario{
+		Name: ConcurrentDuplicates,
+		Summary: "each consumer's own link to the broker is cut while it applies an event, so the broker requeues the event to the other consumer, " +
+			"which applies it while the first one's transaction is still open: the inbox must absorb the duplicate",
+		Workload: defaultWorkload(),
+		Safety:   9 * time.Second,
+		// With a prefetch of one the other consumer is handed the requeued
+		// event as soon as it finishes the one in hand, and every apply is
+		// slow, so that it gets there before the first one commits.
+		ConsumerPrefetch: 1,
+		ApplyHold:        applyHold,
+		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			cs := s.Consumers()
+			if len(cs) < 2 {
+				return nil, fmt.Errorf("scenario %s needs two competing consumers, and the run has %d", ConcurrentDuplicates, len(cs))
+			}
+			var faults []*cutApplying
+			for _, c := range cs[:2] {
+				f := &cutApplying{
+					DialerDown: chaos.CutDialer(c.process+"->broker down while applying", c.dialer, history.ClassBroker, c.process),
+					c:          c, within: time.Second,
+				}
+				if err := s.AddFault(f, ""); err != nil {
+					return nil, err
+				}
+				faults = append(faults, f)
+			}
+			// Four cuts, alternating between the consumers, each over
+			// before the next begins.
+			var steps []chaos.Step
+			at := between(rng, 500*time.Millisecond, 1500*time.Millisecond)
+			for i := range 4 {
+				d := between(rng, 400*time.Millisecond, 800*time.Millisecond)
+				steps = append(steps, step(faults[i%2], at, d))
+				at += d + faults[i%2].within + between(rng, 300*time.Millisecond, time.Second)
+			}
+			return steps, nil
+		},
+		check: func(ctx context.Context, s stage, res *Result) {
+			n, example := concurrentApplies(res.History)
+			if n == 0 {
+				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("%s: no event was applied by two consumers at the same moment, so the inbox's dedupe under concurrency was not put to the test", ConcurrentDuplicates))
+				return
+			}
+			res.Unchecked = append(res.Unchecked, fmt.Sprintf("%s: %d event(s) applied by two consumers at the same moment (%s)", ConcurrentDuplicates, n, example))
+		},
+	}
+}
+
+// cutApplying cuts one consumer's own link to the broker at a moment it
+// has an apply in hand, so that the broker requeues that delivery to
+// another consumer while the first one's transaction is still open.
+// When no apply is in hand within its bound it cuts all the same; the
+// scenario's check judges from the history whether two applies met.
+type cutApplying struct {
+	*chaos.DialerDown
+	c      *recordingInbox
+	within time.Duration
+}
+
+// Inject waits for the consumer to be applying, then cuts its link.
+func (f *cutApplying) Inject(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, f.within)
+	defer cancel()
+	err := chaos.WaitFor(wctx, 2*time.Millisecond, func(context.Context) (bool, error) {
+		return f.c.applying.Load() != 0, nil
+	})
+	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+		return fmt.Errorf("waiting for %s to apply: %w", f.c.process, err)
+	}
+	return f.DialerDown.Inject(ctx)
+}
+
+// concurrentApplies counts the events that two consumer processes were
+// applying at the same moment: one's apply began before the other's
+// ended. It returns the count and one such event, described.
+func concurrentApplies(h []history.Op) (int, string) {
+	type span struct {
+		process    string
+		start, end int64
+	}
+	open := map[[2]string]int64{} // (process, event) -> index of its Invoke
+	spans := map[string][]span{}
+	for _, op := range h {
+		if op.F != history.Apply || len(op.Events) != 1 {
+			continue
+		}
+		key := [2]string{op.Process, op.Events[0]}
+		if op.Type == history.Invoke {
+			open[key] = op.Index
+			continue
+		}
+		if start, ok := open[key]; ok {
+			delete(open, key)
+			spans[op.Events[0]] = append(spans[op.Events[0]], span{op.Process, start, op.Index})
+		}
+	}
+	n, example := 0, ""
+	for _, id := range slices.Sorted(maps.Keys(spans)) {
+		ss := spans[id]
+	pairs:
+		for i := range ss {
+			for j := i + 1; j < len(ss); j++ {
+				a, b := ss[i], ss[j]
+				if a.process != b.process && a.start < b.end && b.start < a.end {
+					n++
+					if example == "" {
+						example = fmt.Sprintf("%s by %s in ops %d-%d and by %s in ops %d-%d", id, a.process, a.start, a.end, b.process, b.start, b.end)
+					}
+					break pairs
+				}
+			}
+		}
+	}
+	return n, example
+}
