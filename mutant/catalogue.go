@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/relay"
@@ -222,7 +223,7 @@ var catalogue = []Mutant{
 		// and the mark (the stalled one keeps its own failpoint), so the
 		// takeover still holds those rows unmarked when the stalled one
 		// marks them: its records show marks outside its lease.
-		Infra: []InfraRun{{Scenario: "lease-expiry", Env: map[string]string{"OUTBOX_FAILPOINTS": "after-confirm-before-mark=sleep(3s)"}}},
+		Infra: []InfraRun{{Scenario: "lease-expiry", Env: map[string]string{contract.EnvFailpoints: "after-confirm-before-mark=sleep(3s)"}}},
 	},
 	{
 		Name:        "offset-claim",

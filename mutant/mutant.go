@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/consumer"
@@ -80,7 +81,7 @@ type InfraRun struct {
 
 // EnvVar is the relay process's environment variable that selects a
 // relay-side mutant.
-const EnvVar = "OUTBOX_MUTANT"
+const EnvVar = contract.EnvMutant
 
 // Variant returns the simulation variant that runs the mutant.
 func (m Mutant) Variant() sim.Variant {

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/seed"
 	"github.com/outboxlab/outboxlab/workload"
@@ -212,7 +213,7 @@ func brokerKilled() Scenario {
 		// The sweep deletes processed rows a second after their mark
 		// while the outage keeps others pending for longer: it must
 		// tell them apart.
-		RelayEnv: map[string]string{"OUTBOX_RETENTION": "1s", "OUTBOX_SWEEP_INTERVAL": "250ms"},
+		RelayEnv: map[string]string{contract.EnvRetention: "1s", contract.EnvSweepInterval: "250ms"},
 		Exposes:  []workload.Mode{workload.Optimistic},
 		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			// The consumers are cut off first, so that the kill finds

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"maps"
@@ -78,16 +79,16 @@ const (
 // variables.
 func TimingEnv() map[string]string {
 	return map[string]string{
-		"OUTBOX_POLL_INTERVAL":   PollInterval.String(),
-		"OUTBOX_LEASE":           Lease.String(),
-		"OUTBOX_PUBLISH_TIMEOUT": PublishTimeout.String(),
-		"OUTBOX_STORE_TIMEOUT":   StoreTimeout.String(),
-		"OUTBOX_BACKOFF_BASE":    BackoffBase.String(),
-		"OUTBOX_BACKOFF_MAX":     BackoffMax.String(),
-		"OUTBOX_MAX_ATTEMPTS":    strconv.Itoa(MaxAttempts),
-		"OUTBOX_BATCH_SIZE":      strconv.Itoa(BatchSize),
-		"OUTBOX_TYPES":           workload.TypesSpec,
-		"OUTBOX_LOG_LEVEL":       "info",
+		contract.EnvPollInterval:   PollInterval.String(),
+		contract.EnvLease:          Lease.String(),
+		contract.EnvPublishTimeout: PublishTimeout.String(),
+		contract.EnvStoreTimeout:   StoreTimeout.String(),
+		contract.EnvBackoffBase:    BackoffBase.String(),
+		contract.EnvBackoffMax:     BackoffMax.String(),
+		contract.EnvMaxAttempts:    strconv.Itoa(MaxAttempts),
+		contract.EnvBatchSize:      strconv.Itoa(BatchSize),
+		contract.EnvTypes:          workload.TypesSpec,
+		contract.EnvLogLevel:       "info",
 	}
 }
 
@@ -113,7 +114,7 @@ func (u RelayUnderTest) resolve() RelayUnderTest {
 		u.Image = u.ImageRef()
 		u.Failpoints = true
 		u.Records = true
-		if d, err := time.ParseDuration(u.setting("OUTBOX_LEASE")); err == nil && u.Lease == 0 {
+		if d, err := time.ParseDuration(u.setting(contract.EnvLease)); err == nil && u.Lease == 0 {
 			u.Lease = d
 		}
 		if u.Features == (checker.Features{}) {
@@ -121,11 +122,11 @@ func (u RelayUnderTest) resolve() RelayUnderTest {
 		}
 		// Our relay promises the attempt limit and the backoff it is
 		// given.
-		if n, err := strconv.Atoi(u.setting("OUTBOX_MAX_ATTEMPTS")); err == nil && n > 0 && u.Attempts == 0 {
+		if n, err := strconv.Atoi(u.setting(contract.EnvMaxAttempts)); err == nil && n > 0 && u.Attempts == 0 {
 			u.Attempts = n
 		}
-		base, errB := time.ParseDuration(u.setting("OUTBOX_BACKOFF_BASE"))
-		max, errM := time.ParseDuration(u.setting("OUTBOX_BACKOFF_MAX"))
+		base, errB := time.ParseDuration(u.setting(contract.EnvBackoffBase))
+		max, errM := time.ParseDuration(u.setting(contract.EnvBackoffMax))
 		if errB == nil && errM == nil && base > 0 && !u.Backoff.Declared() {
 			u.Backoff = Backoff{Base: base, Max: max}
 		}

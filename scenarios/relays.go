@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -123,9 +124,9 @@ func (s *relaySlot) start(ctx context.Context, extra map[string]string) error {
 			h = containerHandle{c}
 		}
 	} else {
-		env["OUTBOX_DATABASE_URL"] = s.r.env.DatabaseURL(testenv.LinkRelayDB)
-		env["OUTBOX_AMQP_URL"] = s.r.env.AMQPURL(testenv.LinkRelayBroker)
-		env["OUTBOX_RELAY_ID"] = s.name
+		env[contract.EnvDatabaseURL] = s.r.env.DatabaseURL(testenv.LinkRelayDB)
+		env[contract.EnvAMQPURL] = s.r.env.AMQPURL(testenv.LinkRelayBroker)
+		env[contract.EnvRelayID] = s.name
 		var p *procRelay
 		p, err = startProc(s.name, s.r.relay.Command, env)
 		if p != nil {
@@ -239,7 +240,7 @@ func (s *relaySlot) currentRecords() string {
 
 // RecordsEnv is the contract's optional variable naming the records file
 // a relay appends its operations to (see CapRecords).
-const RecordsEnv = "OUTBOX_RECORDS"
+const RecordsEnv = contract.EnvRecords
 
 // recordsMount is where a relay container sees the run's records
 // directory.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/seed"
 	"github.com/outboxlab/outboxlab/workload"
@@ -175,7 +176,7 @@ func (r *run) link(name string) *chaos.Link { return r.links[name] }
 
 // lease is the lease the replicas run with.
 func (r *run) lease() time.Duration {
-	if d, err := time.ParseDuration(r.setting("OUTBOX_LEASE")); err == nil && d > 0 {
+	if d, err := time.ParseDuration(r.setting(contract.EnvLease)); err == nil && d > 0 {
 		return d
 	}
 	return Lease

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/workload"
 
@@ -158,8 +159,8 @@ func (r *run) startRelays(ctx context.Context) error {
 				}
 			}
 			base := map[string]string{
-				"OUTBOX_TABLE":       bc.table.String(),
-				"OUTBOX_EXCHANGE":    bc.exchange,
+				contract.EnvTable:    bc.table.String(),
+				contract.EnvExchange: bc.exchange,
 				chaos.ClockOffsetEnv: chaos.FormatClockOffset(0),
 			}
 			for k, v := range TimingEnv() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/chaos"
@@ -61,7 +62,7 @@ func (r *run) checkerConfig() checker.Config {
 		LivenessBound: DrainWithin,
 		Lease:         r.relay.Lease,
 	}
-	if d, err := time.ParseDuration(r.setting("OUTBOX_RETENTION")); err == nil && d > 0 {
+	if d, err := time.ParseDuration(r.setting(contract.EnvRetention)); err == nil && d > 0 {
 		cfg.Retention = d
 	}
 	if r.recordsDir != "" && r.relay.Backoff.Declared() {

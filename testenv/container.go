@@ -22,6 +22,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
+
+	"github.com/outboxlab/outboxlab/contract"
 )
 
 // ContainerSpec describes an extra container on the environment's network,
@@ -421,9 +423,9 @@ func (e *Env) StartRelay(ctx context.Context, spec RelaySpec) (*Container, error
 		}
 	}
 	env := map[string]string{
-		"OUTBOX_DATABASE_URL": e.ContainerDatabaseURL(spec.DBLink),
-		"OUTBOX_AMQP_URL":     e.ContainerAMQPURL(spec.BrokerLink),
-		"OUTBOX_RELAY_ID":     spec.Name,
+		contract.EnvDatabaseURL: e.ContainerDatabaseURL(spec.DBLink),
+		contract.EnvAMQPURL:     e.ContainerAMQPURL(spec.BrokerLink),
+		contract.EnvRelayID:     spec.Name,
 	}
 	maps.Copy(env, spec.Env)
 	return e.StartContainer(ctx, ContainerSpec{Name: spec.Name, Image: spec.Image, Env: env, Cmd: spec.Cmd, Role: "relay", StopTimeout: spec.StopTimeout, Binds: spec.Binds})

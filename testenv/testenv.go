@@ -32,7 +32,7 @@
 //		}
 //		defer db.Close()
 //		relay, err := env.StartRelay(ctx, testenv.RelaySpec{Env: map[string]string{
-//			"OUTBOX_TABLE": "orders_outbox", "OUTBOX_EXCHANGE": "orders", "OUTBOX_MIGRATE": "true",
+//			contract.EnvTable: "orders_outbox", contract.EnvExchange: "orders", contract.EnvMigrate: "true",
 //		}})
 //		if err != nil {
 //			t.Fatal(err)

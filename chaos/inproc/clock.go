@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/outboxlab/outboxlab/contract"
 )
 
 // ClockOffsetEnv is the environment variable that gives a relay or
 // producer process its clock offset, as a Go duration such as "-5m".
-const ClockOffsetEnv = "OUTBOX_CLOCK_OFFSET"
+const ClockOffsetEnv = contract.EnvClockOffset
 
 // FormatClockOffset renders d as ClockOffsetEnv expects it: a Go duration
 // that time.ParseDuration reads back exactly ("-5m0s", "1.5s", "0s").

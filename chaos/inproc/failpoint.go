@@ -12,12 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/relay"
 )
 
 // FailpointsEnv is the environment variable a relay process reads its
 // failpoint spec from.
-const FailpointsEnv = "OUTBOX_FAILPOINTS"
+const FailpointsEnv = contract.EnvFailpoints
 
 // Errors of failpoint actions.
 var (

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxlab/outboxlab/chaos/inproc"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -54,12 +55,12 @@ func (e *configError) Unwrap() error { return e.Err }
 // mutantEnv selects a relay-side mutant of package mutant (mutant.EnvVar,
 // which only the binary built with the mutants tag may import; a test of
 // that build checks the two agree).
-const mutantEnv = "OUTBOX_MUTANT"
+const mutantEnv = contract.EnvMutant
 
 // recordsEnv names the records file, an optional variable of the
 // black-box contract: the relay appends its operations there as history
 // JSON Lines (see relay.FileRecords).
-const recordsEnv = "OUTBOX_RECORDS"
+const recordsEnv = contract.EnvRecords
 
 // exchangeRe is what RabbitMQ accepts as an exchange name.
 var exchangeRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`)
@@ -118,7 +119,7 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 	}
 	// fieldVar names the variable of each relay.Config field, for the
 	// problems relay.Config.Validate finds.
-	fieldVar := map[string]string{"RelayID": "OUTBOX_RELAY_ID"}
+	fieldVar := map[string]string{"RelayID": contract.EnvRelayID}
 	// durationIn reads a duration from lo to hi (hi 0: no upper bound)
 	// into the relay.Config field named field.
 	durationIn := func(name, field string, dst *time.Duration, lo, hi time.Duration) {
@@ -174,33 +175,33 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		*dst = b
 	}
 
-	if s.DatabaseURL = required("OUTBOX_DATABASE_URL"); s.DatabaseURL != "" {
+	if s.DatabaseURL = required(contract.EnvDatabaseURL); s.DatabaseURL != "" {
 		if _, err := pgx.ParseConfig(s.DatabaseURL); err != nil {
-			bad("OUTBOX_DATABASE_URL", fmt.Errorf("invalid connection string: %w", relay.RedactError(err, s.DatabaseURL)))
+			bad(contract.EnvDatabaseURL, fmt.Errorf("invalid connection string: %w", relay.RedactError(err, s.DatabaseURL)))
 		}
 	}
-	if s.AMQPURL = required("OUTBOX_AMQP_URL"); s.AMQPURL != "" {
+	if s.AMQPURL = required(contract.EnvAMQPURL); s.AMQPURL != "" {
 		if _, err := relay.SplitAMQPURLs(s.AMQPURL); err != nil {
-			bad("OUTBOX_AMQP_URL", fmt.Errorf("invalid AMQP URI: %w", err))
+			bad(contract.EnvAMQPURL, fmt.Errorf("invalid AMQP URI: %w", err))
 		}
 	}
-	if v := required("OUTBOX_TABLE"); v != "" {
+	if v := required(contract.EnvTable); v != "" {
 		t, err := outbox.ParseTable(v)
 		if err != nil {
-			bad("OUTBOX_TABLE", err)
+			bad(contract.EnvTable, err)
 		}
 		s.Table = t
 	}
-	if s.Exchange = required("OUTBOX_EXCHANGE"); s.Exchange != "" && !exchangeRe.MatchString(s.Exchange) {
-		bad("OUTBOX_EXCHANGE", fmt.Errorf("invalid exchange name %q: want 1 to 255 of A-Z a-z 0-9 _ . : -", s.Exchange))
+	if s.Exchange = required(contract.EnvExchange); s.Exchange != "" && !exchangeRe.MatchString(s.Exchange) {
+		bad(contract.EnvExchange, fmt.Errorf("invalid exchange name %q: want 1 to 255 of A-Z a-z 0-9 _ . : -", s.Exchange))
 	}
-	boolean("OUTBOX_DECLARE_EXCHANGE", &s.DeclareExchange, false)
+	boolean(contract.EnvDeclareExchange, &s.DeclareExchange, false)
 
-	s.Relay.RelayID = get("OUTBOX_RELAY_ID")
+	s.Relay.RelayID = get(contract.EnvRelayID)
 	if s.Relay.RelayID == "" {
 		h, err := hostname()
 		if err != nil || h == "" {
-			bad("OUTBOX_RELAY_ID", fmt.Errorf("not set and the hostname is unknown: %v", err))
+			bad(contract.EnvRelayID, fmt.Errorf("not set and the hostname is unknown: %v", err))
 		}
 		s.Relay.RelayID = h
 	}
@@ -217,37 +218,37 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		s.Failpoints = fp
 	}
 
-	duration("OUTBOX_POLL_INTERVAL", "PollInterval", &s.Relay.PollInterval)
-	integerIn("OUTBOX_BATCH_SIZE", "BatchSize", &s.Relay.BatchSize, maxBatchSize)
-	duration("OUTBOX_LEASE", "Lease", &s.Relay.Lease)
-	integer("OUTBOX_MAX_ATTEMPTS", "MaxAttempts", &s.Relay.MaxAttempts)
-	duration("OUTBOX_BACKOFF_BASE", "BackoffBase", &s.Relay.BackoffBase)
-	duration("OUTBOX_BACKOFF_MAX", "BackoffMax", &s.Relay.BackoffMax)
-	duration("OUTBOX_RETENTION", "Retention", &s.Relay.Retention)
-	integer("OUTBOX_SWEEP_BATCH", "SweepBatch", &s.Relay.SweepBatch)
-	duration("OUTBOX_SWEEP_INTERVAL", "SweepInterval", &s.Relay.SweepInterval)
-	durationIn("OUTBOX_PUBLISH_TIMEOUT", "PublishTimeout", &s.Relay.PublishTimeout, minPublishTimeout, maxPublishTimeout)
-	duration("OUTBOX_STORE_TIMEOUT", "StoreTimeout", &s.Relay.StoreTimeout)
-	integerIn("OUTBOX_PUBLISH_WINDOW", "PublishWindow", &s.Relay.PublishWindow, maxPublishWindow)
-	boolean("OUTBOX_NOTIFY", &s.Notify, true)
-	boolean("OUTBOX_MIGRATE", &s.Migrate, false)
-	if s.MetricsAddr = get("OUTBOX_METRICS_ADDR"); s.MetricsAddr != "" {
+	duration(contract.EnvPollInterval, "PollInterval", &s.Relay.PollInterval)
+	integerIn(contract.EnvBatchSize, "BatchSize", &s.Relay.BatchSize, maxBatchSize)
+	duration(contract.EnvLease, "Lease", &s.Relay.Lease)
+	integer(contract.EnvMaxAttempts, "MaxAttempts", &s.Relay.MaxAttempts)
+	duration(contract.EnvBackoffBase, "BackoffBase", &s.Relay.BackoffBase)
+	duration(contract.EnvBackoffMax, "BackoffMax", &s.Relay.BackoffMax)
+	duration(contract.EnvRetention, "Retention", &s.Relay.Retention)
+	integer(contract.EnvSweepBatch, "SweepBatch", &s.Relay.SweepBatch)
+	duration(contract.EnvSweepInterval, "SweepInterval", &s.Relay.SweepInterval)
+	durationIn(contract.EnvPublishTimeout, "PublishTimeout", &s.Relay.PublishTimeout, minPublishTimeout, maxPublishTimeout)
+	duration(contract.EnvStoreTimeout, "StoreTimeout", &s.Relay.StoreTimeout)
+	integerIn(contract.EnvPublishWindow, "PublishWindow", &s.Relay.PublishWindow, maxPublishWindow)
+	boolean(contract.EnvNotify, &s.Notify, true)
+	boolean(contract.EnvMigrate, &s.Migrate, false)
+	if s.MetricsAddr = get(contract.EnvMetricsAddr); s.MetricsAddr != "" {
 		if err := checkListenAddr(s.MetricsAddr); err != nil {
-			bad("OUTBOX_METRICS_ADDR", err)
+			bad(contract.EnvMetricsAddr, err)
 		}
 	}
 
 	s.RecordsPath = get(recordsEnv)
 
-	if v := get("OUTBOX_LOG_LEVEL"); v != "" {
+	if v := get(contract.EnvLogLevel); v != "" {
 		if err := s.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			bad("OUTBOX_LOG_LEVEL", fmt.Errorf("want debug, info, warn or error, got %q", v))
+			bad(contract.EnvLogLevel, fmt.Errorf("want debug, info, warn or error, got %q", v))
 		}
 	}
-	if v := get("OUTBOX_TYPES"); v != "" {
+	if v := get(contract.EnvTypes); v != "" {
 		d, err := parseTypes(v)
 		if err != nil {
-			bad("OUTBOX_TYPES", err)
+			bad(contract.EnvTypes, err)
 		}
 		s.Types = d
 	}

@@ -67,6 +67,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/oplog"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
@@ -267,7 +268,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 				// No retry mends it: a table of the name with other
 				// columns, a right the relay's role lacks. The check
 				// below says what is wrong with the table, if that is it.
-				unusable = &configError{Var: "OUTBOX_MIGRATE", Err: err}
+				unusable = &configError{Var: contract.EnvMigrate, Err: err}
 				return nil
 			}
 			return err
@@ -405,7 +406,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func(context.C
 func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, &configError{Var: "OUTBOX_METRICS_ADDR", Err: fmt.Errorf("cannot listen on %s: %w", addr, err)}
+		return nil, &configError{Var: contract.EnvMetricsAddr, Err: fmt.Errorf("cannot listen on %s: %w", addr, err)}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

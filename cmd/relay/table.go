@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -70,7 +71,7 @@ func checkTable(ctx context.Context, db querier, table outbox.Table) error {
 	if len(missing) > 0 {
 		what = "no column " + strings.Join(missing, ", ")
 	}
-	return &configError{Var: "OUTBOX_TABLE", Err: fmt.Errorf(
+	return &configError{Var: contract.EnvTable, Err: fmt.Errorf(
 		"%w: %s has %s (SQLSTATE %s); the relay reads and writes %s: create the table with the outbox migrations "+
 			"(outbox.Migrate, the files in outbox/migration/), or name an outbox table that has them",
 		errTableColumns, table, what, pgErr.Code, strings.Join(outboxColumns, ", "))}
@@ -86,7 +87,7 @@ func classifyTableError(table outbox.Table, err error) error {
 	if pgErr.Code != sqlstateUndefinedTable && pgErr.Code != sqlstateInvalidSchema {
 		return err
 	}
-	return &configError{Var: "OUTBOX_TABLE", Err: fmt.Errorf(
+	return &configError{Var: contract.EnvTable, Err: fmt.Errorf(
 		"%w: %s is not in the database (%s, SQLSTATE %s): set OUTBOX_MIGRATE=true to let the relay create it, "+
 			"or run the outbox migrations first (outbox.Migrate, the files in outbox/migration/)",
 		errTableMissing, table, pgErr.Message, pgErr.Code)}

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/chaos/inproc"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/target/watermill/wmoutbox"
@@ -86,35 +87,35 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		c    Config
 		errs []error
 	)
-	c.DatabaseURL = strings.TrimSpace(getenv("OUTBOX_DATABASE_URL"))
+	c.DatabaseURL = strings.TrimSpace(getenv(contract.EnvDatabaseURL))
 	if c.DatabaseURL == "" {
-		errs = append(errs, errors.New("OUTBOX_DATABASE_URL is not set"))
+		errs = append(errs, errors.New(contract.EnvDatabaseURL + " is not set"))
 	}
-	for _, u := range strings.Split(getenv("OUTBOX_AMQP_URL"), ",") {
+	for _, u := range strings.Split(getenv(contract.EnvAMQPURL), ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			c.AMQPURL = u
 			break
 		}
 	}
 	if c.AMQPURL == "" {
-		errs = append(errs, errors.New("OUTBOX_AMQP_URL is not set"))
+		errs = append(errs, errors.New(contract.EnvAMQPURL + " is not set"))
 	}
-	if s := strings.TrimSpace(getenv("OUTBOX_TABLE")); s == "" {
-		errs = append(errs, errors.New("OUTBOX_TABLE is not set"))
+	if s := strings.TrimSpace(getenv(contract.EnvTable)); s == "" {
+		errs = append(errs, errors.New(contract.EnvTable + " is not set"))
 	} else if t, err := outbox.ParseTable(s); err != nil {
-		errs = append(errs, fmt.Errorf("OUTBOX_TABLE: %w", err))
+		errs = append(errs, fmt.Errorf("%s: %w", contract.EnvTable, err))
 	} else {
 		c.Table = t
 	}
-	c.Exchange = strings.TrimSpace(getenv("OUTBOX_EXCHANGE"))
+	c.Exchange = strings.TrimSpace(getenv(contract.EnvExchange))
 	if !exchangeRe.MatchString(c.Exchange) {
-		errs = append(errs, fmt.Errorf("OUTBOX_EXCHANGE %q: want an exchange name of letters, digits, -, _, . and :", c.Exchange))
+		errs = append(errs, fmt.Errorf("%s %q: want an exchange name of letters, digits, -, _, . and :", contract.EnvExchange, c.Exchange))
 	}
-	c.RelayID = strings.TrimSpace(getenv("OUTBOX_RELAY_ID"))
-	if s := strings.TrimSpace(getenv("OUTBOX_POLL_INTERVAL")); s != "" {
+	c.RelayID = strings.TrimSpace(getenv(contract.EnvRelayID))
+	if s := strings.TrimSpace(getenv(contract.EnvPollInterval)); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("OUTBOX_POLL_INTERVAL %q: want a positive duration such as 1s", s))
+			errs = append(errs, fmt.Errorf("%s %q: want a positive duration such as 1s", contract.EnvPollInterval, s))
 		}
 		c.PollInterval = d
 	}
@@ -182,7 +183,7 @@ func Run(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) error 
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
-		return errors.New("OUTBOX_DATABASE_URL: not a PostgreSQL URL")
+		return errors.New(contract.EnvDatabaseURL + ": not a PostgreSQL URL")
 	}
 	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
