@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -112,13 +113,13 @@ func (k *killSetup) stage(t *testing.T, ctx context.Context) outbox.Event {
 // short poll and a short lease, so that another relay takes over soon.
 func (k *killSetup) relaySettings() map[string]string {
 	return map[string]string{
-		"OUTBOX_TABLE":           k.table.String(),
-		"OUTBOX_EXCHANGE":        k.exchange,
-		"OUTBOX_POLL_INTERVAL":   "100ms",
-		"OUTBOX_LEASE":           "3s",
-		"OUTBOX_PUBLISH_TIMEOUT": "1s",
-		"OUTBOX_NOTIFY":          "false",
-		chaos.ClockOffsetEnv:     chaos.FormatClockOffset(0),
+		contract.EnvTable:          k.table.String(),
+		contract.EnvExchange:       k.exchange,
+		contract.EnvPollInterval:   "100ms",
+		contract.EnvLease:          "3s",
+		contract.EnvPublishTimeout: "1s",
+		contract.EnvNotify:         "false",
+		chaos.ClockOffsetEnv:       chaos.FormatClockOffset(0),
 	}
 }
 
@@ -163,9 +164,9 @@ func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
 
 	relayEnv := func(id, failpoints string) []string {
 		e := append(os.Environ(),
-			"OUTBOX_DATABASE_URL="+env.dbURL,
-			"OUTBOX_AMQP_URL="+env.amqpURL,
-			"OUTBOX_RELAY_ID="+id,
+			contract.EnvDatabaseURL+"="+env.dbURL,
+			contract.EnvAMQPURL+"="+env.amqpURL,
+			contract.EnvRelayID+"="+id,
 		)
 		for k, v := range k.relaySettings() {
 			e = append(e, k+"="+v)

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"testing"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -17,7 +18,7 @@ func TestResolveRelayImage(t *testing.T) {
 		ours bool // our features and failpoints filled in
 	}{
 		{"zero value", RelayUnderTest{}, testenv.ImageRelay, true},
-		{"a mutant", RelayUnderTest{Name: "no-lease", Mutants: true, Env: map[string]string{"OUTBOX_MUTANT": "no-lease"}}, testenv.ImageRelayMutants, true},
+		{"a mutant", RelayUnderTest{Name: "no-lease", Mutants: true, Env: map[string]string{contract.EnvMutant: "no-lease"}}, testenv.ImageRelayMutants, true},
 		{"an image", RelayUnderTest{Image: "acme/relay:1"}, "acme/relay:1", false},
 		{"an image with Mutants", RelayUnderTest{Image: "acme/relay:1", Mutants: true}, "acme/relay:1", false},
 		{"a command", RelayUnderTest{Command: []string{"./relay"}, Mutants: true}, "", false},
@@ -35,9 +36,9 @@ func TestResolveRelayImage(t *testing.T) {
 			}
 		})
 	}
-	u := RelayUnderTest{Env: map[string]string{"OUTBOX_LEASE": "1s"}}
-	u.resolve().Env["OUTBOX_LEASE"] = "2s"
-	if u.Env["OUTBOX_LEASE"] != "1s" {
+	u := RelayUnderTest{Env: map[string]string{contract.EnvLease: "1s"}}
+	u.resolve().Env[contract.EnvLease] = "2s"
+	if u.Env[contract.EnvLease] != "1s" {
 		t.Error("resolve shares the caller's environment map")
 	}
 }

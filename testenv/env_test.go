@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/moby/moby/client"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxlab/outboxlab/contract"
 )
 
 // TestEnvironment starts an environment and checks what the harness relies
@@ -195,7 +197,7 @@ func TestEnvironment(t *testing.T) {
 		// sleep, as PID 1, ignores SIGTERM: Stop and Restart end it with
 		// SIGKILL after StopTimeout.
 		c, err := env.StartRelay(ctx, RelaySpec{Image: ImageBase, Cmd: []string{"sleep", "infinity"}, StopTimeout: time.Second,
-			Env: map[string]string{"OUTBOX_TABLE": "outbox", "OUTBOX_EXCHANGE": "outbox"}})
+			Env: map[string]string{contract.EnvTable: "outbox", contract.EnvExchange: "outbox"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +212,7 @@ func TestEnvironment(t *testing.T) {
 		if got, ok := env.Container("relay-2"); ok {
 			t.Errorf("Container(relay-2) = %v, want none", got)
 		}
-		code, out, err := c.Exec(ctx, "printenv", "OUTBOX_DATABASE_URL", "OUTBOX_AMQP_URL", "OUTBOX_RELAY_ID")
+		code, out, err := c.Exec(ctx, "printenv", contract.EnvDatabaseURL, contract.EnvAMQPURL, contract.EnvRelayID)
 		if err != nil || code != 0 {
 			t.Fatalf("printenv: %d %q %v", code, out, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -50,7 +51,7 @@ func ExampleEnv_StartRelay() {
 	ctx := context.Background()
 	relay, err := env.StartRelay(ctx, testenv.RelaySpec{
 		Name: "relay-a",
-		Env:  map[string]string{"OUTBOX_TABLE": "orders_outbox", "OUTBOX_EXCHANGE": "orders"},
+		Env:  map[string]string{contract.EnvTable: "orders_outbox", contract.EnvExchange: "orders"},
 	})
 	if err != nil {
 		fmt.Println(err)

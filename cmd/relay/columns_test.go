@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
 )
 
@@ -32,15 +33,15 @@ func TestTableWithoutRequiredColumnsExitsTwo(t *testing.T) {
 	}
 	for _, migrate := range []string{"false", "true"} {
 		env := goodEnv()
-		env["OUTBOX_DATABASE_URL"] = srv.AdminURL()
-		env["OUTBOX_TABLE"] = "outbox"
-		env["OUTBOX_MIGRATE"] = migrate
+		env[contract.EnvDatabaseURL] = srv.AdminURL()
+		env[contract.EnvTable] = "outbox"
+		env[contract.EnvMigrate] = migrate
 		p := start(t, env)
 		if code := p.wait(t, 30*time.Second); code != exitConfig {
 			t.Fatalf("OUTBOX_MIGRATE=%s: exit code %d, want %d\n%s", migrate, code, exitConfig, p.output())
 		}
 		out := p.output()
-		for _, want := range []string{"OUTBOX_TABLE", "no column processed_at, faulted_at"} {
+		for _, want := range []string{contract.EnvTable, "no column processed_at, faulted_at"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("OUTBOX_MIGRATE=%s: stderr lacks %q:\n%s", migrate, want, out)
 			}

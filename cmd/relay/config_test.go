@@ -7,16 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
 
 func env(overrides map[string]string) func(string) string {
 	base := map[string]string{
-		"OUTBOX_DATABASE_URL": "postgres://relay:s3cret@db:5432/app",
-		"OUTBOX_AMQP_URL":     "amqp://relay:s3cret@broker:5672/",
-		"OUTBOX_TABLE":        "chat.outbox",
-		"OUTBOX_EXCHANGE":     "events",
+		contract.EnvDatabaseURL: "postgres://relay:s3cret@db:5432/app",
+		contract.EnvAMQPURL:     "amqp://relay:s3cret@broker:5672/",
+		contract.EnvTable:       "chat.outbox",
+		contract.EnvExchange:    "events",
 	}
 	for k, v := range overrides {
 		base[k] = v
@@ -53,27 +54,27 @@ func TestParseEnvDefaults(t *testing.T) {
 
 func TestParseEnvEveryField(t *testing.T) {
 	s, err := parseEnv(env(map[string]string{
-		"OUTBOX_RELAY_ID":         "relay-a",
-		"OUTBOX_CLOCK_OFFSET":     "-5m",
-		"OUTBOX_POLL_INTERVAL":    "50ms",
-		"OUTBOX_BATCH_SIZE":       "7",
-		"OUTBOX_LEASE":            "2s",
-		"OUTBOX_MAX_ATTEMPTS":     "3",
-		"OUTBOX_BACKOFF_BASE":     "50ms",
-		"OUTBOX_BACKOFF_MAX":      "400ms",
-		"OUTBOX_RETENTION":        "1s",
-		"OUTBOX_SWEEP_BATCH":      "9",
-		"OUTBOX_SWEEP_INTERVAL":   "100ms",
-		"OUTBOX_PUBLISH_TIMEOUT":  "500ms",
-		"OUTBOX_STORE_TIMEOUT":    "3s",
-		"OUTBOX_PUBLISH_WINDOW":   "4",
-		"OUTBOX_NOTIFY":           "false",
-		"OUTBOX_MIGRATE":          "true",
-		"OUTBOX_DECLARE_EXCHANGE": "1",
-		"OUTBOX_METRICS_ADDR":     "127.0.0.1:0",
-		"OUTBOX_LOG_LEVEL":        "debug",
-		"OUTBOX_TYPES":            "order.placed:order_id=string;amount=integer,order.paid",
-		"OUTBOX_FAILPOINTS":       "after-claim=2*off->error",
+		contract.EnvRelayID:         "relay-a",
+		contract.EnvClockOffset:     "-5m",
+		contract.EnvPollInterval:    "50ms",
+		contract.EnvBatchSize:       "7",
+		contract.EnvLease:           "2s",
+		contract.EnvMaxAttempts:     "3",
+		contract.EnvBackoffBase:     "50ms",
+		contract.EnvBackoffMax:      "400ms",
+		contract.EnvRetention:       "1s",
+		contract.EnvSweepBatch:      "9",
+		contract.EnvSweepInterval:   "100ms",
+		contract.EnvPublishTimeout:  "500ms",
+		contract.EnvStoreTimeout:    "3s",
+		contract.EnvPublishWindow:   "4",
+		contract.EnvNotify:          "false",
+		contract.EnvMigrate:         "true",
+		contract.EnvDeclareExchange: "1",
+		contract.EnvMetricsAddr:     "127.0.0.1:0",
+		contract.EnvLogLevel:        "debug",
+		contract.EnvTypes:           "order.placed:order_id=string;amount=integer,order.paid",
+		contract.EnvFailpoints:      "after-claim=2*off->error",
 	}), fixedHost)
 	if err != nil {
 		t.Fatalf("parseEnv: %v", err)
@@ -110,26 +111,26 @@ func TestParseEnvErrorsNameTheVariable(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"missing database", map[string]string{"OUTBOX_DATABASE_URL": ""}, "OUTBOX_DATABASE_URL: is required"},
-		{"missing broker", map[string]string{"OUTBOX_AMQP_URL": ""}, "OUTBOX_AMQP_URL: is required"},
-		{"missing table", map[string]string{"OUTBOX_TABLE": ""}, "OUTBOX_TABLE: is required"},
-		{"missing exchange", map[string]string{"OUTBOX_EXCHANGE": ""}, "OUTBOX_EXCHANGE: is required"},
-		{"bad database url", map[string]string{"OUTBOX_DATABASE_URL": "postgres://relay:s3cret@db:port/app"}, "OUTBOX_DATABASE_URL: invalid connection string"},
-		{"bad broker scheme", map[string]string{"OUTBOX_AMQP_URL": "http://broker/"}, "OUTBOX_AMQP_URL: invalid AMQP URI"},
-		{"bad broker port", map[string]string{"OUTBOX_AMQP_URL": "amqp://relay:s3cret@broker:port/"}, "OUTBOX_AMQP_URL: invalid AMQP URI"},
-		{"bad table", map[string]string{"OUTBOX_TABLE": "outbox; DROP TABLE x"}, "OUTBOX_TABLE: table"},
-		{"three-part table", map[string]string{"OUTBOX_TABLE": "a.b.c"}, "OUTBOX_TABLE:"},
-		{"bad exchange", map[string]string{"OUTBOX_EXCHANGE": "ev ents"}, "OUTBOX_EXCHANGE: invalid exchange name"},
-		{"bad duration", map[string]string{"OUTBOX_LEASE": "2 minutes"}, "OUTBOX_LEASE: not a duration"},
-		{"negative duration", map[string]string{"OUTBOX_POLL_INTERVAL": "-1s"}, "OUTBOX_POLL_INTERVAL: must be positive"},
-		{"bad integer", map[string]string{"OUTBOX_BATCH_SIZE": "many"}, "OUTBOX_BATCH_SIZE: not an integer"},
-		{"zero integer", map[string]string{"OUTBOX_MAX_ATTEMPTS": "0"}, "OUTBOX_MAX_ATTEMPTS: must be positive"},
-		{"bad bool", map[string]string{"OUTBOX_NOTIFY": "sometimes"}, "OUTBOX_NOTIFY: not a boolean"},
-		{"bad offset", map[string]string{"OUTBOX_CLOCK_OFFSET": "five minutes"}, "OUTBOX_CLOCK_OFFSET:"},
-		{"bad failpoints", map[string]string{"OUTBOX_FAILPOINTS": "no-such-point=kill"}, "OUTBOX_FAILPOINTS:"},
-		{"bad level", map[string]string{"OUTBOX_LOG_LEVEL": "loud"}, "OUTBOX_LOG_LEVEL:"},
-		{"bad types", map[string]string{"OUTBOX_TYPES": "order.placed:amount=money"}, "OUTBOX_TYPES:"},
-		{"lease too short", map[string]string{"OUTBOX_LEASE": "1s", "OUTBOX_PUBLISH_TIMEOUT": "1s"}, "Lease"},
+		{"missing database", map[string]string{contract.EnvDatabaseURL: ""}, "OUTBOX_DATABASE_URL: is required"},
+		{"missing broker", map[string]string{contract.EnvAMQPURL: ""}, "OUTBOX_AMQP_URL: is required"},
+		{"missing table", map[string]string{contract.EnvTable: ""}, "OUTBOX_TABLE: is required"},
+		{"missing exchange", map[string]string{contract.EnvExchange: ""}, "OUTBOX_EXCHANGE: is required"},
+		{"bad database url", map[string]string{contract.EnvDatabaseURL: "postgres://relay:s3cret@db:port/app"}, "OUTBOX_DATABASE_URL: invalid connection string"},
+		{"bad broker scheme", map[string]string{contract.EnvAMQPURL: "http://broker/"}, "OUTBOX_AMQP_URL: invalid AMQP URI"},
+		{"bad broker port", map[string]string{contract.EnvAMQPURL: "amqp://relay:s3cret@broker:port/"}, "OUTBOX_AMQP_URL: invalid AMQP URI"},
+		{"bad table", map[string]string{contract.EnvTable: "outbox; DROP TABLE x"}, "OUTBOX_TABLE: table"},
+		{"three-part table", map[string]string{contract.EnvTable: "a.b.c"}, "OUTBOX_TABLE:"},
+		{"bad exchange", map[string]string{contract.EnvExchange: "ev ents"}, "OUTBOX_EXCHANGE: invalid exchange name"},
+		{"bad duration", map[string]string{contract.EnvLease: "2 minutes"}, "OUTBOX_LEASE: not a duration"},
+		{"negative duration", map[string]string{contract.EnvPollInterval: "-1s"}, "OUTBOX_POLL_INTERVAL: must be positive"},
+		{"bad integer", map[string]string{contract.EnvBatchSize: "many"}, "OUTBOX_BATCH_SIZE: not an integer"},
+		{"zero integer", map[string]string{contract.EnvMaxAttempts: "0"}, "OUTBOX_MAX_ATTEMPTS: must be positive"},
+		{"bad bool", map[string]string{contract.EnvNotify: "sometimes"}, "OUTBOX_NOTIFY: not a boolean"},
+		{"bad offset", map[string]string{contract.EnvClockOffset: "five minutes"}, "OUTBOX_CLOCK_OFFSET:"},
+		{"bad failpoints", map[string]string{contract.EnvFailpoints: "no-such-point=kill"}, "OUTBOX_FAILPOINTS:"},
+		{"bad level", map[string]string{contract.EnvLogLevel: "loud"}, "OUTBOX_LOG_LEVEL:"},
+		{"bad types", map[string]string{contract.EnvTypes: "order.placed:amount=money"}, "OUTBOX_TYPES:"},
+		{"lease too short", map[string]string{contract.EnvLease: "1s", contract.EnvPublishTimeout: "1s"}, "Lease"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseEnv(env(tc.env), fixedHost)
@@ -151,15 +152,15 @@ func TestParseEnvErrorsNameTheVariable(t *testing.T) {
 }
 
 func TestParseEnvReportsEveryProblem(t *testing.T) {
-	_, err := parseEnv(env(map[string]string{"OUTBOX_TABLE": "", "OUTBOX_LEASE": "x"}), fixedHost)
-	if err == nil || !strings.Contains(err.Error(), "OUTBOX_TABLE") || !strings.Contains(err.Error(), "OUTBOX_LEASE") {
+	_, err := parseEnv(env(map[string]string{contract.EnvTable: "", contract.EnvLease: "x"}), fixedHost)
+	if err == nil || !strings.Contains(err.Error(), contract.EnvTable) || !strings.Contains(err.Error(), contract.EnvLease) {
 		t.Fatalf("want both variables named, got %v", err)
 	}
 }
 
 func TestParseEnvNoHostname(t *testing.T) {
 	_, err := parseEnv(env(nil), func() (string, error) { return "", errors.New("no uts") })
-	if err == nil || !strings.Contains(err.Error(), "OUTBOX_RELAY_ID") {
+	if err == nil || !strings.Contains(err.Error(), contract.EnvRelayID) {
 		t.Fatalf("want OUTBOX_RELAY_ID named, got %v", err)
 	}
 }
@@ -170,22 +171,22 @@ func TestParseEnvBounds(t *testing.T) {
 		ok         bool
 		want       string
 	}{
-		{"OUTBOX_BATCH_SIZE", "1", true, ""},
-		{"OUTBOX_BATCH_SIZE", "10000", true, ""},
-		{"OUTBOX_BATCH_SIZE", "10001", false, "OUTBOX_BATCH_SIZE: must be from 1 to 10000, got 10001"},
-		{"OUTBOX_BATCH_SIZE", "0", false, "OUTBOX_BATCH_SIZE: must be positive"},
-		{"OUTBOX_PUBLISH_TIMEOUT", "100ms", true, ""},
-		{"OUTBOX_PUBLISH_TIMEOUT", "99ms", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 99ms"},
-		{"OUTBOX_PUBLISH_TIMEOUT", "11m", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 11m0s"},
-		{"OUTBOX_PUBLISH_WINDOW", "1", true, ""},
-		{"OUTBOX_PUBLISH_WINDOW", "10000", true, ""},
-		{"OUTBOX_PUBLISH_WINDOW", "10001", false, "OUTBOX_PUBLISH_WINDOW: must be from 1 to 10000, got 10001"},
-		{"OUTBOX_PUBLISH_WINDOW", "2147483648", false, "OUTBOX_PUBLISH_WINDOW: must be from 1 to 10000, got 2147483648"},
-		{"OUTBOX_PUBLISH_WINDOW", "99999999999999999999", false, "OUTBOX_PUBLISH_WINDOW: not an integer"},
+		{contract.EnvBatchSize, "1", true, ""},
+		{contract.EnvBatchSize, "10000", true, ""},
+		{contract.EnvBatchSize, "10001", false, "OUTBOX_BATCH_SIZE: must be from 1 to 10000, got 10001"},
+		{contract.EnvBatchSize, "0", false, "OUTBOX_BATCH_SIZE: must be positive"},
+		{contract.EnvPublishTimeout, "100ms", true, ""},
+		{contract.EnvPublishTimeout, "99ms", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 99ms"},
+		{contract.EnvPublishTimeout, "11m", false, "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s, got 11m0s"},
+		{contract.EnvPublishWindow, "1", true, ""},
+		{contract.EnvPublishWindow, "10000", true, ""},
+		{contract.EnvPublishWindow, "10001", false, "OUTBOX_PUBLISH_WINDOW: must be from 1 to 10000, got 10001"},
+		{contract.EnvPublishWindow, "2147483648", false, "OUTBOX_PUBLISH_WINDOW: must be from 1 to 10000, got 2147483648"},
+		{contract.EnvPublishWindow, "99999999999999999999", false, "OUTBOX_PUBLISH_WINDOW: not an integer"},
 	} {
 		vars := map[string]string{tc.key: tc.value}
-		if tc.key == "OUTBOX_PUBLISH_TIMEOUT" {
-			vars["OUTBOX_LEASE"] = "1h" // longer than twice any timeout in bounds
+		if tc.key == contract.EnvPublishTimeout {
+			vars[contract.EnvLease] = "1h" // longer than twice any timeout in bounds
 		}
 		_, err := parseEnv(env(vars), fixedHost)
 		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), tc.want) {
@@ -196,12 +197,12 @@ func TestParseEnvBounds(t *testing.T) {
 
 func TestParseEnvMetricsAddr(t *testing.T) {
 	for _, good := range []string{":9090", "127.0.0.1:9090", "[::1]:9090", "localhost:0", "metrics.internal:9102", "0.0.0.0:65535"} {
-		if _, err := parseEnv(env(map[string]string{"OUTBOX_METRICS_ADDR": good}), fixedHost); err != nil {
+		if _, err := parseEnv(env(map[string]string{contract.EnvMetricsAddr: good}), fixedHost); err != nil {
 			t.Errorf("OUTBOX_METRICS_ADDR=%s: %v", good, err)
 		}
 	}
 	for _, bad := range []string{"9090", "localhost", ":http", ":65536", ":-1", "host name:9090", "a_b:9090", "1.2.3.4:", "::1:9090"} {
-		_, err := parseEnv(env(map[string]string{"OUTBOX_METRICS_ADDR": bad}), fixedHost)
+		_, err := parseEnv(env(map[string]string{contract.EnvMetricsAddr: bad}), fixedHost)
 		var ce *configError
 		if err == nil || !errors.As(err, &ce) || !strings.Contains(err.Error(), "OUTBOX_METRICS_ADDR: ") {
 			t.Errorf("OUTBOX_METRICS_ADDR=%q: %v, want a configuration error naming the variable", bad, err)
@@ -214,14 +215,14 @@ func TestParseEnvCombinedErrorsNameTheVariables(t *testing.T) {
 		env  map[string]string
 		want []string
 	}{
-		{map[string]string{"OUTBOX_LEASE": "1s", "OUTBOX_PUBLISH_TIMEOUT": "1s"},
+		{map[string]string{contract.EnvLease: "1s", contract.EnvPublishTimeout: "1s"},
 			[]string{"OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT: ", "OUTBOX_LEASE=1s", "OUTBOX_PUBLISH_TIMEOUT=1s"}},
 		// The lease is the default: the message says so.
-		{map[string]string{"OUTBOX_PUBLISH_TIMEOUT": "5m"},
+		{map[string]string{contract.EnvPublishTimeout: "5m"},
 			[]string{"OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT: ", "OUTBOX_LEASE unset: default 2m0s", "OUTBOX_PUBLISH_TIMEOUT=5m0s"}},
-		{map[string]string{"OUTBOX_BACKOFF_BASE": "2h"},
+		{map[string]string{contract.EnvBackoffBase: "2h"},
 			[]string{"OUTBOX_BACKOFF_MAX and OUTBOX_BACKOFF_BASE: ", "OUTBOX_BACKOFF_MAX unset: default 1h0m0s", "OUTBOX_BACKOFF_BASE=2h0m0s"}},
-		{map[string]string{"OUTBOX_RELAY_ID": strings.Repeat("r", 201)}, []string{"OUTBOX_RELAY_ID: RelayID is longer than 200 bytes"}},
+		{map[string]string{contract.EnvRelayID: strings.Repeat("r", 201)}, []string{"OUTBOX_RELAY_ID: RelayID is longer than 200 bytes"}},
 	} {
 		_, err := parseEnv(env(tc.env), fixedHost)
 		if err == nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 )
 
@@ -180,11 +181,11 @@ func (p *process) logLines(t *testing.T) []map[string]any {
 
 func goodEnv() map[string]string {
 	return map[string]string{
-		"OUTBOX_DATABASE_URL": "postgres://relay:s3cret@127.0.0.1:1/app?connect_timeout=1",
-		"OUTBOX_AMQP_URL":     "amqp://relay:s3cret@127.0.0.1:1/",
-		"OUTBOX_TABLE":        "outbox",
-		"OUTBOX_EXCHANGE":     "events",
-		"OUTBOX_RELAY_ID":     "relay-test",
+		contract.EnvDatabaseURL: "postgres://relay:s3cret@127.0.0.1:1/app?connect_timeout=1",
+		contract.EnvAMQPURL:     "amqp://relay:s3cret@127.0.0.1:1/",
+		contract.EnvTable:       "outbox",
+		contract.EnvExchange:    "events",
+		contract.EnvRelayID:     "relay-test",
 	}
 }
 
@@ -192,17 +193,17 @@ func TestBadConfigurationExitsTwo(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, value, want string
 	}{
-		{"malformed database URL", "OUTBOX_DATABASE_URL", "postgres://relay:s3cret@db:port/app", "OUTBOX_DATABASE_URL"},
-		{"malformed broker URL", "OUTBOX_AMQP_URL", "amqp://relay:s3cret@broker:port/", "OUTBOX_AMQP_URL"},
-		{"non-AMQP broker URL", "OUTBOX_AMQP_URL", "http://relay:s3cret@broker/", "OUTBOX_AMQP_URL"},
-		{"bad table name", "OUTBOX_TABLE", "outbox;drop", "OUTBOX_TABLE"},
-		{"missing table", "OUTBOX_TABLE", "", "OUTBOX_TABLE: is required"},
-		{"bad duration", "OUTBOX_LEASE", "forever", "OUTBOX_LEASE"},
-		{"bad clock offset", "OUTBOX_CLOCK_OFFSET", "-5 minutes", "OUTBOX_CLOCK_OFFSET"},
-		{"bad metrics address", "OUTBOX_METRICS_ADDR", "localhost", "OUTBOX_METRICS_ADDR"},
-		{"batch too large", "OUTBOX_BATCH_SIZE", "20000", "OUTBOX_BATCH_SIZE: must be from 1 to 10000"},
-		{"publish timeout too long", "OUTBOX_PUBLISH_TIMEOUT", "1h", "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s"},
-		{"lease shorter than the publishes", "OUTBOX_PUBLISH_TIMEOUT", "2m", "OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT"},
+		{"malformed database URL", contract.EnvDatabaseURL, "postgres://relay:s3cret@db:port/app", contract.EnvDatabaseURL},
+		{"malformed broker URL", contract.EnvAMQPURL, "amqp://relay:s3cret@broker:port/", contract.EnvAMQPURL},
+		{"non-AMQP broker URL", contract.EnvAMQPURL, "http://relay:s3cret@broker/", contract.EnvAMQPURL},
+		{"bad table name", contract.EnvTable, "outbox;drop", contract.EnvTable},
+		{"missing table", contract.EnvTable, "", "OUTBOX_TABLE: is required"},
+		{"bad duration", contract.EnvLease, "forever", contract.EnvLease},
+		{"bad clock offset", contract.EnvClockOffset, "-5 minutes", contract.EnvClockOffset},
+		{"bad metrics address", contract.EnvMetricsAddr, "localhost", contract.EnvMetricsAddr},
+		{"batch too large", contract.EnvBatchSize, "20000", "OUTBOX_BATCH_SIZE: must be from 1 to 10000"},
+		{"publish timeout too long", contract.EnvPublishTimeout, "1h", "OUTBOX_PUBLISH_TIMEOUT: must be from 100ms to 10m0s"},
+		{"lease shorter than the publishes", contract.EnvPublishTimeout, "2m", "OUTBOX_LEASE and OUTBOX_PUBLISH_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := goodEnv()
@@ -230,7 +231,7 @@ func TestBadConfigurationExitsTwo(t *testing.T) {
 // its clean stop.
 func TestUnreachableDatabaseIsRetried(t *testing.T) {
 	env := goodEnv()
-	env["OUTBOX_MIGRATE"] = "true"
+	env[contract.EnvMigrate] = "true"
 	records := filepath.Join(t.TempDir(), "records.jsonl")
 	env[recordsEnv] = records
 	p := start(t, env)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/oplog"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -124,20 +125,20 @@ func newProcessEnv(t *testing.T, name string) *processEnv {
 // that misses it is published again.
 func (e *processEnv) env(relayID string) map[string]string {
 	return map[string]string{
-		"OUTBOX_DATABASE_URL":    e.dbURL,
-		"OUTBOX_AMQP_URL":        e.amqpURL,
-		"OUTBOX_TABLE":           e.table.String(),
-		"OUTBOX_EXCHANGE":        e.exchange,
-		"OUTBOX_RELAY_ID":        relayID,
-		"OUTBOX_MIGRATE":         "true",
-		"OUTBOX_POLL_INTERVAL":   "50ms",
-		"OUTBOX_LEASE":           "5s",
-		"OUTBOX_PUBLISH_TIMEOUT": "2s",
-		"OUTBOX_BACKOFF_BASE":    "50ms",
-		"OUTBOX_BACKOFF_MAX":     "200ms",
-		"OUTBOX_MAX_ATTEMPTS":    "3",
-		"OUTBOX_SWEEP_INTERVAL":  "100ms",
-		"OUTBOX_LOG_LEVEL":       "debug",
+		contract.EnvDatabaseURL:    e.dbURL,
+		contract.EnvAMQPURL:        e.amqpURL,
+		contract.EnvTable:          e.table.String(),
+		contract.EnvExchange:       e.exchange,
+		contract.EnvRelayID:        relayID,
+		contract.EnvMigrate:        "true",
+		contract.EnvPollInterval:   "50ms",
+		contract.EnvLease:          "5s",
+		contract.EnvPublishTimeout: "2s",
+		contract.EnvBackoffBase:    "50ms",
+		contract.EnvBackoffMax:     "200ms",
+		contract.EnvMaxAttempts:    "3",
+		contract.EnvSweepInterval:  "100ms",
+		contract.EnvLogLevel:       "debug",
 	}
 }
 
@@ -210,9 +211,9 @@ func TestProcessPublishesParksServesMetricsAndStops(t *testing.T) {
 	e := newProcessEnv(t, "happy")
 	env := e.env("relay-p1")
 	metrics := freePort(t)
-	env["OUTBOX_METRICS_ADDR"] = metrics
-	env["OUTBOX_TYPES"] = "order.placed:order_id=string;amount=integer"
-	env["OUTBOX_CLOCK_OFFSET"] = "-5m"
+	env[contract.EnvMetricsAddr] = metrics
+	env[contract.EnvTypes] = "order.placed:order_id=string;amount=integer"
+	env[contract.EnvClockOffset] = "-5m"
 	p := start(t, env)
 	e.waitTable(t)
 	good := e.stage(t, 50, "order.placed", `{"order_id":"o1","amount":5}`)
@@ -283,7 +284,7 @@ func TestProcessPublishesParksServesMetricsAndStops(t *testing.T) {
 func TestProcessKilledBetweenConfirmAndMark(t *testing.T) {
 	e := newProcessEnv(t, "crash")
 	env := e.env("relay-crash")
-	env["OUTBOX_FAILPOINTS"] = "after-confirm-before-mark=kill"
+	env[contract.EnvFailpoints] = "after-confirm-before-mark=kill"
 	records := filepath.Join(t.TempDir(), "records.jsonl")
 	env[recordsEnv] = records
 	p := start(t, env)
@@ -393,12 +394,12 @@ func checkCrashRecords(t *testing.T, path string, ids []string) {
 func TestProcessWithoutItsTableSaysHowToCreateIt(t *testing.T) {
 	e := newProcessEnv(t, "notable")
 	env := e.env("relay-notable")
-	delete(env, "OUTBOX_MIGRATE")
+	delete(env, contract.EnvMigrate)
 	p := start(t, env)
 	if code := p.wait(t, 30*time.Second); code != exitConfig {
 		t.Fatalf("exit code %d, want %d\n%s", code, exitConfig, p.output())
 	}
-	for _, want := range []string{"OUTBOX_TABLE", e.table.String(), "OUTBOX_MIGRATE=true", "migrations"} {
+	for _, want := range []string{contract.EnvTable, e.table.String(), "OUTBOX_MIGRATE=true", "migrations"} {
 		if !strings.Contains(p.output(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, p.output())
 		}

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxlab/outboxlab/contract"
 )
 
 // TestLogsRedactEveryBrokerURL starts the relay with a list of brokers,
@@ -12,7 +14,7 @@ import (
 // them all, and no password is anywhere in its logs.
 func TestLogsRedactEveryBrokerURL(t *testing.T) {
 	env := goodEnv()
-	env["OUTBOX_AMQP_URL"] = "amqp://relay:s3cret@127.0.0.1:1/,amqp://relay:s3cond@127.0.0.1:2/, amqp://relay:th1rd@127.0.0.1:3/"
+	env[contract.EnvAMQPURL] = "amqp://relay:s3cret@127.0.0.1:1/,amqp://relay:s3cond@127.0.0.1:2/, amqp://relay:th1rd@127.0.0.1:3/"
 	p := start(t, env)
 	line := p.waitLog(t, 30*time.Second, "relay starting")
 	if got, want := line["broker"], "amqp://relay:xxxxx@127.0.0.1:1/,amqp://relay:xxxxx@127.0.0.1:2/, amqp://relay:xxxxx@127.0.0.1:3/"; got != want {

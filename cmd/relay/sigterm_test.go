@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxlab/outboxlab/contract"
 )
 
 // hangingDB is a PostgreSQL that hangs: it accepts connections and, when
@@ -184,11 +186,11 @@ func TestSIGTERMWithAHangingDatabase(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := newHangingDB(t, tc.answerCheck)
 			env := goodEnv()
-			env["OUTBOX_DATABASE_URL"] = db.URL
-			env["OUTBOX_AMQP_URL"] = "amqp://relay:s3cret@" + freePort(t) + "/"
-			env["OUTBOX_PUBLISH_TIMEOUT"] = publishTimeout.String()
-			env["OUTBOX_POLL_INTERVAL"] = "50ms"
-			env["OUTBOX_NOTIFY"] = tc.notify
+			env[contract.EnvDatabaseURL] = db.URL
+			env[contract.EnvAMQPURL] = "amqp://relay:s3cret@" + freePort(t) + "/"
+			env[contract.EnvPublishTimeout] = publishTimeout.String()
+			env[contract.EnvPollInterval] = "50ms"
+			env[contract.EnvNotify] = tc.notify
 			p := start(t, env)
 			ready := db.inHang
 			if tc.answerCheck {
@@ -345,10 +347,10 @@ func TestShutdownIsBoundedWhileTheDatabaseHangs(t *testing.T) {
 		db := newHangingDB(t, true)
 		db.muteCancel = true
 		env := goodEnv()
-		env["OUTBOX_DATABASE_URL"] = db.URL
-		env["OUTBOX_AMQP_URL"] = "amqp://relay:s3cret@" + freePort(t) + "/"
-		env["OUTBOX_PUBLISH_TIMEOUT"] = publishTimeout.String()
-		env["OUTBOX_POLL_INTERVAL"] = "50ms"
+		env[contract.EnvDatabaseURL] = db.URL
+		env[contract.EnvAMQPURL] = "amqp://relay:s3cret@" + freePort(t) + "/"
+		env[contract.EnvPublishTimeout] = publishTimeout.String()
+		env[contract.EnvPollInterval] = "50ms"
 		p := start(t, env)
 		select {
 		case <-db.claimed:

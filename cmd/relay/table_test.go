@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -58,7 +59,7 @@ func TestCheckTableClassifiesTheError(t *testing.T) {
 			continue
 		}
 		var ce *configError
-		if !errors.As(err, &ce) || ce.Var != "OUTBOX_TABLE" {
+		if !errors.As(err, &ce) || ce.Var != contract.EnvTable {
 			t.Errorf("%s: %v is not a configuration error about OUTBOX_TABLE", tc.name, err)
 		}
 		for _, want := range []string{"chat.outbox", "OUTBOX_MIGRATE=true", "migrations", pgCode(tc.err)} {
@@ -103,7 +104,7 @@ func TestCheckTableNamesTheMissingColumns(t *testing.T) {
 	db := &columnsDB{missing: []string{"processed_at", "locked_until"}}
 	err := checkTable(context.Background(), db, table)
 	var ce *configError
-	if !errors.Is(err, errTableColumns) || !errors.As(err, &ce) || ce.Var != "OUTBOX_TABLE" {
+	if !errors.Is(err, errTableColumns) || !errors.As(err, &ce) || ce.Var != contract.EnvTable {
 		t.Fatalf("checkTable = %v, want a configuration error about OUTBOX_TABLE wrapping errTableColumns", err)
 	}
 	for _, want := range []string{"chat.outbox", "no column processed_at, locked_until", "42703", "outbox.Migrate"} {

@@ -89,7 +89,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	)
 	c.DatabaseURL = strings.TrimSpace(getenv(contract.EnvDatabaseURL))
 	if c.DatabaseURL == "" {
-		errs = append(errs, errors.New(contract.EnvDatabaseURL + " is not set"))
+		errs = append(errs, errors.New(contract.EnvDatabaseURL+" is not set"))
 	}
 	for _, u := range strings.Split(getenv(contract.EnvAMQPURL), ",") {
 		if u = strings.TrimSpace(u); u != "" {
@@ -98,10 +98,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if c.AMQPURL == "" {
-		errs = append(errs, errors.New(contract.EnvAMQPURL + " is not set"))
+		errs = append(errs, errors.New(contract.EnvAMQPURL+" is not set"))
 	}
 	if s := strings.TrimSpace(getenv(contract.EnvTable)); s == "" {
-		errs = append(errs, errors.New(contract.EnvTable + " is not set"))
+		errs = append(errs, errors.New(contract.EnvTable+" is not set"))
 	} else if t, err := outbox.ParseTable(s); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", contract.EnvTable, err))
 	} else {

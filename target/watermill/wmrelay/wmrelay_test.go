@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/target/watermill/wmoutbox"
 	"github.com/outboxlab/outboxlab/target/watermill/wmrelay"
@@ -17,19 +18,19 @@ import (
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func contract() map[string]string {
+func contractEnv() map[string]string {
 	return map[string]string{
-		"OUTBOX_DATABASE_URL":  "postgres://outbox:secret@db:5432/outbox",
-		"OUTBOX_AMQP_URL":      " amqp://outbox:secret@rabbit-1:5672/ , amqp://outbox:secret@rabbit-2:5672/",
-		"OUTBOX_TABLE":         "sc_run_1.orders_outbox",
-		"OUTBOX_EXCHANGE":      "outboxlab.sc_run_1.orders",
-		"OUTBOX_RELAY_ID":      "relay-a",
-		"OUTBOX_POLL_INTERVAL": "100ms",
+		contract.EnvDatabaseURL:  "postgres://outbox:secret@db:5432/outbox",
+		contract.EnvAMQPURL:      " amqp://outbox:secret@rabbit-1:5672/ , amqp://outbox:secret@rabbit-2:5672/",
+		contract.EnvTable:        "sc_run_1.orders_outbox",
+		contract.EnvExchange:     "outboxlab.sc_run_1.orders",
+		contract.EnvRelayID:      "relay-a",
+		contract.EnvPollInterval: "100ms",
 	}
 }
 
 func TestFromEnv(t *testing.T) {
-	c, err := wmrelay.FromEnv(env(contract()))
+	c, err := wmrelay.FromEnv(env(contractEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,17 +42,17 @@ func TestFromEnv(t *testing.T) {
 	case c.PollInterval != 100*time.Millisecond:
 		t.Errorf("poll interval %s, want 100ms", c.PollInterval)
 	}
-	m := contract()
-	m["OUTBOX_FAILPOINTS"] = "after-confirm-before-mark=2*off->kill"
+	m := contractEnv()
+	m[contract.EnvFailpoints] = "after-confirm-before-mark=2*off->kill"
 	if c, err := wmrelay.FromEnv(env(m)); err != nil || c.Failpoints == nil {
 		t.Errorf("OUTBOX_FAILPOINTS: %v, %v; want the failpoint programmed", c.Failpoints, err)
 	}
-	m["OUTBOX_FAILPOINTS"] = "after-claim=sleep(1s)"
-	if _, err := wmrelay.FromEnv(env(m)); err == nil || !strings.Contains(err.Error(), "OUTBOX_FAILPOINTS") {
+	m[contract.EnvFailpoints] = "after-claim=sleep(1s)"
+	if _, err := wmrelay.FromEnv(env(m)); err == nil || !strings.Contains(err.Error(), contract.EnvFailpoints) {
 		t.Errorf("a failpoint the replica does not pass: %v, want an error naming OUTBOX_FAILPOINTS", err)
 	}
-	m = contract()
-	delete(m, "OUTBOX_POLL_INTERVAL")
+	m = contractEnv()
+	delete(m, contract.EnvPollInterval)
 	if c, err := wmrelay.FromEnv(env(m)); err != nil || c.PollInterval != 0 {
 		t.Errorf("without OUTBOX_POLL_INTERVAL: %s, %v; want 0 (watermill's default)", c.PollInterval, err)
 	}
@@ -61,21 +62,21 @@ func TestFromEnv(t *testing.T) {
 // that names each variable, and no credential.
 func TestFromEnvNamesEveryProblem(t *testing.T) {
 	_, err := wmrelay.FromEnv(env(map[string]string{
-		"OUTBOX_AMQP_URL":      " , ",
-		"OUTBOX_TABLE":         "a.b.c",
-		"OUTBOX_EXCHANGE":      "no spaces",
-		"OUTBOX_POLL_INTERVAL": "-1s",
+		contract.EnvAMQPURL:      " , ",
+		contract.EnvTable:        "a.b.c",
+		contract.EnvExchange:     "no spaces",
+		contract.EnvPollInterval: "-1s",
 	}))
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, v := range []string{"OUTBOX_DATABASE_URL", "OUTBOX_AMQP_URL", "OUTBOX_TABLE", "OUTBOX_EXCHANGE", "OUTBOX_POLL_INTERVAL"} {
+	for _, v := range []string{contract.EnvDatabaseURL, contract.EnvAMQPURL, contract.EnvTable, contract.EnvExchange, contract.EnvPollInterval} {
 		if !strings.Contains(err.Error(), v) {
 			t.Errorf("error does not name %s: %v", v, err)
 		}
 	}
-	m := contract()
-	m["OUTBOX_TABLE"] = "orders; DROP TABLE x"
+	m := contractEnv()
+	m[contract.EnvTable] = "orders; DROP TABLE x"
 	if _, err := wmrelay.FromEnv(env(m)); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("a table name that is not an identifier: %v", err)
 	}
@@ -118,8 +119,8 @@ func TestRunStopsWhileDialing(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close() // nothing listens there any more
 	c, err := wmrelay.FromEnv(env(map[string]string{
-		"OUTBOX_DATABASE_URL": "postgres://outbox@127.0.0.1:1/outbox", "OUTBOX_AMQP_URL": "amqp://guest:guest@" + addr + "/",
-		"OUTBOX_TABLE": "orders_outbox", "OUTBOX_EXCHANGE": "orders",
+		contract.EnvDatabaseURL: "postgres://outbox@127.0.0.1:1/outbox", contract.EnvAMQPURL: "amqp://guest:guest@" + addr + "/",
+		contract.EnvTable: "orders_outbox", contract.EnvExchange: "orders",
 	}))
 	if err != nil {
 		t.Fatal(err)
