@@ -111,7 +111,9 @@ type State struct {
 
 // Features declares what the system under test promises beyond the core
 // guarantee. The zero value assumes nothing; lost, phantom, unexpected and
-// duplicate-effect checks apply whatever the features say.
+// duplicate-effect checks apply whatever the features say. Stages describes
+// the run; Config.WithPromises sets the others from what a relay declares
+// (contract.Promises).
 type Features struct {
 	// Stages: events are staged as outbox rows that State.Outbox reflects.
 	// False for the unsafe variants that publish inline.
@@ -129,7 +131,9 @@ type Features struct {
 }
 
 // Config is what a run promises: the relay's settings that the checks
-// depend on, which events the workload made poison, and the features.
+// depend on, which events the workload made poison, and the features. A
+// relay's declaration (contract.Promises) sets its part through
+// WithPromises.
 type Config struct {
 	// Retention is how long processed rows are kept (by the database
 	// clock). Default 7 days, the relay's default.
