@@ -14,8 +14,8 @@ import (
 // the scenarios that need a promise are not applicable to it.
 type Promises struct {
 	// Locking is how the relay keeps two replicas from publishing one
-	// row at once.
-	Locking Locking
+	// row at once: its Style, and the Lease length of a lease style.
+	Locking
 	// Parks: poison rows (unknown type, undecodable payload, refused by
 	// the broker) are parked, within the attempt limit if one is
 	// declared, and never published; healthy rows are never parked.

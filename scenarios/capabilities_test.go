@@ -3,38 +3,14 @@ package scenarios
 import (
 	"strings"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-)
 
-func TestCapabilitiesRoundTrip(t *testing.T) {
-	for _, list := range []string{"none", "parks", "fenced,sweeps", "parks,fenced,sweeps,failpoints", "failpoints,records", "fenced,lease=20s", "parks,attempts=5", "parks,fenced,lease=4s,attempts=3,backoff=100ms/2s"} {
-		u, err := RelayUnderTest{Image: "x"}.WithCapabilities(list)
-		if err != nil {
-			t.Fatalf("%s: %v", list, err)
-		}
-		if got := u.CapabilitiesString(); got != list {
-			t.Errorf("WithCapabilities(%q).CapabilitiesString() = %q", list, got)
-		}
-	}
-	u, _ := RelayUnderTest{Image: "x"}.WithCapabilities("parks, failpoints")
-	if !u.Features.Parks || u.Features.Fenced || u.Features.Sweeps || !u.Failpoints {
-		t.Errorf("parks, failpoints declared %+v, failpoints %v", u.Features, u.Failpoints)
-	}
-	if _, err := (RelayUnderTest{}).WithCapabilities("fenced,lease=soon"); err == nil || !strings.Contains(err.Error(), "duration") {
-		t.Errorf("a bad lease: %v", err)
-	}
-	for _, bad := range []string{"attempts=0", "attempts=three", "backoff=2s", "backoff=2s/1s", "backoff=0s/1s", "backoff=x/1s"} {
-		if _, err := (RelayUnderTest{}).WithCapabilities(bad); err == nil {
-			t.Errorf("WithCapabilities(%q): no error", bad)
-		}
-	}
-	for _, bad := range []string{"parks,", "teleports", ""} {
-		if _, err := (RelayUnderTest{}).WithCapabilities(bad); err == nil || !strings.Contains(err.Error(), "parks, fenced, sweeps, failpoints, records") {
-			t.Errorf("WithCapabilities(%q) = %v, want an error listing the capabilities", bad, err)
-		}
-	}
-}
+	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/workload"
+)
 
 // TestOnlyDeclaredLimitsAreJudged checks that the checkers judge a relay's
 // attempt count and retry spacing only by what it declares: a relay that
@@ -43,22 +19,21 @@ func TestCapabilitiesRoundTrip(t *testing.T) {
 // own, as does a relay that says attempts=5.
 func TestOnlyDeclaredLimitsAreJudged(t *testing.T) {
 	cfgOf := func(u RelayUnderTest) (int, bool) {
-		r := &run{relay: u.resolve(), recordsDir: "records"}
+		r := &run{relay: u.resolve(), recordsDir: "records", mode: workload.Outbox}
 		cfg := r.checkerConfig()
 		return cfg.MaxAttempts, cfg.Backoff != nil
 	}
-	other, err := RelayUnderTest{Command: []string{"./their-relay"}}.WithCapabilities("parks,fenced,records")
-	if err != nil {
-		t.Fatal(err)
+	declare := func(list string) RelayUnderTest {
+		p, err := contract.Parse(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RelayUnderTest{Command: []string{"./their-relay"}, Promises: p}
 	}
-	if n, backoff := cfgOf(other); n != 0 || backoff {
+	if n, backoff := cfgOf(declare("parks,fenced,locking=lease,records")); n != 0 || backoff {
 		t.Errorf("a relay that declares no limit and no backoff is judged by attempt limit %d, backoff %v; want neither", n, backoff)
 	}
-	five, err := other.WithCapabilities("parks,fenced,records,attempts=5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := cfgOf(five); n != 5 {
+	if n, _ := cfgOf(declare("parks,fenced,locking=lease,records,attempts=5")); n != 5 {
 		t.Errorf("attempts=5 declared, judged by limit %d", n)
 	}
 	if n, backoff := cfgOf(Ours()); n != MaxAttempts || !backoff {
@@ -66,6 +41,26 @@ func TestOnlyDeclaredLimitsAreJudged(t *testing.T) {
 	}
 	if n, backoff := cfgOf(RelayUnderTest{Mutants: true}); n != MaxAttempts || !backoff {
 		t.Errorf("a mutant of ours is judged by limit %d, backoff %v; want %d and its backoff", n, backoff, MaxAttempts)
+	}
+	// The backoff judged is the one our relay runs: after a failure that
+	// left a row at n attempts, RetryPolicy.Backoff of the n-1 before it.
+	r := &run{relay: Ours().resolve(), mode: workload.Outbox}
+	policy := relay.RetryPolicy{BackoffBase: BackoffBase, BackoffMax: BackoffMax}
+	for n := range 8 {
+		if got, want := r.checkerConfig().Backoff(n), policy.Backoff(n-1); got != want {
+			t.Errorf("after %d attempts the checkers want a backoff of %s, our relay waits %s", n, got, want)
+		}
+	}
+	// A declared retention wins over the one the replicas get; without
+	// one, the replicas' is judged.
+	sc, _ := Lookup(BrokerKilled)
+	for _, tc := range []struct {
+		list string
+		want time.Duration
+	}{{"sweeps", time.Second}, {"sweeps,retention=1h", time.Hour}, {"parks", time.Second}} {
+		if got := (&run{relay: declare(tc.list).resolve(), sc: sc, mode: workload.Outbox}).checkerConfig().Retention; got != tc.want {
+			t.Errorf("%s in %s: retention %s judged, want %s", tc.list, sc.Name, got, tc.want)
+		}
 	}
 }
 

@@ -39,13 +39,13 @@ type Scenario struct {
 	// NeedsRelay: the faults act on relay replicas, so the unsafe
 	// variants, which run without one, cannot run it.
 	NeedsRelay bool
-	// NeedsFailpoints: the faults need a relay that honours
-	// OUTBOX_FAILPOINTS.
-	NeedsFailpoints bool
-	// NeedsLeases: the faults and checks act on the leases a relay takes
-	// on outbox rows (locked_by, locked_at, locked_until), which an
-	// outbox that keeps none (outbox.Schema.NoLeases) never shows.
-	NeedsLeases bool
+	// Needs is what the scenario needs a relay to promise: failpoints for
+	// a fault at a point of its loop, a lease locking style for the
+	// faults and checks that act on the leases it takes on rows
+	// (locked_by, locked_at, locked_until). Against a relay whose
+	// RelayUnderTest.Promises lack it the scenario is not applicable,
+	// with the reason contract.Promises.Unmet gives.
+	Needs contract.Promises
 	// Exposes lists the unsafe variants this scenario catches: running it
 	// with one of them must report lost or phantom events.
 	Exposes []workload.Mode
@@ -260,12 +260,12 @@ func dbDown() Scenario {
 
 func crashBeforeMark() Scenario {
 	return Scenario{
-		Name:            CrashBeforeMark,
-		Summary:         "a failpoint kills a relay after the broker confirmed its batch and before the mark; another replica republishes once the lease expires; the consumer dedupes",
-		Workload:        defaultWorkload(),
-		Safety:          9 * time.Second,
-		NeedsRelay:      true,
-		NeedsFailpoints: true,
+		Name:       CrashBeforeMark,
+		Summary:    "a failpoint kills a relay after the broker confirmed its batch and before the mark; another replica republishes once the lease expires; the consumer dedupes",
+		Workload:   defaultWorkload(),
+		Safety:     9 * time.Second,
+		NeedsRelay: true,
+		Needs:      contract.Promises{Failpoints: true},
 		prepare: func(s stage, slot *relaySlot) {
 			// The first replica lets one to three confirmed batches be
 			// marked, and dies before marking the next.
@@ -293,22 +293,22 @@ func crashBeforeMark() Scenario {
 
 func leaseExpiry() Scenario {
 	return Scenario{
-		Name:        LeaseExpiry,
-		Summary:     "a relay holding a claimed batch is paused past its lease; another replica claims and publishes the batch; the paused one resumes and its mark is fenced",
-		Workload:    defaultWorkload(),
-		Safety:      10 * time.Second,
-		NeedsRelay:  true,
-		NeedsLeases: true,
+		Name:       LeaseExpiry,
+		Summary:    "a relay holding a claimed batch is paused past its lease; another replica claims and publishes the batch; the paused one resumes and its mark is fenced",
+		Workload:   defaultWorkload(),
+		Safety:     10 * time.Second,
+		NeedsRelay: true,
+		Needs:      contract.Promises{Locking: contract.Lease(0)},
 		prepare: func(s stage, slot *relaySlot) {
 			// The first replica lingers after each claim, so that the pause
 			// catches it holding a batch it has not published yet.
-			if slot == s.Slot(0, 0) && s.Relay().Failpoints {
+			if slot == s.Slot(0, 0) && s.Relay().Promises.Failpoints {
 				slot.base[chaos.FailpointsEnv] = relay.FailAfterClaim + "=sleep(1500ms)"
 			}
 		},
 		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			f := &pauseHolding{db: s.DB(), slot: s.Slot(0, 0), within: s.Lease() + 6*time.Second}
-			if s.Relay().Failpoints {
+			if s.Relay().Promises.Failpoints {
 				f.asleep = relay.FailAfterClaim
 			}
 			if err := s.AddFault(f, ""); err != nil {
@@ -332,7 +332,7 @@ func leaseExpiry() Scenario {
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
 					n, pause.slot.name))
 			}
-			if s.Relay().Features.Fenced && res.Records.Known && s.Relay().Failpoints && fencedWrites(res.History, pause.slot.name) == 0 {
+			if s.Relay().Promises.Fenced && res.Records.Known && s.Relay().Promises.Failpoints && fencedWrites(res.History, pause.slot.name) == 0 {
 				// The promise was not put to the test, which says nothing
 				// of the relay: the run cannot pass on it.
 				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("lease-expiry: the records of %s show no write the lease fence stopped, so its late mark was not exercised (%s)",
@@ -344,19 +344,19 @@ func leaseExpiry() Scenario {
 
 func clockSkew() Scenario {
 	return Scenario{
-		Name:        ClockSkew,
-		Summary:     "relay replicas and producers run with clock offsets in both directions of 2 to 10 minutes, or 2 to 10 times the relay's lease where that is longer than a minute; leases follow the database clock, so no duplicate is allowed",
-		Workload:    defaultWorkload(),
-		Safety:      9 * time.Second,
-		NeedsRelay:  true,
-		NeedsLeases: true,
+		Name:       ClockSkew,
+		Summary:    "relay replicas and producers run with clock offsets in both directions of 2 to 10 minutes, or 2 to 10 times the relay's lease where that is longer than a minute; leases follow the database clock, so no duplicate is allowed",
+		Workload:   defaultWorkload(),
+		Safety:     9 * time.Second,
+		NeedsRelay: true,
+		Needs:      contract.Promises{Locking: contract.Lease(0)},
 		prepare: func(s stage, slot *relaySlot) {
 			// The skewed replicas linger after each claim, so that each
 			// holds live leases while the other claims: the forward one
 			// meets leases it would take for run out, were it to compare
 			// them with its own clock, and the backward one's leases
 			// would have run out at once.
-			if (slot == s.Slot(0, 0) || slot == s.Slot(0, 1)) && s.Relay().Failpoints {
+			if (slot == s.Slot(0, 0) || slot == s.Slot(0, 1)) && s.Relay().Promises.Failpoints {
 				slot.base[chaos.FailpointsEnv] = "after-claim=sleep(700ms)"
 			}
 		},
@@ -397,7 +397,7 @@ func poison() Scenario {
 		NeedsRelay:     true,
 		WorkloadFaults: []string{WorkloadPoison},
 		check: func(ctx context.Context, s stage, res *Result) {
-			if s.Relay().Features.Parks && res.Counts.Parked == 0 {
+			if s.Relay().Promises.Parks && res.Counts.Parked == 0 {
 				res.Problems = append(res.Problems, "poison: no row ended parked")
 			}
 		},

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/workload"
 )
@@ -101,22 +102,53 @@ func TestRunNotApplicable(t *testing.T) {
 	if !errors.Is(err, ErrNotApplicable) {
 		t.Fatalf("crash-between-publish-and-mark with a relay without failpoints: err = %v, want ErrNotApplicable", err)
 	}
-	// The scenarios that act on row leases do not apply to an outbox that
-	// keeps none, whatever the relay declares; the others do.
-	noLeases := RelayUnderTest{Image: "example/relay:1", Failpoints: true, Outbox: outbox.Schema{Name: "lockless", NoLeases: true}}
-	for _, name := range Names() {
+	if !strings.Contains(err.Error(), "crash-between-publish-and-mark needs a relay that honours OUTBOX_FAILPOINTS (failpoints), and example/relay:1 does not declare it") {
+		t.Errorf("not applicable for %v, want the reason to name the capability", err)
+	}
+	// The scenarios that act on row leases do not apply to a relay that
+	// declares another locking style, or none, and say which it declares;
+	// the others do.
+	for _, tc := range []struct {
+		locking contract.Locking
+		// reason is in the reason of a scenario that needs leases; ""
+		// when they all apply.
+		reason string
+	}{
+		{contract.Lease(4 * time.Second), ""},
+		{contract.Lease(0), ""},
+		{contract.RowLocks, "and example/relay:1 declares row locks held while publishing (locking=rowlock)"},
+		{contract.NoLocks, "and example/relay:1 declares no lock of a row (locking=none)"},
+		{contract.Locking{}, "and example/relay:1 declares no locking style"},
+	} {
+		u := RelayUnderTest{Image: "example/relay:1", Promises: contract.Promises{Failpoints: true, Locking: tc.locking}}
+		for _, name := range Names() {
+			sc, _ := Lookup(name)
+			err := newRun(nil, sc, Options{Seed: 3, Relay: u}).applicable()
+			want := tc.reason != "" && (name == LeaseExpiry || name == ClockSkew)
+			if got := errors.Is(err, ErrNotApplicable); got != want {
+				t.Errorf("%s with %s: err = %v, want not applicable %v", name, tc.locking.Describe(), err, want)
+			}
+			if want && !strings.Contains(fmt.Sprint(err), name+" needs a relay that takes leases of rows (lease=DURATION or locking=lease), "+tc.reason) {
+				t.Errorf("%s with %s: %v does not say what it needs and what the relay declares", name, tc.locking.Describe(), err)
+			}
+		}
+	}
+	// An outbox that keeps no lease columns makes them not applicable
+	// whatever the relay declares.
+	noLeases := RelayUnderTest{Image: "example/relay:1", Promises: contract.Promises{Failpoints: true, Locking: contract.Lease(0)},
+		Outbox: outbox.Schema{Name: "lockless", NoLeases: true}}
+	for _, name := range []string{LeaseExpiry, ClockSkew} {
 		sc, _ := Lookup(name)
-		err := newRun(nil, sc, Options{Seed: 3, Relay: noLeases}).applicable()
-		want := name == LeaseExpiry || name == ClockSkew
-		if got := errors.Is(err, ErrNotApplicable); got != want {
-			t.Errorf("%s on an outbox without leases: err = %v, want not applicable %v", name, err, want)
+		if err := newRun(nil, sc, Options{Seed: 3, Relay: noLeases}).applicable(); !errors.Is(err, ErrNotApplicable) || !strings.Contains(err.Error(), "lockless") {
+			t.Errorf("%s on an outbox without leases: err = %v, want not applicable naming the outbox", name, err)
 		}
-		if want && !strings.Contains(fmt.Sprint(err), "lockless") {
-			t.Errorf("%s: %v does not name the outbox", name, err)
-		}
-		if err := newRun(nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1", Failpoints: true}}).applicable(); err != nil {
-			t.Errorf("%s on outboxlab's table: %v", name, err)
-		}
+	}
+	// Promises that contradict each other are refused before anything
+	// runs, as an error of the run rather than a scenario not applicable.
+	sc, _ = Lookup(Baseline)
+	_, err = Run(context.Background(), nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1", Promises: contract.Promises{Fenced: true}}})
+	if err == nil || errors.Is(err, ErrNotApplicable) || !strings.Contains(err.Error(), "declare its lease") {
+		t.Errorf("a relay fenced without a lease: err = %v, want the run refused", err)
 	}
 }
 

@@ -92,43 +92,47 @@ func TimingEnv() map[string]string {
 	}
 }
 
-// OurFeatures are the promises of this repository's relay.
-var OurFeatures = checker.Features{Stages: true, Parks: true, Fenced: true, Sweeps: true}
+// ourPromises are the promises of this repository's relay, run with the
+// settings setting reads: every capability, with the lease, the attempt
+// limit and the backoff it is given. It declares no retention: it sweeps
+// after the OUTBOX_RETENTION it gets, which the checkers judge it by.
+func ourPromises(setting func(string) string) contract.Promises {
+	p := contract.Promises{Parks: true, Fenced: true, Sweeps: true, Failpoints: true, Records: true, Locking: contract.Lease(0)}
+	if d, err := time.ParseDuration(setting(contract.EnvLease)); err == nil && d > 0 {
+		p.Locking = contract.Lease(d)
+	}
+	if n, err := strconv.Atoi(setting(contract.EnvMaxAttempts)); err == nil && n > 0 {
+		p.Attempts = n
+	}
+	base, errB := time.ParseDuration(setting(contract.EnvBackoffBase))
+	max, errM := time.ParseDuration(setting(contract.EnvBackoffMax))
+	if errB == nil && errM == nil && base > 0 && max >= base {
+		p.Backoff = contract.Backoff{Base: base, Max: max}
+	}
+	return p
+}
+
+// OurFeatures are the checker's features of this repository's relay on
+// the outbox it stages into: Ours's promises, as the checkers take them.
+var OurFeatures = checker.Config{Features: checker.Features{Stages: true}}.WithPromises(Ours().Promises).Features
 
 // Ours returns the relay under test by default: this repository's relay
-// image, every feature declared, failpoints honoured, and the attempt
-// limit and backoff it runs with under the harness (MaxAttempts,
-// BackoffBase, BackoffMax).
+// image, with the promises it makes under the harness's settings (every
+// capability, a lease of Lease, MaxAttempts, BackoffBase and BackoffMax).
 func Ours() RelayUnderTest {
-	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Features: OurFeatures, Failpoints: true, Records: true,
-		Attempts: MaxAttempts, Backoff: Backoff{Base: BackoffBase, Max: BackoffMax}}
+	return RelayUnderTest{Name: "ours", Image: testenv.ImageRelay, Promises: ourPromises(RelayUnderTest{}.setting)}
 }
 
 // resolve fills in the defaults of a relay under test: no image and no
 // command means this repository's image (the one with the mutants under
-// Mutants), with its features unless others are declared (a mutant keeps
-// the promises of the relay it mutates).
+// Mutants), with its promises under the settings it gets unless others
+// are declared (a mutant keeps the promises of the relay it mutates).
 func (u RelayUnderTest) resolve() RelayUnderTest {
 	u.Env = maps.Clone(u.Env)
 	if u.Image == "" && len(u.Command) == 0 {
 		u.Image = u.ImageRef()
-		u.Failpoints = true
-		u.Records = true
-		if d, err := time.ParseDuration(u.setting(contract.EnvLease)); err == nil && u.Lease == 0 {
-			u.Lease = d
-		}
-		if u.Features == (checker.Features{}) {
-			u.Features = OurFeatures
-		}
-		// Our relay promises the attempt limit and the backoff it is
-		// given.
-		if n, err := strconv.Atoi(u.setting(contract.EnvMaxAttempts)); err == nil && n > 0 && u.Attempts == 0 {
-			u.Attempts = n
-		}
-		base, errB := time.ParseDuration(u.setting(contract.EnvBackoffBase))
-		max, errM := time.ParseDuration(u.setting(contract.EnvBackoffMax))
-		if errB == nil && errM == nil && base > 0 && !u.Backoff.Declared() {
-			u.Backoff = Backoff{Base: base, Max: max}
+		if u.Promises == (contract.Promises{}) {
+			u.Promises = ourPromises(u.setting)
 		}
 		if u.Name == "" {
 			u.Name = "ours"

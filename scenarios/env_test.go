@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"testing"
+	"time"
 
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -15,7 +16,7 @@ func TestResolveRelayImage(t *testing.T) {
 		name string
 		in   RelayUnderTest
 		want string
-		ours bool // our features and failpoints filled in
+		ours bool // our promises filled in
 	}{
 		{"zero value", RelayUnderTest{}, testenv.ImageRelay, true},
 		{"a mutant", RelayUnderTest{Name: "no-lease", Mutants: true, Env: map[string]string{contract.EnvMutant: "no-lease"}}, testenv.ImageRelayMutants, true},
@@ -28,13 +29,23 @@ func TestResolveRelayImage(t *testing.T) {
 			if got.Image != tc.want {
 				t.Errorf("image %q, want %q", got.Image, tc.want)
 			}
-			if ours := got.Failpoints && got.Features == OurFeatures; ours != tc.ours {
-				t.Errorf("features %+v, failpoints %v; want ours: %v", got.Features, got.Failpoints, tc.ours)
+			if ours := got.Promises == Ours().Promises; ours != tc.ours {
+				t.Errorf("promises %s; want ours (%s): %v", got.Promises, Ours().Promises, tc.ours)
 			}
 			if got.Name == "" {
 				t.Error("no name")
 			}
 		})
+	}
+	// Our relay declares the lease, attempt limit and backoff it is
+	// given, not the harness's.
+	mine := RelayUnderTest{Env: map[string]string{contract.EnvLease: "30s", contract.EnvMaxAttempts: "7", contract.EnvBackoffBase: "1s", contract.EnvBackoffMax: "4s"}}.resolve()
+	if p := mine.Promises; p.Locking != contract.Lease(30*time.Second) || p.Attempts != 7 || p.Backoff != (contract.Backoff{Base: time.Second, Max: 4 * time.Second}) {
+		t.Errorf("ours with its own settings declares %s", p)
+	}
+	// What a caller declares for it is kept.
+	if p := (RelayUnderTest{Mutants: true, Promises: contract.Promises{Parks: true}}).resolve().Promises; p != (contract.Promises{Parks: true}) {
+		t.Errorf("declared parks, resolved to %s", p)
 	}
 	u := RelayUnderTest{Env: map[string]string{contract.EnvLease: "1s"}}
 	u.resolve().Env[contract.EnvLease] = "2s"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -40,8 +41,8 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 	case relay.Name != "":
 		cmd += " --relay " + QuoteArg(relay.Name)
 	}
-	if !ours && (len(relay.Command) > 0 || relay.Image != "") && relay.CapabilitiesString() != "none" {
-		cmd += " --capabilities " + QuoteArg(relay.CapabilitiesString())
+	if !ours && (len(relay.Command) > 0 || relay.Image != "") && relay.Promises != (contract.Promises{}) {
+		cmd += " --capabilities " + QuoteArg(relay.Promises.String())
 	}
 	return cmd + sizeArgs(events, duration)
 }

@@ -74,8 +74,9 @@ type ConsumerUnderTest struct {
 }
 
 // ErrNotApplicable is returned for a scenario the relay or the variant
-// cannot run: faults on relays with an unsafe variant (no relay), or
-// failpoints with a relay that does not declare them.
+// cannot run: faults on relays with an unsafe variant (no relay), or a
+// scenario that needs a promise the relay does not make (Scenario.Needs:
+// failpoints, a lease locking style).
 var ErrNotApplicable = errors.New("scenario not applicable")
 
 // Long mode sizes.
@@ -208,6 +209,9 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	if err := validQueueType(sc, opts.QueueType); err != nil {
 		return res, err
 	}
+	if err := r.relay.Promises.Validate(); err != nil {
+		return res, fmt.Errorf("relay %s declares promises that cannot hold together: %w", r.relay.Name, err)
+	}
 	if err := r.applicable(); err != nil {
 		res.NotApplicable = strings.TrimPrefix(err.Error(), ErrNotApplicable.Error()+": ")
 		return res, err
@@ -323,14 +327,19 @@ func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
 	return r
 }
 
+// applicable says why sc cannot run against the relay, or nil: the one
+// place that holds a scenario's needs against what a relay promises.
 func (r *run) applicable() error {
 	switch {
 	case r.mode.Unsafe() && r.sc.NeedsRelay:
 		return fmt.Errorf("%w: %s acts on relay replicas, and the %s variant runs without a relay", ErrNotApplicable, r.sc.Name, r.mode)
-	case r.mode == workload.Outbox && r.sc.NeedsFailpoints && !r.relay.Failpoints:
-		return fmt.Errorf("%w: %s needs a relay that honours %s, and %s does not declare it", ErrNotApplicable, r.sc.Name, chaos.FailpointsEnv, r.relay.Name)
-	case r.mode == workload.Outbox && r.sc.NeedsLeases && r.relay.Outbox.NoLeases:
+	case r.mode != workload.Outbox:
+		return nil
+	case r.relay.Outbox.NoLeases && r.sc.Needs.Locking.Style == contract.LockingLease:
 		return fmt.Errorf("%w: %s judges the leases a relay takes on outbox rows, and the %s outbox keeps none", ErrNotApplicable, r.sc.Name, r.relay.Outbox.Name)
+	}
+	if unmet := r.relay.Promises.Unmet(r.sc.Needs, r.relay.Name); len(unmet) > 0 {
+		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, r.sc.Name, strings.Join(unmet, "; and "))
 	}
 	return nil
 }

@@ -6,7 +6,7 @@
 // phase and the checkers. One runner, Run, runs every scenario against any
 // relay that follows the black-box contract of docs/contract.md §3: ours, a
 // mutant, or another implementation given as an image or a command, with
-// capability flags (RelayUnderTest.Features and Failpoints) saying what
+// its promises (RelayUnderTest.Promises, a contract.Promises) saying what
 // the harness may assume of it. The unsafe producer variants run through
 // the same runner with no relay at all, so that the checkers show the
 // events they lose or invent.
@@ -14,7 +14,7 @@
 // Producers and consumers run in the harness's process and record every
 // commit, delivery and apply in the history; the nemesis records every
 // fault window. The relays run outside it: a relay that declares records
-// (CapRecords; ours does) writes its own operations to a records file per
+// (contract.Promises.Records; ours does) writes its own operations to a records file per
 // lifetime, which the runner merges into the history after the run
 // (records.go), so the checkers judge its claims, publishes, marks,
 // retries, parks and sweeps as they judge the simulation's. A relay that
@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 
 	"github.com/outboxlab/outboxlab/checker"
@@ -54,29 +55,16 @@ type RelayUnderTest struct {
 	Command []string
 	// Env adds to (and overrides) the OUTBOX_* settings the runner passes.
 	Env map[string]string
-	// Features declares what the harness may assume of the relay beyond the
-	// core guarantee (no lost, no phantom), which is never optional.
-	Features checker.Features
-	// Failpoints declares that the relay honours OUTBOX_FAILPOINTS (see
-	// chaos.ParseFailpoints). Scenarios that kill or slow a relay at a
-	// named point of its tick need it; without it they are not applicable.
-	Failpoints bool
-	// Records declares that the relay honours OUTBOX_RECORDS (see
-	// CapRecords): each replica gets a records file per lifetime, merged
-	// into the run's history after the run.
-	Records bool
-	// Attempts is the attempt limit the relay declares (CapAttempts): it
-	// parks a failing row once its attempts reach it. 0: none declared,
-	// and no attempt count is judged.
-	Attempts int
-	// Backoff is the retry backoff the relay declares (CapBackoff); the
-	// zero value declares none, and the spacing of retries is not judged.
-	Backoff Backoff
-	// Lease is the lease the relay declares, which the rows it leases must
-	// show on the database clock (locked_until - locked_at of a row never
-	// retried); 0: not checked. Our relay and its mutants declare the
-	// OUTBOX_LEASE they run with.
-	Lease time.Duration
+	// Promises is what the harness may assume of the relay beyond the
+	// core guarantee (no lost, no phantom, no unexplained duplicate, no
+	// duplicate effect), which is never optional: its locking style,
+	// parking, fencing, sweeping, failpoints, records, attempt limit,
+	// backoff and retention. A scenario that needs a promise the relay
+	// does not make is not applicable (Scenario.Needs), and a check of a
+	// promise runs only when it is made. Our relay and its mutants
+	// declare the lease, attempt limit and backoff they run with. Its
+	// fields read through the relay (u.Failpoints, u.Lease).
+	contract.Promises
 	// Mutants, with neither Image nor Command set, runs this repository's
 	// relay from testenv.ImageRelayMutants, the relay built with the
 	// mutants tag, instead of testenv.ImageRelay: for a relay-side mutant
@@ -96,15 +84,10 @@ type RelayUnderTest struct {
 	Replay string
 }
 
-// Backoff is a declared exponential retry backoff: after a failure that
-// leaves a row at n attempts the row waits min(Base x 2^(n-1), Max)
-// before it is eligible again, on the database clock.
-type Backoff struct {
-	Base, Max time.Duration
-}
-
-// Declared reports whether b declares a backoff.
-func (b Backoff) Declared() bool { return b.Base > 0 }
+// CapabilitiesString is what u promises in the text form of
+// --capabilities and a target file's capabilities (contract.Parse reads
+// it back).
+func (u RelayUnderTest) CapabilitiesString() string { return u.Promises.String() }
 
 // FaultHits is how often one fault of a run fired.
 type FaultHits struct {
@@ -173,7 +156,7 @@ type Result struct {
 	// only the final rows and the deliveries.
 	Unchecked []string `json:"unchecked,omitempty"`
 	// Records sums up what the relays recorded of their own operations,
-	// when they record (CapRecords).
+	// when they record (contract.Promises.Records).
 	Records RelayRecords `json:"relay_records"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/workload"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -203,7 +204,8 @@ func TestUnsafeVariants(t *testing.T) {
 // and no failpoints assumed.
 func TestBlackBoxImage(t *testing.T) {
 	env := sharedEnv(t)
-	rut := RelayUnderTest{Name: "black-box " + testenv.ImageRelay, Image: testenv.ImageRelay, Features: OurFeatures}
+	rut := RelayUnderTest{Name: "black-box " + testenv.ImageRelay, Image: testenv.ImageRelay,
+		Promises: contract.Promises{Parks: true, Fenced: true, Sweeps: true, Locking: contract.Lease(0)}}
 	for _, name := range []string{Baseline, BrokerDown} {
 		t.Run(name, func(t *testing.T) {
 			sc, _ := Lookup(name)
@@ -259,7 +261,8 @@ func TestBlackBoxCommand(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building ./cmd/relay: %v\n%s", err, out)
 	}
-	rut := RelayUnderTest{Name: "command relay", Command: []string{bin}, Features: OurFeatures, Failpoints: true, Records: true}
+	rut := RelayUnderTest{Name: "command relay", Command: []string{bin},
+		Promises: contract.Promises{Parks: true, Fenced: true, Sweeps: true, Failpoints: true, Records: true, Locking: contract.Lease(0)}}
 	// broker-down cuts the processes' link; crash-between-publish-and-mark
 	// kills one at a failpoint and starts it again.
 	for _, name := range []string{BrokerDown, CrashBeforeMark} {

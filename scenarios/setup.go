@@ -66,7 +66,7 @@ func (r *run) setup(ctx context.Context) error {
 	if r.nemesis, err = chaos.NewNemesis(r.rec); err != nil {
 		return err
 	}
-	if r.relay.Records && r.mode == workload.Outbox {
+	if r.relay.Promises.Records && r.mode == workload.Outbox {
 		if err := r.makeRecordsDir(); err != nil {
 			return err
 		}

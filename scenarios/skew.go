@@ -18,7 +18,7 @@ import (
 // clock would see every live lease of another replica as run out (the
 // forward replica) or keep its own long after it ran out (the backward one).
 func skewUnit(s stage) time.Duration {
-	lease := s.Relay().Lease
+	lease := s.Relay().Promises.Locking.Lease
 	if lease <= 0 {
 		lease = s.Lease()
 	}

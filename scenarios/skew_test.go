@@ -19,7 +19,7 @@ func TestSkewUnitCoversTheDeclaredLease(t *testing.T) {
 		{30 * time.Minute, 4 * time.Second, 30 * time.Minute},
 		{0, 2 * time.Hour, 2 * time.Hour},
 	} {
-		r := &run{relay: RelayUnderTest{Lease: c.declared, Env: map[string]string{contract.EnvLease: c.run.String()}}}
+		r := &run{relay: RelayUnderTest{Promises: contract.Promises{Locking: contract.Lease(c.declared)}, Env: map[string]string{contract.EnvLease: c.run.String()}}}
 		if got := skewUnit(runStage{r}); got != c.want {
 			t.Errorf("declared %s, run with %s: unit %s, want %s", c.declared, c.run, got, c.want)
 		}

@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -48,7 +49,8 @@ type TargetFile struct {
 	Name  string      `yaml:"name"`
 	Relay TargetRelay `yaml:"relay"`
 	// Capabilities is what the relay promises beyond the core guarantee,
-	// as --capabilities takes it (default none).
+	// its locking style included, as --capabilities takes it
+	// (contract.Parse; default none).
 	Capabilities string        `yaml:"capabilities"`
 	Outbox       TargetOutbox  `yaml:"outbox"`
 	Delivery     TargetDeliver `yaml:"delivery"`
@@ -254,9 +256,7 @@ func parseTarget(data []byte, dir string) (TargetCheck, []error) {
 		}
 	}
 	if f.Capabilities != "" {
-		if err := CheckCapabilitiesOnce(f.Capabilities); err != nil {
-			problems = append(problems, err)
-		} else if u, err = u.WithCapabilities(f.Capabilities); err != nil {
+		if u.Promises, err = contract.Parse(f.Capabilities); err != nil {
 			problems = append(problems, err)
 		}
 	}

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -70,8 +72,8 @@ func TestParseTarget(t *testing.T) {
 	if strings.Join(u.Command, "|") != "./examples/other/bin/other-relay|--quiet|two words" {
 		t.Errorf("command %q: want the relative program under the file's directory, quoted words kept", u.Command)
 	}
-	if u.Env["OTHER_POLL"] != "100ms" || !u.Features.Parks || u.Features.Fenced || u.Lease.String() != "3s" {
-		t.Errorf("env %v, features %+v, lease %s", u.Env, u.Features, u.Lease)
+	if u.Env["OTHER_POLL"] != "100ms" || u.Promises != (contract.Promises{Parks: true, Locking: contract.Lease(3 * time.Second)}) {
+		t.Errorf("env %v, promises %s", u.Env, u.Promises)
 	}
 	if !u.Outbox.NoLeases {
 		t.Error("no_leases was not read")

@@ -56,32 +56,26 @@ func connectFailure(err error) bool {
 
 // checkerConfig states what the run promises.
 func (r *run) checkerConfig() checker.Config {
-	cfg := checker.Config{
-		Retention:     relay.DefaultRetention,
-		MaxAttempts:   r.relay.Attempts,
-		LivenessBound: DrainWithin,
-		Lease:         r.relay.Lease,
-	}
+	// The retention the replicas got, unless the relay declares its own.
+	cfg := checker.Config{Retention: relay.DefaultRetention, LivenessBound: DrainWithin}
 	if d, err := time.ParseDuration(r.setting(contract.EnvRetention)); err == nil && d > 0 {
 		cfg.Retention = d
 	}
-	if r.recordsDir != "" && r.relay.Backoff.Declared() {
-		// The relays record their retries with the database time of each:
-		// the spacing is judged against the backoff the relay declares,
-		// from the attempts before the failure (see
-		// checker.Config.Backoff).
-		policy := relay.RetryPolicy{BackoffBase: r.relay.Backoff.Base, BackoffMax: r.relay.Backoff.Max}
-		cfg.Backoff = func(n int) time.Duration { return policy.Backoff(n - 1) }
-	}
+	// What the relay declares, and nothing else, is judged: its attempt
+	// limit, its backoff (on the retries it records with their database
+	// times), its lease and its features.
+	cfg = cfg.WithPromises(r.relay.Promises)
 	for _, bc := range r.contexts {
 		for _, s := range bc.relays {
 			cfg.Relays = append(cfg.Relays, s.name)
 		}
 	}
 	if r.mode == workload.Outbox {
-		cfg.Features = r.relay.Features
 		cfg.Features.Stages = true
 		cfg.Poison = maps.Clone(r.plan.Poison)
+	} else {
+		// No relay runs: no promise of one is judged.
+		cfg.Features = checker.Features{}
 	}
 	return cfg
 }

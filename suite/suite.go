@@ -4,9 +4,9 @@
 //
 //	func TestOutbox(t *testing.T) {
 //		suite.Run(t, suite.Target{Relay: scenarios.RelayUnderTest{
-//			Name:    "my-relay",
-//			Command: []string{"./bin/my-relay"},
-//			Features: checker.Features{Parks: true},
+//			Name:     "my-relay",
+//			Command:  []string{"./bin/my-relay"},
+//			Promises: contract.Promises{Parks: true, Locking: contract.RowLocks},
 //		}}, suite.Options{})
 //	}
 //
@@ -16,9 +16,9 @@
 // images, `make images` in the outboxlab repository). A failed scenario
 // prints the violated promises, the seed and the go test command that
 // replays it (-outboxlab.seed=N);
-// a scenario the target cannot run (it needs failpoints the relay does not
-// declare) and a run whose fault could not bite (INCONCLUSIVE) are
-// skipped with the reason, never passed.
+// a scenario the target cannot run (it needs a promise the relay does not
+// make: failpoints, a lease locking style) and a run whose fault could
+// not bite (INCONCLUSIVE) are skipped with the reason, never passed.
 package suite
 
 import (
@@ -46,10 +46,12 @@ import (
 // with its own schema (Relay.Outbox, Relay.Identity; scenarios.LoadTarget
 // reads both from a target file).
 type Target struct {
-	// Relay is the relay under test; its Features, Failpoints, Records
-	// and Lease say what it promises, and so what the checkers expect
-	// of it; its Outbox and Identity say how events are staged, read back
-	// and recognised. The zero value is outboxlab's relay.
+	// Relay is the relay under test; its Promises say what it promises
+	// (a contract.Promises: its locking style, parking, fencing,
+	// failpoints, records, attempt limit, backoff...), and so which
+	// scenarios apply and what the checkers expect of it; its Outbox and
+	// Identity say how events are staged, read back and recognised. The
+	// zero value is outboxlab's relay.
 	Relay scenarios.RelayUnderTest
 }
 

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 
@@ -16,19 +18,19 @@ func TestRunDeclaresCapabilitiesOfAnOtherRelay(t *testing.T) {
 	var specs []runSpec
 	d := capturingRunner(testDeps(), &specs)
 	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "3", "--json",
-		"--relay", "cmd:./my-relay", "--capabilities", "parks,fenced")
+		"--relay", "cmd:./my-relay", "--capabilities", "parks,fenced,lease=4s")
 	if code != exitOK || len(specs) != 1 {
 		t.Fatalf("exit %d, %d specs\n%s%s", code, len(specs), out, errOut)
 	}
-	if f := specs[0].Relay.Features; !f.Parks || !f.Fenced || f.Sweeps || specs[0].Relay.Failpoints {
-		t.Fatalf("the runner got %+v, failpoints %v; want parks and fenced only", f, specs[0].Relay.Failpoints)
+	if got, want := specs[0].Relay.Promises, (contract.Promises{Parks: true, Fenced: true, Locking: contract.Lease(4 * time.Second)}); got != want {
+		t.Fatalf("the runner got %s, want %s", got, want)
 	}
 	var results []scenarios.Result
 	if err := json.Unmarshal([]byte(out), &results); err != nil || len(results) != 1 {
 		t.Fatalf("results: %v\n%s", err, out)
 	}
 	replay := results[0].Replay
-	if !strings.Contains(replay, "--capabilities parks,fenced") {
+	if !strings.Contains(replay, "--capabilities parks,fenced,lease=4s") {
 		t.Fatalf("the replay %q does not declare the capabilities", replay)
 	}
 	words, err := scenarios.SplitCommand(replay)
@@ -38,8 +40,8 @@ func TestRunDeclaresCapabilitiesOfAnOtherRelay(t *testing.T) {
 	if code, out, errOut := invokeWith(t, d, words[3:]...); code != exitOK || len(specs) != 2 {
 		t.Fatalf("the replay: exit %d\n%s%s", code, out, errOut)
 	}
-	if specs[1].Relay.Features != specs[0].Relay.Features || !slices.Equal(specs[1].Relay.Command, specs[0].Relay.Command) {
-		t.Errorf("the replay ran %+v, want %+v", specs[1].Relay, specs[0].Relay)
+	if specs[1].Relay.Promises != specs[0].Relay.Promises || !slices.Equal(specs[1].Relay.Command, specs[0].Relay.Command) {
+		t.Errorf("the replay ran %s %v, want %s %v", specs[1].Relay.Promises, specs[1].Relay.Command, specs[0].Relay.Promises, specs[0].Relay.Command)
 	}
 }
 
@@ -53,6 +55,11 @@ func TestRunRefusesCapabilitiesItCannotUse(t *testing.T) {
 		// A key given twice has no meaning both values could have.
 		{"run", "--relay", "cmd:./my-relay", "--capabilities", "lease=1ns,lease=2s"},
 		{"run", "--relay", "cmd:./my-relay", "--capabilities", "parks,fenced,parks"},
+		// Promises that contradict each other, and a bad locking style.
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "parks,fenced"},
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "fenced,locking=rowlock"},
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "lease=4s,locking=rowlock"},
+		{"run", "--relay", "cmd:./my-relay", "--capabilities", "locking=sometimes"},
 	} {
 		if code, _, errOut := invokeWith(t, d, args...); code != exitUsage || !strings.Contains(errOut, "capabilities") {
 			t.Errorf("%v: exit %d, want %d with a word on --capabilities: %s", args, code, exitUsage, errOut)

@@ -232,7 +232,5 @@ func shellQuote(s string) string {
 // ourCapabilities is what a relay built from this repository declares to
 // the catalogue when it runs as a host process: everything ours does.
 func ourCapabilities() string {
-	u := scenarios.Ours()
-	u.Lease = scenarios.Lease
-	return u.CapabilitiesString()
+	return scenarios.Ours().Promises.String()
 }

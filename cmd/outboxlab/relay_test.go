@@ -268,7 +268,7 @@ delivery:
 		t.Fatalf("exit %d, %d specs\n%s%s", code, len(specs), out, errOut)
 	}
 	u := specs[0].Relay
-	if u.Name != "orders" || !u.Outbox.Own() || u.Identity.BodyField != "event_id" || !u.Features.Parks || u.Lease != 5*time.Second ||
+	if u.Name != "orders" || !u.Outbox.Own() || u.Identity.BodyField != "event_id" || !u.Parks || u.Lease != 5*time.Second ||
 		strings.Join(u.Command, " ") != "/bin/true --flag" {
 		t.Errorf("the runner got %+v", u)
 	}

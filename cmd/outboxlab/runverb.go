@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/campaign"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/workload"
@@ -62,7 +63,7 @@ that wants the whole catalogue judged.`,
 			o.relay = givenString{v: "ours"}
 			fs.Var(&o.relay, "relay", "the `RELAY` under test: ours, a mutant name, watermill, image:REF or cmd:COMMAND")
 			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see docs/targets.md)")
-			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of parks, fenced, sweeps, failpoints, records, lease=DURATION, attempts=N, backoff=BASE/MAX, or none (default none)")
+			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of "+strings.Join(contract.Capabilities, ", ")+", or none (default none)")
 			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")
 			fs.IntVar(&o.seeds, "seeds", 1, "how many consecutive seeds each scenario runs on (`N`)")
 			fs.StringVar(&o.shard, "shard", "", "run only shard `K/N` of the scenario × seed cells (default: from OUTBOXLAB_SHARD, or JOB_COMPLETION_INDEX with OUTBOXLAB_SHARDS; else all)")
@@ -122,13 +123,10 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	if o.capabilities != "" {
-		if err := scenarios.CheckCapabilitiesOnce(o.capabilities); err != nil {
-			return usageErr(std, "run", "--capabilities: %v", err)
-		}
 		if relay.Replay != "" || relay.Image == "" && len(relay.Command) == 0 {
 			return usageErr(std, "run", "--capabilities is for image: and cmd: relays; %s declares its own", relay.Name)
 		}
-		if relay, err = relay.WithCapabilities(o.capabilities); err != nil {
+		if relay.Promises, err = contract.Parse(o.capabilities); err != nil {
 			return usageErr(std, "run", "--capabilities: %v", err)
 		}
 	}

@@ -160,7 +160,7 @@ func targetSummary(path string, c scenarios.TargetCheck) string {
 	if len(u.Env) > 0 {
 		b.WriteString(" with " + strings.Join(slices.Sorted(maps.Keys(u.Env)), ", "))
 	}
-	fmt.Fprintf(&b, "; capabilities %s; stage %s (", u.CapabilitiesString(), plural(len(c.Stage), "statement"))
+	fmt.Fprintf(&b, "; capabilities %s; stage %s (", u.Promises, plural(len(c.Stage), "statement"))
 	for i, ps := range c.Stage {
 		if i > 0 {
 			b.WriteString("; ")

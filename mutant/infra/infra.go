@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/mutant"
@@ -407,9 +408,11 @@ func runOne(ctx context.Context, env *testenv.Env, o Options, name string, relay
 		u.Env[mutant.EnvVar] = name
 	}
 	if len(o.Command) > 0 || o.Image != "" {
-		// A mutant keeps the promises of the relay it mutates.
+		// A mutant keeps the promises of the relay it mutates: its
+		// features and failpoints, and leases of rows, their length not
+		// declared.
 		u.Command, u.Image = slices.Clone(o.Command), o.Image
-		u.Features, u.Failpoints = scenarios.OurFeatures, true
+		u.Promises = contract.Promises{Parks: true, Fenced: true, Sweeps: true, Failpoints: true, Locking: contract.Lease(0)}
 	}
 	opts := scenarios.Options{Seed: seed, Relay: u, Mode: variant}
 	if m, ok := mutant.Lookup(name); ok && m.Inbox != nil {

@@ -78,8 +78,8 @@ package wmtarget
 import (
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
 
-	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/target/watermill/wmoutbox"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -98,12 +98,11 @@ var Identity = consumer.Identity{Header: wamqp.DefaultMessageUUIDHeaderKey}
 // promise beyond the core guarantee, and the replica's failpoint.
 func Target() scenarios.RelayUnderTest {
 	return scenarios.RelayUnderTest{
-		Name:       Name,
-		Image:      testenv.ImageWatermillRelay,
-		Features:   checker.Features{},
-		Failpoints: true,
-		Outbox:     wmoutbox.Schema(),
-		Identity:   Identity,
-		Replay:     "--relay " + Name,
+		Name:     Name,
+		Image:    testenv.ImageWatermillRelay,
+		Promises: contract.Promises{Failpoints: true},
+		Outbox:   wmoutbox.Schema(),
+		Identity: Identity,
+		Replay:   "--relay " + Name,
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/contract"
 	wmtarget "github.com/outboxlab/outboxlab/target/watermill"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -45,8 +45,8 @@ func TestTarget(t *testing.T) {
 	switch {
 	case u.Image != testenv.ImageWatermillRelay || len(u.Command) > 0:
 		t.Errorf("image %q, command %q", u.Image, u.Command)
-	case u.Features != (checker.Features{}) || !u.Failpoints || u.Records || u.Lease != 0:
-		t.Errorf("declares %s, want the replica's failpoints and nothing else", u.CapabilitiesString())
+	case u.Promises != (contract.Promises{Failpoints: true}):
+		t.Errorf("declares %s, want the replica's failpoints and nothing else", u.Promises)
 	case u.Replay != "--relay watermill" || u.Identity != wmtarget.Identity:
 		t.Errorf("replay %q, identity %s", u.Replay, u.Identity)
 	}
