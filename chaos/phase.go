@@ -23,6 +23,10 @@ func RecordPhase(rec *history.Recorder, phase string) history.Op {
 	return rec.Record(op)
 }
 
+// ErrStalled is returned, wrapping ErrNotDrained, when the liveness phase
+// ends early because the backlog stalled (Phases.Stalled).
+var ErrStalled = fmt.Errorf("%w: it stalled, with nothing left that could drain it", ErrNotDrained)
+
 // ErrNotDrained is returned when the liveness phase ends before the
 // backlog drained.
 var ErrNotDrained = errors.New("backlog not drained before the liveness deadline")
@@ -60,6 +64,14 @@ type Phases struct {
 	// PollEvery is how often the liveness phase asks whether the backlog
 	// drained. Default DefaultPollEvery.
 	PollEvery time.Duration
+	// Stalled, when set, is asked after each poll that found the backlog
+	// not drained: it reports whether nothing is left that could still
+	// drain it (nothing pending, nothing queued, nothing arriving). When
+	// it reports true for StallFor without a break, the liveness phase
+	// ends at once with ErrStalled instead of waiting out DrainWithin,
+	// which would change nothing: the events missing then are lost.
+	Stalled  func(ctx context.Context) (bool, error)
+	StallFor time.Duration
 }
 
 // RunSafety records the safety phase and runs workload for p.Safety beside
@@ -109,7 +121,8 @@ func (p *Phases) RunSafety(ctx context.Context, workload func(ctx context.Contex
 // RunLiveness records the liveness phase, heals every fault (retrying until
 // all heals succeed or the deadline passes), then polls drained until it
 // reports true. It returns how long the phase took; the error wraps
-// ErrNotDrained when the deadline passed first.
+// ErrNotDrained when the deadline passed first, and ErrStalled when the
+// backlog stalled first (Stalled).
 func (p *Phases) RunLiveness(ctx context.Context, drained func(ctx context.Context) (bool, error)) (time.Duration, error) {
 	RecordPhase(p.Recorder, history.PhaseLiveness)
 	within, every := p.DrainWithin, p.PollEvery
@@ -135,12 +148,33 @@ func (p *Phases) RunLiveness(ctx context.Context, drained func(ctx context.Conte
 	if drained == nil {
 		return time.Since(began), nil
 	}
-	var lastErr error
+	var (
+		lastErr    error
+		quietSince time.Time
+	)
 	err := WaitFor(lctx, every, func(ctx context.Context) (bool, error) {
 		ok, err := drained(ctx)
 		lastErr = err
-		return ok && err == nil, nil
+		if ok && err == nil {
+			return true, nil
+		}
+		if p.Stalled == nil || err != nil {
+			return false, nil
+		}
+		stalled, serr := p.Stalled(ctx)
+		switch {
+		case serr != nil || !stalled:
+			quietSince = time.Time{}
+		case quietSince.IsZero():
+			quietSince = time.Now()
+		case time.Since(quietSince) >= p.StallFor:
+			return false, ErrStalled
+		}
+		return false, nil
 	})
+	if errors.Is(err, ErrStalled) {
+		return time.Since(began), fmt.Errorf("liveness phase after %s: %w", time.Since(began).Round(time.Millisecond), err)
+	}
 	if err != nil {
 		return time.Since(began), fmt.Errorf("liveness phase after %s: %w", time.Since(began).Round(time.Millisecond),
 			errors.Join(ErrNotDrained, lastErr))

@@ -501,16 +501,39 @@ func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, err
 	chaos.RecordPhase(c.rec, history.PhaseLiveness)
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	// The wait ends when everything committed was applied, or when
+	// nothing is left that could still be: no pending row and no message
+	// ready in the queue, for settleQuiet. The checkers then say which
+	// events were lost, which a relay that marks rows it never published
+	// leaves behind; waiting out the minute would only delay that, once
+	// per case rapid runs while it shrinks.
+	var quietSince time.Time
+	missing := 0
 	err := chaos.WaitFor(dctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 		for _, r := range c.relays {
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			_, _ = r.r.Tick(tctx)
 			cancel()
 		}
-		return c.drained(ctx)
+		st, n := c.drainState(ctx)
+		switch {
+		case st == drainDone:
+			return true, nil
+		case st == drainQuiet && quietSince.IsZero():
+			quietSince = time.Now()
+		case st == drainQuiet && time.Since(quietSince) >= settleQuiet:
+			missing = n
+			return true, nil
+		case st == drainBusy:
+			quietSince = time.Time{}
+		}
+		return false, nil
 	})
 	if err != nil {
 		return checker.Report{}, fmt.Errorf("backlog not drained: %w", err)
+	}
+	if missing > 0 {
+		c.log(t, "settled: no pending row and no message queued for %s, and %d committed event(s) never applied", settleQuiet, missing)
 	}
 	chaos.RecordPhase(c.rec, history.PhaseCheck)
 	c.consumerStop()
@@ -536,15 +559,34 @@ func (c *infraCase) finish(ctx context.Context, t *rapid.T) (checker.Report, err
 	return rep, nil
 }
 
-// drained reports no pending row, every committed healthy event applied
-// and an empty queue.
-func (c *infraCase) drained(ctx context.Context) (bool, error) {
+// drainState is how far the drain is.
+type drainState int
+
+const (
+	// drainBusy: rows are pending or messages are queued.
+	drainBusy drainState = iota
+	// drainQuiet: nothing is pending or queued, and committed events
+	// are still not applied.
+	drainQuiet
+	// drainDone: every committed healthy event is applied and the
+	// queue is empty.
+	drainDone
+)
+
+// settleQuiet is how long a drain stays quiet before the case is
+// judged as it stands: a delivery in a consumer's hands is applied
+// within it.
+const settleQuiet = 3 * time.Second
+
+// drainState reads the outbox, the inbox and the queue: how far the
+// drain is, and how many committed healthy events are not applied.
+func (c *infraCase) drainState(ctx context.Context) (drainState, int) {
 	var pending int
 	if err := c.fx.Admin.QueryRow(ctx, `SELECT count(*) FROM `+c.table.Ident()+` WHERE processed_at IS NULL AND faulted_at IS NULL`).Scan(&pending); err != nil {
-		return false, nil
+		return drainBusy, 0
 	}
 	if pending > 0 {
-		return false, nil
+		return drainBusy, 0
 	}
 	committed := map[string]bool{}
 	for _, op := range c.rec.Ops() {
@@ -558,23 +600,30 @@ func (c *infraCase) drained(ctx context.Context) (bool, error) {
 	}
 	rows, err := c.fx.Admin.Query(ctx, `SELECT message_id FROM `+pgx.Identifier{c.fx.Schema, "inbox"}.Sanitize())
 	if err != nil {
-		return false, nil
+		return drainBusy, 0
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, nil
+		return drainBusy, 0
 	}
 	got := map[string]bool{}
 	for _, id := range applied {
 		got[id] = true
 	}
+	missing := 0
 	for id := range committed {
 		if !got[id] {
-			return false, nil
+			missing++
 		}
 	}
 	ready, err := c.fx.QueueDepth(ctx)
-	return err == nil && ready == 0, nil
+	switch {
+	case err != nil || ready > 0:
+		return drainBusy, 0
+	case missing > 0:
+		return drainQuiet, missing
+	}
+	return drainDone, 0
 }
 
 // state takes what is left in the queue and reads the outbox rows and the

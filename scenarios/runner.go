@@ -132,6 +132,9 @@ type run struct {
 	// consumers their inboxes, in the same order.
 	consumerNames []string
 	consumers     []*recordingInbox
+	// lastArrivals is the count of Deliver and Apply records stalled saw
+	// last.
+	lastArrivals int
 	clocks        []*chaos.Clock
 	publishers    []*relay.AMQPPublisher
 	// lanes groups faults whose steps must run one after another (by
@@ -237,7 +240,8 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 		r.logf("fault plan: %s at %s for %s", s.Fault, s.At, s.Duration)
 	}
 	stopProgress := r.startProgress()
-	ph := &chaos.Phases{Recorder: r.rec, Nemesis: r.nemesis, DrainWithin: DrainWithin, PollEvery: 200 * time.Millisecond}
+	ph := &chaos.Phases{Recorder: r.rec, Nemesis: r.nemesis, DrainWithin: DrainWithin, PollEvery: 200 * time.Millisecond,
+		Stalled: r.stalled, StallFor: StallFor}
 	r.phase.Store(history.PhaseSafety)
 	r.safetyEnd.Store(time.Now().Add(r.safety).UnixNano())
 	if err := r.runSafety(ctx, steps); err != nil {

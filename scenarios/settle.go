@@ -92,13 +92,62 @@ func (r *run) committedIDs() (committed, confirmed map[string]bool) {
 	return committed, confirmed
 }
 
+// backlog is what is left to drain.
+type backlog struct {
+	// pending: an outbox row is still pending (neither processed nor
+	// faulted).
+	pending bool
+	// missing counts the events that must arrive and have not been
+	// applied; ready the messages ready in the consumer queues.
+	missing, ready int
+}
+
 // drained reports that the backlog is gone: no pending outbox row, every
 // event that must arrive applied (its effect in the effects table), and no
 // message left in a queue.
 func (r *run) drained(ctx context.Context) (bool, error) {
+	b, err := r.readBacklog(ctx)
+	return err == nil && !b.pending && b.missing == 0 && b.ready == 0, err
+}
+
+// StallFor is how long the liveness phase waits on a backlog that cannot
+// drain any more (no pending row, no message ready, no delivery or apply
+// recorded) before it ends: the events still missing then are lost, and
+// waiting out DrainWithin would change nothing.
+const StallFor = 5 * time.Second
+
+// stalled reports that nothing is left that could drain the backlog: no
+// pending row, no message ready, events still missing, and no delivery
+// or apply recorded since the last call.
+func (r *run) stalled(ctx context.Context) (bool, error) {
+	b, err := r.readBacklog(ctx)
+	if err != nil {
+		return false, err
+	}
+	n := r.arrivals()
+	moved := n != r.lastArrivals
+	r.lastArrivals = n
+	return !b.pending && b.ready == 0 && b.missing > 0 && !moved, nil
+}
+
+// arrivals counts the Deliver and Apply records so far.
+func (r *run) arrivals() int {
+	n := 0
+	for _, op := range r.rec.Ops() {
+		if op.F == history.Deliver || op.F == history.Apply {
+			n++
+		}
+	}
+	return n
+}
+
+// readBacklog reads what is left to drain, after making sure that
+// whatever a fault left down runs again.
+func (r *run) readBacklog(ctx context.Context) (backlog, error) {
+	var b backlog
 	if !r.ensured {
 		if err := r.ensureRunning(ctx); err != nil {
-			return false, err
+			return b, err
 		}
 		r.ensured = true
 	}
@@ -109,17 +158,16 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 		for _, bc := range r.contexts {
 			rows, err := r.fx.Admin.Query(ctx, `SELECT id::text, processed_at IS NULL AND faulted_at IS NULL, faulted_at IS NOT NULL FROM `+bc.rows)
 			if err != nil {
-				return false, err
+				return b, err
 			}
 			var (
 				id              string
 				pending, parked bool
-				waiting         bool
 			)
 			_, err = pgx.ForEachRow(rows, []any{&id, &pending, &parked}, func() error {
 				switch {
 				case pending:
-					waiting = true
+					b.pending = true
 				case parked:
 					faulted[id] = true
 				case !r.plan.Poison[id]:
@@ -128,10 +176,10 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 				return nil
 			})
 			if err != nil {
-				return false, err
+				return b, err
 			}
-			if waiting {
-				return false, nil
+			if b.pending {
+				return b, nil
 			}
 		}
 		for id := range committed {
@@ -150,11 +198,11 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 	// consumer's inbox says (a consumer without dedupe writes none).
 	rows, err := r.fx.Admin.Query(ctx, `SELECT DISTINCT message_id FROM `+pgx.Identifier{r.fx.Schema, "effects"}.Sanitize())
 	if err != nil {
-		return false, err
+		return b, err
 	}
 	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, err
+		return b, err
 	}
 	got := make(map[string]bool, len(applied))
 	for _, id := range applied {
@@ -162,11 +210,11 @@ func (r *run) drained(ctx context.Context) (bool, error) {
 	}
 	for id := range expect {
 		if !got[id] {
-			return false, nil
+			b.missing++
 		}
 	}
-	ready, err := r.fx.QueueDepth(ctx)
-	return err == nil && ready == 0, err
+	b.ready, err = r.fx.QueueDepth(ctx)
+	return b, err
 }
 
 // deliveries counts the Deliver records so far.
