@@ -34,13 +34,10 @@ type Schema struct {
 	// locked_at and locked_until. A column the outbox does not keep is
 	// NULL of its type (0 for attempts). The harness reads the final
 	// rows, the backlog and the leases a paused replica holds through it.
+	// An outbox whose relay takes no lease of a row shows the three lease
+	// columns NULL, and the relay declares its locking style
+	// (contract.Promises.Locking) so that nothing judges leases on it.
 	Rows func(table Table) string
-	// NoLeases says the outbox keeps no lease of a row: Rows shows
-	// locked_by, locked_at and locked_until NULL whatever its relay does
-	// (watermill's SQL subscriber locks its consumer group's offset
-	// instead). What judges the leases a relay takes on rows cannot run on
-	// it.
-	NoLeases bool
 }
 
 // Own reports whether s is a schema of its own rather than this

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/contract"
-	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/workload"
 )
 
@@ -131,16 +130,6 @@ func TestRunNotApplicable(t *testing.T) {
 			if want && !strings.Contains(fmt.Sprint(err), name+" needs a relay that takes leases of rows (lease=DURATION or locking=lease), "+tc.reason) {
 				t.Errorf("%s with %s: %v does not say what it needs and what the relay declares", name, tc.locking.Describe(), err)
 			}
-		}
-	}
-	// An outbox that keeps no lease columns makes them not applicable
-	// whatever the relay declares.
-	noLeases := RelayUnderTest{Image: "example/relay:1", Promises: contract.Promises{Failpoints: true, Locking: contract.Lease(0)},
-		Outbox: outbox.Schema{Name: "lockless", NoLeases: true}}
-	for _, name := range []string{LeaseExpiry, ClockSkew} {
-		sc, _ := Lookup(name)
-		if err := newRun(nil, sc, Options{Seed: 3, Relay: noLeases}).applicable(); !errors.Is(err, ErrNotApplicable) || !strings.Contains(err.Error(), "lockless") {
-			t.Errorf("%s on an outbox without leases: err = %v, want not applicable naming the outbox", name, err)
 		}
 	}
 	// Promises that contradict each other are refused before anything

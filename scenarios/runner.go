@@ -339,8 +339,6 @@ func (r *run) applicable() error {
 		return fmt.Errorf("%w: %s acts on relay replicas, and the %s variant runs without a relay", ErrNotApplicable, r.sc.Name, r.mode)
 	case r.mode != workload.Outbox:
 		return nil
-	case r.relay.Outbox.NoLeases && r.sc.Needs.Locking.Style == contract.LockingLease:
-		return fmt.Errorf("%w: %s judges the leases a relay takes on outbox rows, and the %s outbox keeps none", ErrNotApplicable, r.sc.Name, r.relay.Outbox.Name)
 	}
 	if unmet := r.relay.Promises.Unmet(r.sc.Needs, r.relay.Name); len(unmet) > 0 {
 		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, r.sc.Name, strings.Join(unmet, "; and "))

@@ -89,10 +89,6 @@ type TargetOutbox struct {
 	// occurred_at, locked_by, locked_at, locked_until (NULL of its type
 	// where the outbox keeps no such column).
 	Rows string `yaml:"rows"`
-	// NoLeases says the outbox keeps no lease of a row (rows shows
-	// locked_by, locked_at and locked_until NULL): the scenarios that
-	// judge the leases a relay takes are not applicable to it.
-	NoLeases bool `yaml:"no_leases"`
 }
 
 // TargetDeliver is how a delivery names its event.
@@ -358,6 +354,12 @@ var (
 	yamlLine         = regexp.MustCompile("^line (\\d+): (.*?)(?: `([^`]*)`.*)?$")
 )
 
+// goneFields say what took the place of a field target files no longer
+// have.
+var goneFields = map[string]string{
+	"outbox.no_leases": "the relay declares its locking style in capabilities instead (locking=rowlock for row locks held while publishing, locking=none for no lock of a row)",
+}
+
 // fieldError is a problem of one field of a target file.
 type fieldError struct {
 	field string
@@ -382,7 +384,11 @@ func yamlProblem(msg string, root *yaml.Node) error {
 				name, _, _ := strings.Cut(sec.typ.Field(i).Tag.Get("yaml"), ",")
 				known = append(known, name)
 			}
-			return &fieldError{field, fmt.Errorf("%s: unknown field (line %s; known here: %s)", field, m[1], strings.Join(known, ", "))}
+			hint := ""
+			if h, ok := goneFields[field]; ok {
+				hint = ": " + h
+			}
+			return &fieldError{field, fmt.Errorf("%s: unknown field (line %s; known here: %s)%s", field, m[1], strings.Join(known, ", "), hint)}
 		}
 	}
 	m := yamlLine.FindStringSubmatch(msg)
@@ -571,8 +577,7 @@ func (o TargetOutbox) schema(name string, undecoded map[string]bool) (outbox.Sch
 			}
 			return nil
 		},
-		Rows:     func(table outbox.Table) string { return expand(o.Rows, table) },
-		NoLeases: o.NoLeases,
+		Rows: func(table outbox.Table) string { return expand(o.Rows, table) },
 	}, params, nil
 }
 

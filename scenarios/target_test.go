@@ -49,14 +49,13 @@ name: other
 relay:
   command: bin/other-relay --quiet "two words"
   env: {OTHER_POLL: 100ms}
-capabilities: parks,lease=3s
+capabilities: parks,locking=rowlock
 outbox:
   migrate: CREATE TABLE {table} (event_id uuid PRIMARY KEY, kind text, body jsonb, at timestamptz)
   stage:
     - INSERT INTO {table} (event_id, kind, body, at) VALUES (:id, :type, :payload, :occurred_at)
     - SELECT pg_notify('{channel}', '')
   rows: SELECT event_id AS id, kind AS message_type FROM {table}
-  no_leases: true
 delivery:
   id: header:x-event-id
 `
@@ -72,11 +71,8 @@ func TestParseTarget(t *testing.T) {
 	if strings.Join(u.Command, "|") != "./examples/other/bin/other-relay|--quiet|two words" {
 		t.Errorf("command %q: want the relative program under the file's directory, quoted words kept", u.Command)
 	}
-	if u.Env["OTHER_POLL"] != "100ms" || u.Promises != (contract.Promises{Parks: true, Locking: contract.Lease(3 * time.Second)}) {
+	if u.Env["OTHER_POLL"] != "100ms" || u.Promises != (contract.Promises{Parks: true, Locking: contract.RowLocks}) {
 		t.Errorf("env %v, promises %s", u.Env, u.Promises)
-	}
-	if !u.Outbox.NoLeases {
-		t.Error("no_leases was not read")
 	}
 	if u.Identity != (consumer.Identity{Header: "x-event-id"}) {
 		t.Errorf("identity %+v", u.Identity)
@@ -153,8 +149,8 @@ outbox:
   stage:
     - INSERT INTO {table} VALUES (:id, :kind, :body)
     - ""
-  rows: SELECT id FROM {table}
-  no_leases: maybe
+  rows:
+    - SELECT id FROM {table}
 delivery:
   id: property
 `
@@ -165,7 +161,7 @@ delivery:
 	}
 	for _, want := range []string{
 		"relay.cmd: unknown field (line 3; known here: image, command, env)",
-		"outbox.no_leases: cannot unmarshal !!str `maybe` into bool (line 12)",
+		"outbox.rows: cannot unmarshal !!seq into string (line 12)",
 		`relay.image: "My/Relay" is not an image reference`,
 		`relay.env: "" is not a variable name`,
 		`unknown capability "teleports"`,
@@ -193,6 +189,41 @@ delivery:
 		if _, err := ParseTarget([]byte(c.text), "."); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one saying %q", c.text, err, c.want)
 		}
+	}
+}
+
+// TestTargetLockingStyle: a target file declares its relay's locking
+// style among its capabilities; a bad style and one that contradicts the
+// rest are refused, naming the field, and the field outbox.no_leases that
+// the style replaced says so.
+func TestTargetLockingStyle(t *testing.T) {
+	for _, c := range []struct {
+		capabilities string
+		want         contract.Locking
+		problem      string
+	}{
+		{"lease=4s", contract.Lease(4 * time.Second), ""},
+		{"locking=lease", contract.Lease(0), ""},
+		{"failpoints,locking=rowlock", contract.RowLocks, ""},
+		{"locking=none", contract.NoLocks, ""},
+		{"none", contract.Locking{}, ""},
+		{"locking=optimistic", contract.Locking{}, `capabilities "locking=optimistic": locking=optimistic is not lease, rowlock or none`},
+		{"fenced,locking=none", contract.Locking{}, "it declares no lock of a row (locking=none): declare its lease"},
+		{"lease=4s,locking=rowlock", contract.Locking{}, "the locking style is given twice (lease=4s and locking=rowlock)"},
+	} {
+		text := strings.Replace(otherColumns, "capabilities: parks,locking=rowlock", "capabilities: "+c.capabilities, 1)
+		u, err := ParseTarget([]byte(text), ".")
+		switch {
+		case c.problem == "" && (err != nil || u.Promises.Locking != c.want):
+			t.Errorf("capabilities %s: locking %s, %v; want %s", c.capabilities, u.Promises.Locking.Describe(), err, c.want.Describe())
+		case c.problem != "" && (err == nil || !strings.Contains(err.Error(), c.problem) || !strings.HasPrefix(err.Error(), "capabilities ")):
+			t.Errorf("capabilities %s: %v, want the capabilities refused with %q", c.capabilities, err, c.problem)
+		}
+	}
+	text := strings.Replace(otherColumns, "  rows: ", "  no_leases: true\n  rows: ", 1)
+	if _, err := ParseTarget([]byte(text), "."); err == nil || !strings.Contains(err.Error(), "outbox.no_leases: unknown field") ||
+		!strings.Contains(err.Error(), "declares its locking style in capabilities instead (locking=rowlock") {
+		t.Errorf("outbox.no_leases: %v, want it refused with a word on the locking style", err)
 	}
 }
 
@@ -343,7 +374,7 @@ func TestCheckTargetRefuses(t *testing.T) {
 		{"a rows column given twice", "0 AS attempts", "0 AS id", "outbox.rows: the SELECT gives id more than once"},
 		{"a stage that never keeps the id", "VALUES (:id,", "VALUES (gen_random_uuid(),", "outbox.stage: no statement uses :id"},
 		{"an image reference with a blank", "command: bin/other-relay --quiet \"two words\"", "image: my relay", `relay.image: "my relay" is not an image reference`},
-		{"a capability twice", "capabilities: parks,lease=3s", "capabilities: parks,parks", "parks is given twice"},
+		{"a capability twice", "capabilities: parks,locking=rowlock", "capabilities: parks,parks", "parks is given twice"},
 		{"a delivery id nowhere", "id: header:x-event-id", "id: property:x", "delivery.id: "},
 	} {
 		text := strings.Replace(good, c.from, c.to, 1)

@@ -74,12 +74,12 @@ func TestInconclusiveRunHasItsOwnVerdictAndExitCode(t *testing.T) {
 
 // TestNotApplicableHasARowAndRequireAllFailsIt runs two scenarios with a
 // runner that passes one and finds the other not applicable to the relay
-// (lease-expiry on a relay that keeps no leases): the table and the JSON
+// (lease-expiry on a relay that holds row locks): the table and the JSON
 // have a row for each, the N/A one with its reason and no counts, and the
 // run exits 0; with --require-all the same run exits 1, naming what was
 // not judged.
 func TestNotApplicableHasARowAndRequireAllFailsIt(t *testing.T) {
-	why := "lease-expiry judges the leases a relay takes on outbox rows, and the row-lock outbox keeps none"
+	why := "lease-expiry needs a relay that takes leases of rows (lease=DURATION or locking=lease), and row-lock declares row locks held while publishing (locking=rowlock)"
 	d := withDocker(testDeps())
 	d.scenarioNames = func() []string { return []string{scenarios.Baseline, scenarios.LeaseExpiry} }
 	d.runScenarios = func(ctx context.Context, ss []runSpec, _ func(int, scenarios.Progress), _ func(string), _ func(int, runOutcome) error) ([]runOutcome, error) {

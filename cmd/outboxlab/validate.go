@@ -173,9 +173,6 @@ func targetSummary(path string, c scenarios.TargetCheck) string {
 	} else {
 		fmt.Fprintf(&b, "give the %d columns", len(scenarios.RowColumns))
 	}
-	if u.Outbox.NoLeases {
-		b.WriteString(", no leases")
-	}
 	fmt.Fprintf(&b, "; delivery id %s", u.Identity)
 	return b.String()
 }

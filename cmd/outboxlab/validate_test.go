@@ -109,6 +109,11 @@ func TestValidateRefuses(t *testing.T) {
 			"relay.environment: unknown field (line 4; known here: image, command, env)"},
 		{"bad image reference", "command: ./bin/relay --poll 100ms", "image: My/Relay", `relay.image: "My/Relay" is not an image reference`},
 		{"bad capability", "parks,fenced,lease=5s", "parks,fenced,lease=soon", "lease=soon is not a positive duration"},
+		{"bad locking style", "parks,fenced,lease=5s", "parks,locking=optimistic", "locking=optimistic is not lease, rowlock or none"},
+		{"fenced without a lease", "parks,fenced,lease=5s", "parks,fenced,locking=rowlock",
+			"fenced promises writes only under the relay's own unexpired lease, and it declares row locks held while publishing (locking=rowlock)"},
+		{"two locking styles", "parks,fenced,lease=5s", "parks,fenced,lease=5s,locking=lease", "the locking style is given twice (lease=5s and locking=lease)"},
+		{"outbox.no_leases", "  rows: |", "  no_leases: true\n  rows: |", "outbox.no_leases: unknown field (line 13; known here: migrate, stage, rows): the relay declares its locking style in capabilities"},
 		{"bad delivery identity", "id: header:x-event-id", "id: property:x", "delivery.id: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -65,12 +65,15 @@
 //
 // # Promises
 //
-// Target declares no promise beyond the core guarantee: watermill does
-// not park poison (a message it cannot publish is nacked and sent again),
-// does not lease rows (its consumer group's offset row is locked
-// instead), does not sweep, and records nothing; the replica honours
-// failpoints (the one above). It is judged by the core guarantee: no lost
-// and no phantom event, every duplicate explained, no duplicate effect.
+// Target declares its locking style and the replica's failpoints
+// (failpoints,locking=rowlock) and nothing else: watermill holds its
+// consumer group's offset row locked (FOR UPDATE) while it forwards a
+// batch and leases no row, so the scenarios that judge leases are not
+// applicable to it; it does not park poison (a message it cannot publish
+// is nacked and sent again), does not sweep, and records nothing; the
+// replica honours failpoints (the one above). It is judged by the core
+// guarantee: no lost and no phantom event, every duplicate explained, no
+// duplicate effect.
 // results/watermill/findings.md in the repository says what the
 // catalogue found.
 package wmtarget
@@ -94,13 +97,13 @@ const Name = "watermill"
 var Identity = consumer.Identity{Header: wamqp.DefaultMessageUUIDHeaderKey}
 
 // Target is watermill's forwarder as a relay under test: the replica's
-// image, watermill-sql's outbox, the identity of its deliveries, no
-// promise beyond the core guarantee, and the replica's failpoint.
+// image, watermill-sql's outbox, the identity of its deliveries, its row
+// locks, and the replica's failpoint.
 func Target() scenarios.RelayUnderTest {
 	return scenarios.RelayUnderTest{
 		Name:     Name,
 		Image:    testenv.ImageWatermillRelay,
-		Promises: contract.Promises{Failpoints: true},
+		Promises: contract.Promises{Failpoints: true, Locking: contract.RowLocks},
 		Outbox:   wmoutbox.Schema(),
 		Identity: Identity,
 		Replay:   "--relay " + Name,

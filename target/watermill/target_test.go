@@ -45,8 +45,8 @@ func TestTarget(t *testing.T) {
 	switch {
 	case u.Image != testenv.ImageWatermillRelay || len(u.Command) > 0:
 		t.Errorf("image %q, command %q", u.Image, u.Command)
-	case u.Promises != (contract.Promises{Failpoints: true}):
-		t.Errorf("declares %s, want the replica's failpoints and nothing else", u.Promises)
+	case u.Promises != (contract.Promises{Failpoints: true, Locking: contract.RowLocks}):
+		t.Errorf("declares %s, want its row locks, the replica's failpoints and nothing else", u.Promises)
 	case u.Replay != "--relay watermill" || u.Identity != wmtarget.Identity:
 		t.Errorf("replay %q, identity %s", u.Replay, u.Identity)
 	}

@@ -163,7 +163,8 @@ const Name = "watermill-sql"
 // the tables of the topic derived from the table the harness names,
 // Stage publishes the event inside the caller's transaction through the
 // forwarder's publisher (destination topic = the event's type), Rows is
-// Tables.Rows, and it keeps no lease of a row.
+// Tables.Rows, which shows no lease of a row (the relay's locking style
+// is row locks, which its target declares).
 func Schema() outbox.Schema {
 	return outbox.Schema{
 		Name: Name,
@@ -179,7 +180,6 @@ func Schema() outbox.Schema {
 			}
 			return nil
 		},
-		Rows:     func(table outbox.Table) string { return For(table).Rows() },
-		NoLeases: true,
+		Rows: func(table outbox.Table) string { return For(table).Rows() },
 	}
 }
