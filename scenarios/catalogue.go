@@ -326,10 +326,16 @@ func leaseExpiry() Scenario {
 			if pause == nil || pause.Hits() == 0 {
 				return // never fired: the run is failed or inconclusive for it
 			}
-			problems, n := pause.verdict(ctx)
+			problems, n := pause.verdict(ctx, s.Relay().Promises.Fenced)
 			res.Problems = append(res.Problems, problems...)
-			if n > 0 && len(problems) == 0 {
+			switch {
+			case n == 0 || len(problems) > 0:
+				// Nothing held was judged, or the problems say what was found.
+			case s.Relay().Promises.Fenced:
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
+					n, pause.slot.name))
+			default:
+				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: not declared; the %d rows %s held when paused were taken over and marked by another replica, and what its late mark did to them is not judged",
 					n, pause.slot.name))
 			}
 			if s.Relay().Promises.Fenced && res.Records.Known && s.Relay().Promises.Failpoints && fencedWrites(res.History, pause.slot.name) == 0 {

@@ -349,10 +349,10 @@ func (f *pauseHolding) awaitLateWrite(ctx context.Context, held bool) {
 }
 
 // verdict checks the rows the replica held when it was frozen: another
-// replica took them over, and the thawed replica's late mark changed
-// none of them. It returns the problems found and how many rows it
-// judged.
-func (f *pauseHolding) verdict(ctx context.Context) ([]string, int) {
+// replica took them over once their leases ran out, and, for a relay that
+// declares fenced, the thawed replica's late mark changed none of them.
+// It returns the problems found and how many rows it judged.
+func (f *pauseHolding) verdict(ctx context.Context, fenced bool) ([]string, int) {
 	f.mu.Lock()
 	held, snap, took := f.held, f.snapshot, f.takenOver
 	f.mu.Unlock()
@@ -361,6 +361,9 @@ func (f *pauseHolding) verdict(ctx context.Context) ([]string, int) {
 	}
 	if !took {
 		return []string{fmt.Sprintf("lease-expiry: no other replica marked the %d rows %s held while it was paused", len(held), f.slot.name)}, 0
+	}
+	if !fenced {
+		return nil, len(held)
 	}
 	var problems []string
 	rows, err := f.db.Query(ctx, `SELECT id::uuid, processed_at, locked_by FROM `+f.slot.bc.rows+` WHERE id::uuid = ANY($1)`, held)
