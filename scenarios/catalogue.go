@@ -291,6 +291,10 @@ func crashBeforeMark() Scenario {
 	}
 }
 
+// leasesNeeded is what the scenarios that judge the leases a relay takes
+// on rows need of it: a lease locking style, of any length.
+var leasesNeeded = contract.Promises{Locking: contract.Lease(0)}
+
 func leaseExpiry() Scenario {
 	return Scenario{
 		Name:       LeaseExpiry,
@@ -298,7 +302,7 @@ func leaseExpiry() Scenario {
 		Workload:   defaultWorkload(),
 		Safety:     10 * time.Second,
 		NeedsRelay: true,
-		Needs:      contract.Promises{Locking: contract.Lease(0)},
+		Needs:      leasesNeeded,
 		prepare: func(s stage, slot *relaySlot) {
 			// The first replica lingers after each claim, so that the pause
 			// catches it holding a batch it has not published yet.
@@ -355,7 +359,7 @@ func clockSkew() Scenario {
 		Workload:   defaultWorkload(),
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
-		Needs:      contract.Promises{Locking: contract.Lease(0)},
+		Needs:      leasesNeeded,
 		prepare: func(s stage, slot *relaySlot) {
 			// The skewed replicas linger after each claim, so that each
 			// holds live leases while the other claims: the forward one
