@@ -25,6 +25,9 @@
 // the bound, and the queue must then hold every confirmed message exactly
 // once. Throughput is stated as ratios measured side by side: machines are
 // noisy and absolute figures move from run to run.
+//
+// What a run measured is a result.Result (package bench/result), the data
+// model that the report of many runs reads too without this package.
 package bench
 
 import (
@@ -33,20 +36,23 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/outboxlab/outboxlab/bench/goal"
+	"github.com/outboxlab/outboxlab/bench/result"
 )
 
 // Run runs the benchmark on env and returns what it measured. It fails
 // when a contender loses, duplicates or fails to deliver a message: a
 // throughput figure is only reported for a drain that delivered every
 // event exactly once to the queue.
-func Run(ctx context.Context, env Env, opts Options) (Result, error) {
+func Run(ctx context.Context, env Env, opts Options) (result.Result, error) {
 	if err := opts.Validate(); err != nil {
-		return Result{}, fmt.Errorf("bench options: %w", err)
+		return result.Result{}, fmt.Errorf("bench options: %w", err)
 	}
 	o := opts.withDefaults()
 	began := time.Now()
-	res := Result{Throughput: Throughput{Events: o.Events}}
-	res.Config = RunConfig{
+	res := result.Result{Throughput: result.Throughput{Events: o.Events}}
+	res.Config = result.RunConfig{
 		Events: o.Events, PayloadBytes: o.PayloadBytes, Seed: o.Seed,
 		BatchSize: o.Relay.BatchSize, PublishWindow: o.Relay.PublishWindow,
 		PollIntervalMs: float64(o.Relay.PollInterval) / 1e6, Producers: o.Producers,
@@ -63,14 +69,14 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		return res, fmt.Errorf("bench: profile directory: %w", err)
 	}
 
-	res.Config.Layout = LayoutShared
+	res.Config.Layout = result.LayoutShared
 	if o.IsolateBroker {
 		lift, err := isolateBroker(ctx, env)
 		if err != nil {
 			return res, fmt.Errorf("bench: %w", err)
 		}
 		defer lift()
-		res.Config.Layout = LayoutIsolated
+		res.Config.Layout = result.LayoutIsolated
 	}
 	in, err := newInfra(ctx, env, o.Schema, o.Exchange, o.Queue)
 	if err != nil {
@@ -159,8 +165,8 @@ const (
 // quiesce waits until the service containers are quiet, so that every
 // phase starts on a broker and a database that are not still finishing the
 // previous one. Where their CPU time cannot be read it returns at once; when
-// they do not settle within quietTimeout, Result.Notes says so.
-func (b *runner) quiesce(ctx context.Context, res *Result, phase string) {
+// they do not settle within quietTimeout, result.Result.Notes says so.
+func (b *runner) quiesce(ctx context.Context, res *result.Result, phase string) {
 	began := time.Now()
 	prev := b.cpu.sample()
 	if len(prev.services) == 0 {
@@ -194,7 +200,7 @@ func (b *runner) quiesce(ctx context.Context, res *Result, phase string) {
 // it: a fresh broker's first drain is slower than its later ones (the
 // message store's files are new, its caches cold), and the phase that
 // came first would pay for it.
-func (b *runner) warmUp(ctx context.Context, res *Result) error {
+func (b *runner) warmUp(ctx context.Context, res *result.Result) error {
 	b.o.Logf("bench: warm-up: publishing %d messages, not measured", b.w.len())
 	confirmed, elapsed, err := publishRaw(ctx, b.in, b.w, b.o.Relay.PublishWindow, b.o.DrainTimeout)
 	if err != nil {
@@ -208,3 +214,14 @@ func (b *runner) warmUp(ctx context.Context, res *Result) error {
 		confirmed, float64(confirmed)/elapsed.Seconds()))
 	return nil
 }
+
+// Goals of the benchmark (see package goal): the relay against the
+// broker's limit, its tail latency against the broker's own, against its
+// peer, and its CPU cost against the broker's.
+const (
+	GoalRatioToRaw        = goal.RatioToRaw
+	GoalRatio2ToRaw       = goal.Ratio2ToRaw
+	GoalNotifyOverBroker  = goal.NotifyOverBroker
+	GoalRatioToWatermill  = goal.RatioToWatermill
+	GoalCPUOverBrokerUpTo = goal.CPUOverBrokerUpTo
+)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -17,7 +18,7 @@ import (
 // relay's drains, and the higher rate counts as the limit: a broker that
 // was slower in one of the runs (a cold start, a purge still settling)
 // would otherwise flatter the relay.
-func (b *runner) raw(ctx context.Context, res *Result, name string) error {
+func (b *runner) raw(ctx context.Context, res *result.Result, name string) error {
 	b.quiesce(ctx, res, name)
 	b.o.Logf("bench: %s: publishing %d messages, window %d", name, b.w.len(), b.o.Relay.PublishWindow)
 	c0 := b.cpu.sample()
@@ -43,8 +44,8 @@ func (b *runner) raw(ctx context.Context, res *Result, name string) error {
 // once (publishRawSplit), each with the relay's window: the broker's
 // limit for a relay of that many replicas, each on a connection of its
 // own. It is not the broker's limit for the ratios to raw; its ratio to
-// raw bounds relay-2's (Limits.Raw2RatioToRaw).
-func (b *runner) rawSplit(ctx context.Context, res *Result, parts int) error {
+// raw bounds relay-2's (result.Limits.Raw2RatioToRaw).
+func (b *runner) rawSplit(ctx context.Context, res *result.Result, parts int) error {
 	name := fmt.Sprintf("raw-%d", parts)
 	b.quiesce(ctx, res, name)
 	b.o.Logf("bench: %s: publishing %d messages over %d connections, window %d each", name, b.w.len(), parts, b.o.Relay.PublishWindow)
@@ -65,7 +66,7 @@ func (b *runner) rawSplit(ctx context.Context, res *Result, parts int) error {
 
 // partial notes a phase that did not get through the whole backlog within
 // its bound.
-func (b *runner) partial(res *Result, name string, done int, bound time.Duration) {
+func (b *runner) partial(res *result.Result, name string, done int, bound time.Duration) {
 	if done < b.w.len() {
 		res.Notes = append(res.Notes, fmt.Sprintf(
 			"%s got %d of %d events confirmed within its bound of %s; its rate is over those %d",
@@ -76,8 +77,8 @@ func (b *runner) partial(res *Result, name string, done int, bound time.Duration
 // finishPhase checks that the queue holds every confirmed message once,
 // empties it and returns the phase's figures: the rate is timed events
 // over elapsed; total counts the ones confirmed after the bound too.
-func (b *runner) finishPhase(ctx context.Context, name string, timed, total int, elapsed time.Duration, c0, c1 cpuSample) (Phase, error) {
-	ph := Phase{Name: name, Events: timed, Complete: timed == b.w.len(), Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1),
+func (b *runner) finishPhase(ctx context.Context, name string, timed, total int, elapsed time.Duration, c0, c1 cpuSample) (result.Phase, error) {
+	ph := result.Phase{Name: name, Events: timed, Complete: timed == b.w.len(), Seconds: elapsed.Seconds(), CPU: cpuBetween(c0, c1),
 		LoadAverage: loadAverage()}
 	if elapsed > 0 {
 		ph.MsgsPerSec = float64(timed) / elapsed.Seconds()
@@ -107,14 +108,14 @@ func (b *runner) finishPhase(ctx context.Context, name string, timed, total int,
 	return ph, nil
 }
 
-// resourcesOf returns the Resources of a phase, or nil when the machine's
-// CPU time could not be read.
-func resourcesOf(c CPU, wall time.Duration) *Resources {
+// resourcesOf returns the result.Resources of a phase, or nil when the
+// machine's CPU time could not be read.
+func resourcesOf(c result.CPU, wall time.Duration) *result.Resources {
 	if c.MachineSeconds == 0 || wall <= 0 {
 		return nil
 	}
 	w := wall.Seconds()
-	r := &Resources{Cores: runtime.NumCPU(), Process: c.ProcessSeconds / w, Postgres: c.PostgresSeconds / w, RabbitMQ: c.RabbitMQSeconds / w}
+	r := &result.Resources{Cores: runtime.NumCPU(), Process: c.ProcessSeconds / w, Postgres: c.PostgresSeconds / w, RabbitMQ: c.RabbitMQSeconds / w}
 	r.Other = max(0, c.MachineSeconds/w-r.Process-r.Postgres-r.RabbitMQ)
 	r.Idle = max(0, float64(r.Cores)-c.MachineSeconds/w)
 	r.DiskBusy = min(1, c.DiskBusySeconds/w)
@@ -123,7 +124,7 @@ func resourcesOf(c CPU, wall time.Duration) *Resources {
 	return r
 }
 
-func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) error {
+func (b *runner) relayDrain(ctx context.Context, res *result.Result, replicas int) error {
 	name := fmt.Sprintf("relay-%d", replicas)
 	table, err := b.in.newOutbox(ctx, fmt.Sprintf("outbox_drain_%d", replicas))
 	if err != nil {
@@ -230,7 +231,7 @@ func (b *runner) relayDrain(ctx context.Context, res *Result, replicas int) erro
 	return nil
 }
 
-func (b *runner) watermill(ctx context.Context, res *Result) error {
+func (b *runner) watermill(ctx context.Context, res *result.Result) error {
 	peer, err := newWatermillPeer(ctx, b.in)
 	if err != nil {
 		return err

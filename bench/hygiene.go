@@ -9,25 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
-
-// TableStats describes an outbox table at one moment.
-type TableStats struct {
-	Moment string `json:"moment"`
-	// LiveTuples and DeadTuples are counted by pgstattuple when the
-	// database has it (Exact), and otherwise PostgreSQL's estimates from
-	// pg_stat_user_tables, which lag and extrapolate.
-	LiveTuples int64 `json:"live_tuples"`
-	DeadTuples int64 `json:"dead_tuples"`
-	Exact      bool  `json:"exact"`
-	TableBytes int64 `json:"table_bytes"`
-	IndexBytes int64 `json:"index_bytes"`
-	Updates    int64 `json:"updates"`
-	HOTUpdates int64 `json:"hot_updates"`
-}
 
 // explain returns the plan of the claim statement.
 func explain(ctx context.Context, in *infra, store *relay.PGStore) (string, error) {
@@ -43,8 +29,8 @@ func explain(ctx context.Context, in *infra, store *relay.PGStore) (string, erro
 }
 
 // tableStats reads the size and tuple counts of table.
-func tableStats(ctx context.Context, in *infra, table outbox.Table, moment string) (TableStats, error) {
-	st := TableStats{Moment: moment}
+func tableStats(ctx context.Context, in *infra, table outbox.Table, moment string) (result.TableStats, error) {
+	st := result.TableStats{Moment: moment}
 	// The statistics of other sessions arrive when they end or every
 	// second; read a fresh snapshot.
 	if _, err := in.admin.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
@@ -63,9 +49,9 @@ func tableStats(ctx context.Context, in *infra, table outbox.Table, moment strin
 // hygiene reads the drained table, sweeps every processed row as the
 // relay does once they pass retention, and reads it again before and
 // after a VACUUM.
-func hygiene(ctx context.Context, in *infra, store *relay.PGStore) (_ []TableStats, err error) {
+func hygiene(ctx context.Context, in *infra, store *relay.PGStore) (_ []result.TableStats, err error) {
 	table := store.Table()
-	var out []TableStats
+	var out []result.TableStats
 	exact, drop := pgstattuple(ctx, in)
 	defer func() {
 		if derr := drop(); derr != nil && err == nil {
@@ -137,7 +123,7 @@ func pgstattuple(ctx context.Context, in *infra) (bool, func() error) {
 // waitStatsFlushed waits until the cumulative statistics of table have
 // settled: two reads a quarter second apart agree.
 func waitStatsFlushed(ctx context.Context, in *infra, table outbox.Table) error {
-	var last TableStats
+	var last result.TableStats
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := testenv.WaitUntil(wctx, 250*time.Millisecond, func(ctx context.Context) error {

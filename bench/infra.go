@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/fixture"
 
 	"github.com/jackc/pgx/v5"
@@ -58,12 +59,6 @@ type infra struct {
 	addressing string
 }
 
-// How the contenders reach PostgreSQL and RabbitMQ (RunConfig.Addressing).
-const (
-	addressBridge    = "the containers' own addresses on their network"
-	addressPublished = "published ports"
-)
-
 // dialAMQP connects within ctx (amqp091's own dial ignores contexts).
 func dialAMQP(ctx context.Context, url, name string) (*amqp.Connection, error) {
 	deadline, ok := ctx.Deadline()
@@ -104,7 +99,7 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 		dbURL: env.DirectDatabaseURL(), amqpURL: env.DirectAMQPURL(),
 		exchange: exchange, queue: queue,
 		containers: map[string]string{},
-		addressing: addressPublished,
+		addressing: result.AddressPublished,
 	}
 	if ce, ok := env.(containerEnv); ok {
 		if c := ce.Postgres(); c != nil {
@@ -117,7 +112,7 @@ func newInfra(ctx context.Context, env Env, schema, exchange, queue string) (*in
 		// where the host reaches them: Docker's port proxy would copy
 		// every byte in a process of its own, on the same cores.
 		if db, amqp, err := ce.BridgeURLs(ctx); err == nil {
-			in.dbURL, in.amqpURL, in.addressing = db, amqp, addressBridge
+			in.dbURL, in.amqpURL, in.addressing = db, amqp, result.AddressBridge
 		}
 	}
 	fx, err := fixture.New(ctx, fixture.URLs{Database: in.dbURL, AMQP: in.amqpURL}, fixture.Options{
@@ -302,32 +297,8 @@ func (c cpuClock) sample() cpuSample {
 	return s
 }
 
-// CPU is the CPU time spent during a phase, in seconds, by this process
-// (the contender and the harness) and by the service containers when their
-// cgroups are readable.
-type CPU struct {
-	ProcessSeconds  float64 `json:"process_seconds"`
-	PostgresSeconds float64 `json:"postgres_seconds,omitempty"`
-	RabbitMQSeconds float64 `json:"rabbitmq_seconds,omitempty"`
-	// MachineSeconds is the CPU time of the whole machine, every process
-	// of it, when /proc/stat is readable.
-	MachineSeconds float64 `json:"machine_seconds,omitempty"`
-	// DiskBusySeconds is how long the busiest disk had I/O in flight, and
-	// DiskFlushes how many flushes the disks served, when /proc/diskstats
-	// is readable.
-	DiskBusySeconds float64 `json:"disk_busy_seconds,omitempty"`
-	DiskFlushes     int64   `json:"disk_flushes,omitempty"`
-	// ProcessWaitSeconds, PostgresWaitSeconds and RabbitMQWaitSeconds are
-	// how long the threads of each waited, runnable, for a core (Linux's
-	// schedstat, summed over the threads alive at the phase's end), where
-	// they are readable.
-	ProcessWaitSeconds  float64 `json:"process_wait_seconds,omitempty"`
-	PostgresWaitSeconds float64 `json:"postgres_wait_seconds,omitempty"`
-	RabbitMQWaitSeconds float64 `json:"rabbitmq_wait_seconds,omitempty"`
-}
-
-func cpuBetween(a, b cpuSample) CPU {
-	c := CPU{ProcessSeconds: (b.process - a.process).Seconds()}
+func cpuBetween(a, b cpuSample) result.CPU {
+	c := result.CPU{ProcessSeconds: (b.process - a.process).Seconds()}
 	if a.machine > 0 && b.machine > a.machine {
 		c.MachineSeconds = (b.machine - a.machine).Seconds()
 	}

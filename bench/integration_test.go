@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -42,12 +43,12 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Config.Layout != LayoutIsolated {
-		t.Errorf("layout %q, want %q", res.Config.Layout, LayoutIsolated)
+	if res.Config.Layout != result.LayoutIsolated {
+		t.Errorf("layout %q, want %q", res.Config.Layout, result.LayoutIsolated)
 	}
 	// On Linux the host reaches the containers' network: no port proxy.
-	if res.Config.Addressing != addressBridge {
-		t.Errorf("addressing %q, want %q", res.Config.Addressing, addressBridge)
+	if res.Config.Addressing != result.AddressBridge {
+		t.Errorf("addressing %q, want %q", res.Config.Addressing, result.AddressBridge)
 	}
 	var names []string
 	for _, ph := range res.Phases {
@@ -141,7 +142,7 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: %d warm-up events and %d timed, want 1 to %d warming up (%.0f/s for %.0f ms) of %d", l.Mode, l.WarmupEvents, l.Events,
 				most, l.TargetRate, res.Config.LatencyWarmupMs, n)
 		}
-		for _, p := range []Percentiles{l.Confirm, l.Delivery} {
+		for _, p := range []result.Percentiles{l.Confirm, l.Delivery} {
 			if !(0 < p.P50 && p.P50 <= p.P99 && p.P99 <= p.Max) {
 				t.Errorf("%s: percentiles out of order: %+v", l.Mode, p)
 			}
@@ -297,7 +298,7 @@ func TestSweepKeepsTableBounded(t *testing.T) {
 	}
 	admin := &infra{admin: db.pool}
 	const rounds, perRound = 8, 10_000
-	var peaks []TableStats
+	var peaks []result.TableStats
 	base := time.Now().Truncate(time.Millisecond)
 	for round := range rounds {
 		w, err := newWorkload(perRound, DefaultPayloadBytes, uint64(round+1), base.Add(time.Duration(round)*time.Minute))
@@ -376,9 +377,9 @@ func TestSweepKeepsTableBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("round %d: swept: table %s, indexes %s, dead %d; after autovacuum: table %s, indexes %s, dead %d; updates %d (HOT %d)",
-			round+1, bytesString(peak.TableBytes), bytesString(peak.IndexBytes), peak.DeadTuples,
-			bytesString(after.TableBytes), bytesString(after.IndexBytes), after.DeadTuples, after.Updates, after.HOTUpdates)
+		t.Logf("round %d: swept: table %d B, indexes %d B, dead %d; after autovacuum: table %d B, indexes %d B, dead %d; updates %d (HOT %d)",
+			round+1, peak.TableBytes, peak.IndexBytes, peak.DeadTuples,
+			after.TableBytes, after.IndexBytes, after.DeadTuples, after.Updates, after.HOTUpdates)
 	}
 	// The first two rounds set the size of one round's rows; the rest
 	// must reuse that space. Without vacuum every round adds its own, and
@@ -392,10 +393,10 @@ func TestSweepKeepsTableBounded(t *testing.T) {
 	}
 	for _, s := range peaks[2:] {
 		if s.TableBytes > maxTable*2 {
-			t.Errorf("%s: table %s, more than twice the %s of the first rounds", s.Moment, bytesString(s.TableBytes), bytesString(maxTable))
+			t.Errorf("%s: table %d B, more than twice the %d B of the first rounds", s.Moment, s.TableBytes, maxTable)
 		}
 		if s.IndexBytes > maxIndex*2 {
-			t.Errorf("%s: indexes %s, more than twice the %s of the first rounds", s.Moment, bytesString(s.IndexBytes), bytesString(maxIndex))
+			t.Errorf("%s: indexes %d B, more than twice the %d B of the first rounds", s.Moment, s.IndexBytes, maxIndex)
 		}
 	}
 }
@@ -479,13 +480,13 @@ func TestAutovacuumSettingsShipped(t *testing.T) {
 // threads; where the PostgreSQL container's are readable, each session is
 // found by its application_name, and the notify run's wait per statement
 // follows from its relay sessions' wait.
-func checkSched(t *testing.T, res Result, producers int) {
+func checkSched(t *testing.T, res result.Result, producers int) {
 	t.Helper()
 	for _, l := range res.Latency {
 		if l.Mode == "broker" {
 			continue
 		}
-		groups := map[string]SchedGroup{}
+		groups := map[string]result.SchedGroup{}
 		for _, g := range l.Sched {
 			groups[g.Name] = g
 		}

@@ -7,21 +7,7 @@ import (
 	"runtime"
 )
 
-// Layouts of a run (RunConfig.Layout).
-const (
-	// LayoutShared leaves every process free to run on every core: the
-	// broker shares the machine's cores with the relay, the database and
-	// the harness.
-	LayoutShared = "shared"
-	// LayoutIsolated confines RabbitMQ to the first core and PostgreSQL and
-	// this process (the relay, the raw publisher, the producers) to the
-	// others, as on separate machines: the broker never waits for a core
-	// that a contender holds, so a contender's rate is measured against
-	// the broker's own limit rather than against its share of the cores.
-	LayoutIsolated = "isolated"
-)
-
-// isolateBroker puts env in LayoutIsolated and returns what lifts it.
+// isolateBroker puts env in result.LayoutIsolated and returns what lifts it.
 func isolateBroker(ctx context.Context, env Env) (func(), error) {
 	ce, ok := env.(containerEnv)
 	if !ok || ce.Postgres() == nil || ce.RabbitMQ() == nil {

@@ -15,95 +15,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
-// Latency is the steady-state latency of one mode of waking the relay,
-// measured on every event of a run at a fixed rate.
-type Latency struct {
-	// Mode is "broker" (no relay and no database: the messages published
-	// from memory at the rate, Confirm and Delivery counted from the
-	// publish), "poll" (the relay only polls), "notify" (the staging
-	// transaction sends NOTIFY, outbox.StageOptions.Notify, and the relay
-	// LISTENs) or "notify-after-commit" (the producer sends the NOTIFY in
-	// a transaction of its own after its COMMIT, with synchronous_commit
-	// off: a variant this benchmark measures for comparison).
-	Mode string `json:"mode"`
-	// Events is how many events the producers committed after the
-	// warm-up: all that were scheduled, or those committed within twice
-	// the run's duration when the producers fell behind. Every figure of
-	// the run is over these.
-	Events int `json:"events"`
-	// WarmupEvents is how many events were scheduled first, at the same
-	// rate, to warm the parties up (connections opened, statements
-	// prepared, caches filled): each was delivered like the rest, but none
-	// is in the figures.
-	WarmupEvents int `json:"warmup_events,omitempty"`
-	// TargetRate is the producers' schedule in events per second; Rate is
-	// what they achieved, from the first COMMIT to the last.
-	TargetRate float64 `json:"target_rate"`
-	Rate       float64 `json:"rate"`
-	// Confirm is COMMIT returned -> the broker's confirm reached the relay.
-	Confirm Percentiles `json:"commit_to_confirm"`
-	// Delivery is COMMIT returned -> the consumer received the message.
-	Delivery Percentiles `json:"commit_to_delivery"`
-	// Duplicates counts deliveries of an event delivered before.
-	Duplicates int `json:"duplicates"`
-	// PollInterval is the relay's poll interval during the run.
-	PollIntervalMs float64 `json:"poll_interval_ms"`
-	// Stages split Confirm where the relay took part (not for the broker
-	// alone): COMMIT returned -> the claim that leased the row came back,
-	// that claim -> the row's publish went out, and that publish -> its
-	// confirm reached the relay. Each is a distribution of its own, so
-	// their p99s need not add up to Confirm's.
-	Stages *LatencyStages `json:"stages,omitempty"`
-	// BusyCores is how many of the machine's cores were busy on average
-	// from the end of the warm-up to the last confirm and delivery, where
-	// /proc/stat is readable.
-	BusyCores float64 `json:"busy_cores,omitempty"`
-	// Sched is how long each group of threads ran on a CPU over the same
-	// span and how long it waited for one, where the threads' schedstat
-	// is readable (Linux, the services as containers of this machine).
-	Sched []SchedGroup `json:"sched,omitempty"`
-	// RelayStatements is how many claims and marks the relay issued over
-	// the span, and RelayStatementMeanMs their mean duration as the relay
-	// timed them. RelayStatementCPUWaitMs is the run-queue wait of the
-	// relay's sessions (Sched's "relay sessions") per statement: how much
-	// of a statement's time its PostgreSQL process spent runnable, waiting
-	// for a core (the sessions' few backlog reports are counted in the
-	// wait but not in the statements).
-	RelayStatements         int64   `json:"relay_statements,omitempty"`
-	RelayStatementMeanMs    float64 `json:"relay_statement_mean_ms,omitempty"`
-	RelayStatementCPUWaitMs float64 `json:"relay_statement_cpu_wait_ms,omitempty"`
-}
-
-// LatencyStages are the parts of commit -> confirm.
-type LatencyStages struct {
-	CommitToClaim    Percentiles `json:"commit_to_claim"`
-	ClaimToPublish   Percentiles `json:"claim_to_publish"`
-	PublishToConfirm Percentiles `json:"publish_to_confirm"`
-	// ClaimCall is, per event, how long the claim statement that leased
-	// its row took, from its start to its rows coming back: a part of
-	// CommitToClaim (that claim started after the COMMIT, since it saw
-	// the row). A relay that leases a row before it publishes it (the
-	// design's claim) spends at least its claim's duration between an
-	// event's COMMIT and its confirm.
-	ClaimCall Percentiles `json:"claim_call"`
-}
-
-// Percentiles of a latency distribution, in milliseconds.
-type Percentiles struct {
-	P50 float64 `json:"p50_ms"`
-	P99 float64 `json:"p99_ms"`
-	Max float64 `json:"max_ms"`
-}
-
 // percentiles computes nearest-rank percentiles of ds.
-func percentiles(ds []time.Duration) Percentiles {
+func percentiles(ds []time.Duration) result.Percentiles {
 	if len(ds) == 0 {
-		return Percentiles{}
+		return result.Percentiles{}
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -112,7 +33,7 @@ func percentiles(ds []time.Duration) Percentiles {
 		return s[max(0, min(i, len(s)-1))]
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	return Percentiles{P50: ms(rank(0.50)), P99: ms(rank(0.99)), Max: ms(s[len(s)-1])}
+	return result.Percentiles{P50: ms(rank(0.50)), P99: ms(rank(0.99)), Max: ms(s[len(s)-1])}
 }
 
 // latencyOptions configures one latency run.
@@ -141,7 +62,7 @@ type latencyOptions struct {
 	// within it.
 	produceFor time.Duration
 	// warm is how many of the first events are the warm-up
-	// (Latency.WarmupEvents).
+	// (result.Latency.WarmupEvents).
 	warm int
 }
 
@@ -150,8 +71,8 @@ type latencyOptions struct {
 // second, with one relay replica draining and a consumer on the queue,
 // and records for each event when its COMMIT returned, when the relay saw
 // its confirm and when the consumer received it.
-func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOptions) (Latency, error) {
-	res := Latency{Mode: o.name, TargetRate: o.rate, PollIntervalMs: float64(o.config.WithDefaults().PollInterval) / 1e6, WarmupEvents: o.warm}
+func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOptions) (result.Latency, error) {
+	res := result.Latency{Mode: o.name, TargetRate: o.rate, PollIntervalMs: float64(o.config.WithDefaults().PollInterval) / 1e6, WarmupEvents: o.warm}
 	table, err := in.newOutbox(ctx, "outbox_latency_"+strings.ReplaceAll(o.name, "-", "_"))
 	if err != nil {
 		return res, err
@@ -437,7 +358,7 @@ func measureLatency(ctx context.Context, in *infra, w *workload, o latencyOption
 	res.Confirm = percentiles(conf)
 	res.Delivery = percentiles(del)
 	if len(toClaim) > 0 {
-		res.Stages = &LatencyStages{CommitToClaim: percentiles(toClaim), ClaimToPublish: percentiles(toPublish), PublishToConfirm: percentiles(toConfirm),
+		res.Stages = &result.LatencyStages{CommitToClaim: percentiles(toClaim), ClaimToPublish: percentiles(toPublish), PublishToConfirm: percentiles(toConfirm),
 			ClaimCall: percentiles(claimCall)}
 	}
 	if err := in.purge(ctx); err != nil {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxlab/outboxlab/bench/result"
 )
 
-func (b *runner) latency(ctx context.Context, res *Result) error {
+func (b *runner) latency(ctx context.Context, res *result.Result) error {
 	if res.RelayMsgsPerSec <= 0 {
 		return errors.New("latency: no measured capacity")
 	}
@@ -101,7 +103,7 @@ func (b *runner) latency(ctx context.Context, res *Result) error {
 
 // notifyRate is the rate the notify run's producers reached, at most
 // scheduled; scheduled when there is no notify run yet.
-func notifyRate(runs []Latency, scheduled float64) float64 {
+func notifyRate(runs []result.Latency, scheduled float64) float64 {
 	for _, l := range runs {
 		if l.Mode == "notify" && l.Rate > 0 {
 			return min(scheduled, l.Rate)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/relay"
 )
 
@@ -40,8 +41,8 @@ func (c *callClock) add(d time.Duration, rows int) {
 }
 
 // Calls reports what the clock counted.
-func (c *callClock) report(wall time.Duration) CallTime {
-	ct := CallTime{Calls: c.calls.Load(), Rows: c.rows.Load(), Seconds: time.Duration(c.nanos.Load()).Seconds()}
+func (c *callClock) report(wall time.Duration) result.CallTime {
+	ct := result.CallTime{Calls: c.calls.Load(), Rows: c.rows.Load(), Seconds: time.Duration(c.nanos.Load()).Seconds()}
 	if ct.Calls > 0 {
 		ct.MeanMs = ct.Seconds * 1000 / float64(ct.Calls)
 	}

@@ -44,21 +44,21 @@ type Options struct {
 	Producers int
 	// DrainTimeout bounds the raw publishing and each relay drain; when it
 	// runs out, the rate is over what was confirmed until then and
-	// Result.Notes says so. Every drain keeps the whole backlog staged, so
-	// the rate is that of draining from a backlog of Events. Default 20 s,
-	// which keeps the whole run within five minutes on a two-core machine
-	// and the phases close together in time.
+	// result.Result.Notes says so. Every drain keeps the whole backlog
+	// staged, so the rate is that of draining from a backlog of Events.
+	// Default 20 s, which keeps the whole run within five minutes on a
+	// two-core machine and the phases close together in time.
 	DrainTimeout time.Duration
 	// WatermillTimeout bounds the watermill drain; when it runs out, the
-	// rate is what watermill forwarded until then and Result.Notes says so.
-	// Default 20 s: the forwarder handles one message at a time, so its
-	// rate is steady from the start.
+	// rate is what watermill forwarded until then and result.Result.Notes
+	// says so. Default 20 s: the forwarder handles one message at a time,
+	// so its rate is steady from the start.
 	WatermillTimeout time.Duration
 	// SkipWatermill and SkipLatency leave out those phases.
 	SkipWatermill, SkipLatency bool
-	// IsolateBroker runs the benchmark in LayoutIsolated: RabbitMQ on the
-	// first core, PostgreSQL and this process on the others. It needs
-	// two cores and the services as containers of this machine.
+	// IsolateBroker runs the benchmark in result.LayoutIsolated: RabbitMQ
+	// on the first core, PostgreSQL and this process on the others. It
+	// needs two cores and the services as containers of this machine.
 	IsolateBroker bool
 	// ProfileDir receives relay-cpu.pprof, the CPU profile of the process
 	// during the one-replica drain. Default: a new directory under the

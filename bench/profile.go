@@ -9,30 +9,9 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/outboxlab/outboxlab/bench/result"
 )
-
-// ProfileEntry is one function of a CPU profile.
-type ProfileEntry struct {
-	Func string `json:"func"`
-	// Flat is the CPU time spent in the function itself, Cum in it and
-	// what it called, in seconds and as a share of every sample.
-	FlatSeconds float64 `json:"flat_seconds"`
-	FlatShare   float64 `json:"flat_share"`
-	CumSeconds  float64 `json:"cum_seconds"`
-	CumShare    float64 `json:"cum_share"`
-}
-
-// Profile summarises a CPU profile of the process during a drain.
-type Profile struct {
-	// Path is the pprof file: go tool pprof -top PATH.
-	Path string `json:"path"`
-	// SampledSeconds is the CPU time the profile sampled.
-	SampledSeconds float64 `json:"sampled_seconds"`
-	// TopFlat and TopCum are the functions with the most flat and
-	// cumulative time.
-	TopFlat []ProfileEntry `json:"top_flat"`
-	TopCum  []ProfileEntry `json:"top_cum"`
-}
 
 // cpuProfile records a CPU profile of this process to a file: to a
 // temporary file beside it while it records, renamed into place when it
@@ -56,7 +35,7 @@ func startCPUProfile(path string) (*cpuProfile, error) {
 }
 
 // stop ends the profile and summarises it with its top n functions.
-func (p *cpuProfile) stop(n int) (*Profile, error) {
+func (p *cpuProfile) stop(n int) (*result.Profile, error) {
 	pprof.StopCPUProfile()
 	tmp := p.f.Name()
 	err := p.f.Sync()
@@ -75,7 +54,7 @@ func (p *cpuProfile) stop(n int) (*Profile, error) {
 
 // summarizeProfile reads a pprof CPU profile and returns its top n
 // functions by flat and by cumulative time.
-func summarizeProfile(path string, n int) (*Profile, error) {
+func summarizeProfile(path string, n int) (*result.Profile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading CPU profile: %w", err)
@@ -116,16 +95,16 @@ func summarizeProfile(path string, n int) (*Profile, error) {
 			}
 		}
 	}
-	out := &Profile{Path: path, SampledSeconds: float64(total) / 1e9}
-	entry := func(name string) ProfileEntry {
-		e := ProfileEntry{Func: name, FlatSeconds: float64(flat[name]) / 1e9, CumSeconds: float64(cum[name]) / 1e9}
+	out := &result.Profile{Path: path, SampledSeconds: float64(total) / 1e9}
+	entry := func(name string) result.ProfileEntry {
+		e := result.ProfileEntry{Func: name, FlatSeconds: float64(flat[name]) / 1e9, CumSeconds: float64(cum[name]) / 1e9}
 		if total > 0 {
 			e.FlatShare = float64(flat[name]) / float64(total)
 			e.CumShare = float64(cum[name]) / float64(total)
 		}
 		return e
 	}
-	top := func(m map[string]int64, skip func(string) bool) []ProfileEntry {
+	top := func(m map[string]int64, skip func(string) bool) []result.ProfileEntry {
 		names := make([]string, 0, len(m))
 		for name := range m {
 			if !skip(name) {
@@ -138,7 +117,7 @@ func summarizeProfile(path string, n int) (*Profile, error) {
 			}
 			return names[i] < names[j]
 		})
-		var es []ProfileEntry
+		var es []result.ProfileEntry
 		for _, name := range names[:min(n, len(names))] {
 			es = append(es, entry(name))
 		}

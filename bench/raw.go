@@ -10,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -142,10 +143,10 @@ func publishRange(ctx context.Context, in *infra, w *workload, from, to, window 
 // and publish -> delivery to a consumer of the queue. No database is
 // involved, so it is the broker's own share of the relay's latency at that
 // rate on this machine: no relay can confirm faster than the broker does.
-// The first warm events are the warm-up (Latency.WarmupEvents), left out
+// The first warm events are the warm-up (result.Latency.WarmupEvents), left out
 // of the figures.
-func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate float64, warm int) (Latency, error) {
-	res := Latency{Mode: "broker", TargetRate: rate, WarmupEvents: warm}
+func measureBrokerLatency(ctx context.Context, in *infra, w *workload, rate float64, warm int) (result.Latency, error) {
+	res := result.Latency{Mode: "broker", TargetRate: rate, WarmupEvents: warm}
 	if err := in.purge(ctx); err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -166,7 +167,7 @@ func (rs *replicaSet) stop() error {
 
 // breakdown adds up where the replicas spent their time; window is the
 // publish window of each replica.
-func (rs *replicaSet) breakdown(wall time.Duration, window int) *Breakdown {
+func (rs *replicaSet) breakdown(wall time.Duration, window int) *result.Breakdown {
 	var claim, mark, publish, wait, decode callClock
 	var first, last time.Duration
 	var open float64
@@ -187,7 +188,7 @@ func (rs *replicaSet) breakdown(wall time.Duration, window int) *Breakdown {
 	}
 	// Shares are of count x wall: each replica's loop is one goroutine.
 	busy := wall * time.Duration(len(rs.reps))
-	b := &Breakdown{
+	b := &result.Breakdown{
 		Claim:       claim.report(busy),
 		Mark:        mark.report(busy),
 		Publish:     publish.report(busy),
@@ -204,46 +205,4 @@ func (rs *replicaSet) breakdown(wall time.Duration, window int) *Breakdown {
 		b.ClaimLastTenthMs = float64(last/time.Duration(n)) / 1e6
 	}
 	return b
-}
-
-// Breakdown says where the relay replicas spent a drain, added up over the
-// replicas: time inside each call of the store, the publisher and the
-// decoder, and its share of the replicas' wall time. Publishing, waiting
-// for confirms and decoding happen on the relay's own goroutine (what they
-// leave is its bookkeeping); claims and marks run on goroutines of their
-// own while it publishes, so their shares overlap the others, and a
-// replica may have two marks on their way at once, so the marks' share
-// can pass 1.
-type Breakdown struct {
-	Claim       CallTime `json:"claim"`
-	Mark        CallTime `json:"mark"`
-	Publish     CallTime `json:"publish"`
-	ConfirmWait CallTime `json:"confirm_wait"`
-	Decode      CallTime `json:"decode"`
-	// ClaimFirstTenthMs and ClaimLastTenthMs are the mean durations of
-	// the first and the last tenth of the claims that returned rows: a
-	// claim that slows down as the drain goes is scanning dead index
-	// entries of rows already published.
-	ClaimFirstTenthMs float64 `json:"claim_first_tenth_ms"`
-	ClaimLastTenthMs  float64 `json:"claim_last_tenth_ms"`
-	LostLeases        int64   `json:"lost_leases"`
-	// WindowFill is the mean number of publishes awaiting their confirm
-	// (published, not yet settled by the relay) over the drain, as a share
-	// of the replicas' publish windows: near 1, the relay kept the broker
-	// as busy as the window allows, and the broker (or the machine under
-	// it) set the rate; well below 1, the relay did.
-	WindowFill float64 `json:"window_fill"`
-	// LoopOther is the share of the replicas' wall time their loops spent
-	// outside publish, confirm wait and decode: waiting for a claim or a
-	// mark to come back, and their own bookkeeping.
-	LoopOther float64 `json:"loop_other"`
-}
-
-// CallTime is the time spent in one kind of call.
-type CallTime struct {
-	Calls       int64   `json:"calls"`
-	Rows        int64   `json:"rows"`
-	Seconds     float64 `json:"seconds"`
-	MeanMs      float64 `json:"mean_ms"`
-	ShareOfWall float64 `json:"share_of_wall"`
 }

@@ -3,38 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// SchedGroup is how long a group of threads ran on a CPU during a latency
-// run and how long they waited, runnable, in a run queue for one (Linux's
-// schedstat). A thread that waits long for a CPU is slowed by the other
-// work on the cores, not by its own: where a statement's server process
-// waits for a CPU most of the statement's time, the cores are what limit
-// it.
-type SchedGroup struct {
-	// Name says whose threads these are: "relay sessions" (the PostgreSQL
-	// processes serving the relay's pool: its claims, marks and backlog
-	// reports), "relay listener" (the one serving its LISTEN), "producer
-	// sessions", "PostgreSQL" (every process of its container, these
-	// included), "RabbitMQ" (every thread of its container) and "this
-	// process" (the relay, the producers' and the consumer's client
-	// side: every goroutine of the benchmark).
-	Name string `json:"name"`
-	// Threads is how many threads were counted: those alive at the end of
-	// the run (one that ended during it is not counted).
-	Threads int `json:"threads"`
-	// OnCPUMs and RunQueueMs are the group's time on a CPU and its time
-	// runnable but waiting for one, summed over its threads.
-	OnCPUMs    float64 `json:"on_cpu_ms"`
-	RunQueueMs float64 `json:"run_queue_ms"`
-}
+	"github.com/outboxlab/outboxlab/bench/result"
+)
 
 // schedPair is one thread's scheduler times so far.
 type schedPair struct{ run, wait time.Duration }
@@ -145,8 +122,8 @@ func nsPID(tid int) (int, bool) {
 // since returns the group of the threads of t (those of ids when ids is
 // not nil) less what each had at start (a thread new since then counts
 // from zero).
-func (t threadTimes) since(start threadTimes, name string, ids []int) SchedGroup {
-	g := SchedGroup{Name: name}
+func (t threadTimes) since(start threadTimes, name string, ids []int) result.SchedGroup {
+	g := result.SchedGroup{Name: name}
 	add := func(tid int, p schedPair) {
 		s := start[tid]
 		g.Threads++
@@ -204,11 +181,11 @@ func (in *infra) sampleSched(sessions bool) schedSample {
 // relayID's listener, the producers), read from pg_stat_activity before
 // any of them closed. It returns nil where this process's threads cannot
 // be read.
-func (in *infra) schedGroups(ctx context.Context, start, end schedSample, relayID string) ([]SchedGroup, error) {
+func (in *infra) schedGroups(ctx context.Context, start, end schedSample, relayID string) ([]result.SchedGroup, error) {
 	if len(end.self) == 0 {
 		return nil, nil
 	}
-	var groups []SchedGroup
+	var groups []result.SchedGroup
 	if end.postgres != nil {
 		rows, err := in.admin.Query(ctx, `SELECT pid, application_name FROM pg_stat_activity
 WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
@@ -266,29 +243,4 @@ func withApplicationName(connString, name string) string {
 		return u.String()
 	}
 	return connString + " application_name=" + name
-}
-
-// writeSched writes, for each latency run that read them, how long each
-// group of threads ran and waited for a core.
-func writeSched(out io.Writer, runs []Latency) error {
-	header := false
-	for _, l := range runs {
-		if len(l.Sched) == 0 {
-			continue
-		}
-		if !header {
-			header = true
-			fmt.Fprintf(out, "\nThreads on a core / waiting for one, ms over each latency run (Linux schedstat), and the cores busy\n")
-		}
-		parts := make([]string, 0, len(l.Sched))
-		for _, g := range l.Sched {
-			parts = append(parts, fmt.Sprintf("%s %.0f / %.0f", g.Name, g.OnCPUMs, g.RunQueueMs))
-		}
-		fmt.Fprintf(out, "  %-20s %s; %.2f cores busy\n", l.Mode, strings.Join(parts, ", "), l.BusyCores)
-		if l.RelayStatements > 0 {
-			fmt.Fprintf(out, "  %-20s the relay's %d claims and marks: %.2f ms mean, of which %.2f ms waiting for a core\n",
-				"", l.RelayStatements, l.RelayStatementMeanMs, l.RelayStatementCPUWaitMs)
-		}
-	}
-	return nil
 }

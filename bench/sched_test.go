@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,29 +100,5 @@ func TestWithApplicationName(t *testing.T) {
 		if cfg.Database != "db" || cfg.User != "u" {
 			t.Errorf("%s lost the rest: database %q, user %q", named, cfg.Database, cfg.User)
 		}
-	}
-}
-
-func TestWriteSchedShowsEachRunsGroups(t *testing.T) {
-	var buf strings.Builder
-	runs := []Latency{
-		{Mode: "notify", BusyCores: 1.9, RelayStatements: 120, RelayStatementMeanMs: 2.5, RelayStatementCPUWaitMs: 1.75,
-			Sched: []SchedGroup{{Name: "relay sessions", Threads: 2, OnCPUMs: 40, RunQueueMs: 210}, {Name: "this process", Threads: 9, OnCPUMs: 900, RunQueueMs: 300}}},
-		{Mode: "broker"},
-	}
-	if err := writeSched(&buf, runs); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"relay sessions 40 / 210", "this process 900 / 300", "1.90 cores busy", "120 claims and marks: 2.50 ms mean, of which 1.75 ms"} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("lacks %q:\n%s", want, buf.String())
-		}
-	}
-	if strings.Contains(buf.String(), "broker") {
-		t.Errorf("a run with no figures is shown:\n%s", buf.String())
-	}
-	buf.Reset()
-	if err := writeSched(&buf, []Latency{{Mode: "poll"}}); err != nil || buf.Len() != 0 {
-		t.Errorf("no figures: %q, %v", buf.String(), err)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxlab/outboxlab/bench"
 	"github.com/outboxlab/outboxlab/bench/goal"
+	"github.com/outboxlab/outboxlab/bench/result"
 )
 
 // spread is a set of one figure's values over runs.
@@ -32,7 +32,7 @@ func (s spread) String() string {
 
 // goalBounds are, for each goal in goal.Judge's order, the figures of a
 // run that bound it: what it would take, on that machine, to meet it.
-func goalBounds(r bench.Result) [][]namedFigure {
+func goalBounds(r result.Result) [][]namedFigure {
 	lim := r.Limits()
 	self := func(bound float64) namedFigure {
 		return namedFigure{name: "raw's slower phase / its faster (raw publishing itself)", value: lim.RawSelfRatio,
@@ -162,7 +162,7 @@ func writeGoalsTable(s *strings.Builder, runs []*BenchFile, intro string) bool {
 	s.WriteString("| goal | layout | met in | measured, min / median / max | what bounds it, min / median / max |\n")
 	s.WriteString("|---|---|--:|--:|---|\n")
 	// The names of the bounds, one list per goal in goal.Judge's order.
-	names := goalBounds(bench.Result{})
+	names := goalBounds(result.Result{})
 	for i := range names {
 		for _, layout := range layouts {
 			c := cells[key{i, layout}]

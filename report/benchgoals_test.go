@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 )
 
 // TestBenchGoalsOverRuns merges three benchmark runs, two layouts, and
@@ -14,17 +14,17 @@ import (
 // from its phases, and the runs in which no relay could meet a goal.
 func TestBenchGoalsOverRuns(t *testing.T) {
 	run := func(date, layout string, ratio, watermill, inline, keyed float64) Bundle {
-		busy := func(rabbitmq float64) *bench.Resources { return &bench.Resources{RabbitMQ: rabbitmq} }
-		r := bench.Result{
-			Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000, Relay2MsgsPerSec: 7200, WatermillMsgsPerSec: watermill},
-			LatencySummary: bench.LatencySummary{LatencyNotifyP99Ms: 3, LatencyBrokerP99Ms: 1, LatencyClaimCallP99Ms: 2.2, LatencyInlineP99Ms: inline,
+		busy := func(rabbitmq float64) *result.Resources { return &result.Resources{RabbitMQ: rabbitmq} }
+		r := result.Result{
+			Throughput: result.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000, Relay2MsgsPerSec: 7200, WatermillMsgsPerSec: watermill},
+			LatencySummary: result.LatencySummary{LatencyNotifyP99Ms: 3, LatencyBrokerP99Ms: 1, LatencyClaimCallP99Ms: 2.2, LatencyInlineP99Ms: inline,
 				LatencyKeyedP99Ms: keyed, NotifyRelayStatementMeanMs: 0.8, NotifyRelayStatementCPUWaitMs: 0.6},
-			CPUCost: bench.CPUCost{CPUMicrosPerMsgRelayPlusDB: 45, CPUMicrosPerMsgBroker: 100},
-			Config:  bench.RunConfig{Layout: layout},
-			Phases: []bench.Phase{
-				{Name: "raw", Events: 9000, MsgsPerSec: 9000, CPU: bench.CPU{RabbitMQSeconds: 1}, Resources: busy(1)},
-				{Name: "raw-after", Events: 9000, MsgsPerSec: 8100, CPU: bench.CPU{RabbitMQSeconds: 1.11}, Resources: busy(1)},
-				{Name: "relay-2", Events: 9000, MsgsPerSec: 7200, CPU: bench.CPU{RabbitMQSeconds: 1.125}, Resources: busy(0.9)},
+			CPUCost: result.CPUCost{CPUMicrosPerMsgRelayPlusDB: 45, CPUMicrosPerMsgBroker: 100},
+			Config:  result.RunConfig{Layout: layout},
+			Phases: []result.Phase{
+				{Name: "raw", Events: 9000, MsgsPerSec: 9000, CPU: result.CPU{RabbitMQSeconds: 1}, Resources: busy(1)},
+				{Name: "raw-after", Events: 9000, MsgsPerSec: 8100, CPU: result.CPU{RabbitMQSeconds: 1.11}, Resources: busy(1)},
+				{Name: "relay-2", Events: 9000, MsgsPerSec: 7200, CPU: result.CPU{RabbitMQSeconds: 1.125}, Resources: busy(0.9)},
 				{Name: "raw-2", Events: 9000, MsgsPerSec: 8370},
 			},
 		}
@@ -78,7 +78,7 @@ func wantAll(t *testing.T, out string, wants ...string) {
 // runs of one commit get one table.
 func TestBenchGoalsAtTheNewestCommit(t *testing.T) {
 	run := func(date, commit string, ratio float64) Bundle {
-		r := bench.Result{Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000}, Config: bench.RunConfig{Layout: "shared"}}
+		r := result.Result{Throughput: result.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000}, Config: result.RunConfig{Layout: "shared"}}
 		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: commit}, Result: &r}}
 	}
 	m, err := Merge([]Bundle{run("2026-12-01T10:00:00Z", "old", 0.8), run("2026-12-03T10:00:00Z", "new", 0.9),

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -316,8 +316,8 @@ type BenchFile struct {
 	Tables        []Table  `json:"tables"`
 	Notes         []string `json:"notes,omitempty"`
 	// Result is the benchmark's own result, every detail included; a
-	// file whose result bench.Result does not read is refused.
-	Result *bench.Result `json:"result,omitempty"`
+	// file whose result result.Result does not read is refused.
+	Result *result.Result `json:"result,omitempty"`
 }
 
 // Table is a titled table of text cells.

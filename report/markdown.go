@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/sim"
 )
 
@@ -863,9 +863,9 @@ func firstOfLayouts(runs []*BenchFile) []*BenchFile {
 
 // result is f's benchmark result: the zero result, which the tables show
 // as not measured, where the file has none.
-func (f *BenchFile) result() bench.Result {
+func (f *BenchFile) result() result.Result {
 	if f.Result == nil {
-		return bench.Result{}
+		return result.Result{}
 	}
 	return *f.Result
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/sim"
 )
@@ -185,7 +185,7 @@ func TestBenchSummaryLeavesTheRunsToTheHTMLPage(t *testing.T) {
 	run := func(date, layout string) *BenchFile {
 		return &BenchFile{Meta: Meta{Date: date, Commit: "c"},
 			Tables: []Table{{Title: "Throughput of " + date, Columns: []string{"contender", "msgs/s"}, Rows: [][]string{{"raw", "9000"}}}},
-			Result: &bench.Result{Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: 8100}, Config: bench.RunConfig{Layout: layout}}}
+			Result: &result.Result{Throughput: result.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: 8100}, Config: result.RunConfig{Layout: layout}}}
 	}
 	b := Bundle{Benches: []*BenchFile{run("d1", "shared"), run("d2", "shared"), run("d3", "isolated")}}
 	b.Bench = b.Benches[0]

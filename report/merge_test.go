@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
@@ -365,15 +365,15 @@ func TestMergeKeepsEveryBenchRun(t *testing.T) {
 	run := func(date, layout string, ratio float64) Bundle {
 		// RabbitMQ: 0.95 cores busy in raw, 0.8 of that in relay-1, and
 		// 0.89 of relay-1's CPU per message in raw.
-		r := bench.Result{
-			Throughput: bench.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000, Relay2MsgsPerSec: 8100},
-			LatencySummary: bench.LatencySummary{LatencyBrokerP99Ms: 1, LatencyInlineP99Ms: 1.8, LatencyClaimCallP99Ms: 3.1, LatencyKeyedP99Ms: 2.4,
+		r := result.Result{
+			Throughput: result.Throughput{RawMsgsPerSec: 9000, RelayMsgsPerSec: ratio * 9000, Relay2MsgsPerSec: 8100},
+			LatencySummary: result.LatencySummary{LatencyBrokerP99Ms: 1, LatencyInlineP99Ms: 1.8, LatencyClaimCallP99Ms: 3.1, LatencyKeyedP99Ms: 2.4,
 				NotifyRelayStatementMeanMs: 0.9, NotifyRelayStatementCPUWaitMs: 0.73, NotifyBusyCores: 1.62},
-			Config:  bench.RunConfig{Layout: layout, LatencyRate: 3500, Producers: 4},
-			Latency: []bench.Latency{{Mode: "poll", Rate: 3400}, {Mode: "notify", Rate: 1549.4}},
-			Phases: []bench.Phase{
-				{Name: "raw", Events: 9000, MsgsPerSec: 9000, LoadAverage: 1.5, CPU: bench.CPU{RabbitMQSeconds: 0.89}, Resources: &bench.Resources{RabbitMQ: 0.95, Idle: 0.9}},
-				{Name: "relay-1", Events: 9000, MsgsPerSec: 6400, LoadAverage: 2.5, CPU: bench.CPU{RabbitMQSeconds: 1}, Resources: &bench.Resources{RabbitMQ: 0.8 * 0.95, Idle: 0.4}},
+			Config:  result.RunConfig{Layout: layout, LatencyRate: 3500, Producers: 4},
+			Latency: []result.Latency{{Mode: "poll", Rate: 3400}, {Mode: "notify", Rate: 1549.4}},
+			Phases: []result.Phase{
+				{Name: "raw", Events: 9000, MsgsPerSec: 9000, LoadAverage: 1.5, CPU: result.CPU{RabbitMQSeconds: 0.89}, Resources: &result.Resources{RabbitMQ: 0.95, Idle: 0.9}},
+				{Name: "relay-1", Events: 9000, MsgsPerSec: 6400, LoadAverage: 2.5, CPU: result.CPU{RabbitMQSeconds: 1}, Resources: &result.Resources{RabbitMQ: 0.8 * 0.95, Idle: 0.4}},
 			},
 		}
 		return Bundle{Dir: "b-" + date, Bench: &BenchFile{Meta: Meta{Date: date, Commit: "c"}, Result: &r,

@@ -18,7 +18,7 @@ const (
 )
 
 // Figures are the ratios of one run that the goals are about, as
-// bench.Result (and bench.Summary) derives them. A zero figure was not
+// result.Result (and result.Summary) derives them. A zero figure was not
 // measured (its phase was left out or did not run).
 type Figures interface {
 	// RatioToRaw and Ratio2ToRaw are the relay's drain rate, one and two

@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // benchOnContainers runs the benchmark on a fresh environment.
-func benchOnContainers(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+func benchOnContainers(ctx context.Context, opts bench.Options, status func(string)) (result.Result, error) {
 	eopts := testenv.Options{Logf: func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }}
 	status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
 	env, err := testenv.Start(ctx, eopts)
 	if err != nil {
-		return bench.Result{}, fmt.Errorf("starting the environment: %w", err)
+		return result.Result{}, fmt.Errorf("starting the environment: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
@@ -163,7 +164,7 @@ func (o *benchOptions) run(ctx context.Context, std *stdio, d deps) int {
 }
 
 // benchFile turns a benchmark result into the tables of bench.json.
-func benchFile(meta report.Meta, r bench.Result) report.BenchFile {
+func benchFile(meta report.Meta, r result.Result) report.BenchFile {
 	f := report.BenchFile{Meta: meta, Notes: r.Notes, Result: &r}
 	lim := r.Limits()
 	tp := report.Table{
@@ -285,7 +286,7 @@ func benchFile(meta report.Meta, r bench.Result) report.BenchFile {
 		}
 		for _, l := range r.Latency {
 			if g := l.Stages; g != nil {
-				pp := func(p bench.Percentiles) string { return fmt.Sprintf("%.1f / %.1f", p.P50, p.P99) }
+				pp := func(p result.Percentiles) string { return fmt.Sprintf("%.1f / %.1f", p.P50, p.P99) }
 				st.Rows = append(st.Rows, []string{l.Mode, pp(g.CommitToClaim), pp(g.ClaimCall), pp(g.ClaimToPublish), pp(g.PublishToConfirm)})
 			}
 		}
@@ -360,7 +361,7 @@ func yesNo(b bool) string {
 
 // layoutText says what a benchmark layout means, for the report.
 func layoutText(layout string) string {
-	if layout == bench.LayoutIsolated {
+	if layout == result.LayoutIsolated {
 		return "RabbitMQ alone on the first core, PostgreSQL and the relay on the others"
 	}
 	return "every process free to run on every core"
@@ -368,7 +369,7 @@ func layoutText(layout string) string {
 
 // schedTable is, for each latency run that read them, how long each group
 // of threads ran on a core and waited for one.
-func schedTable(runs []bench.Latency) report.Table {
+func schedTable(runs []result.Latency) report.Table {
 	groups := []string{"relay sessions", "relay listener", "producer sessions", "PostgreSQL", "RabbitMQ", "this process"}
 	t := report.Table{
 		Title:   "Latency runs: threads on a core / waiting for one, ms over each run (Linux schedstat); the relay's claims and marks: count, mean ms, of which waiting for a core",
@@ -378,7 +379,7 @@ func schedTable(runs []bench.Latency) report.Table {
 		if len(l.Sched) == 0 {
 			continue
 		}
-		byName := map[string]bench.SchedGroup{}
+		byName := map[string]result.SchedGroup{}
 		for _, g := range l.Sched {
 			byName[g.Name] = g
 		}

@@ -10,29 +10,30 @@ import (
 	"testing"
 
 	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/report"
 )
 
 // fakeBench returns d with a benchmark that returns r or err after
 // checking the options the command passed.
-func fakeBench(d deps, r bench.Result, err error, check func(bench.Options)) deps {
-	d.bench = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+func fakeBench(d deps, r result.Result, err error, check func(bench.Options)) deps {
+	d.bench = func(ctx context.Context, opts bench.Options, status func(string)) (result.Result, error) {
 		check(opts)
 		return r, err
 	}
 	return d
 }
 
-func benchResult() bench.Result {
-	return bench.Result{
-		Throughput: bench.Throughput{Events: 1000, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000},
-		Phases: []bench.Phase{
+func benchResult() result.Result {
+	return result.Result{
+		Throughput: result.Throughput{Events: 1000, RawMsgsPerSec: 10000, RelayMsgsPerSec: 8000},
+		Phases: []result.Phase{
 			{Name: "raw", Events: 1000, Complete: true, Seconds: 0.1, MsgsPerSec: 10000},
 			{Name: "relay-1", Events: 1000, Complete: true, Seconds: 0.125, MsgsPerSec: 8000},
 		},
-		Latency:        []bench.Latency{{Mode: "notify", Rate: 4000, Confirm: bench.Percentiles{P50: 1.5, P99: 9.25, Max: 12}}},
-		LatencySummary: bench.LatencySummary{LatencyNotifyP99Ms: 9.25, LatencyBrokerP99Ms: 5},
-		Config:         bench.RunConfig{Events: 1000, BatchSize: 100, PublishWindow: 64, PayloadBytes: 256, LatencyEvents: 500, LatencyRate: 4000},
+		Latency:        []result.Latency{{Mode: "notify", Rate: 4000, Confirm: result.Percentiles{P50: 1.5, P99: 9.25, Max: 12}}},
+		LatencySummary: result.LatencySummary{LatencyNotifyP99Ms: 9.25, LatencyBrokerP99Ms: 5},
+		Config:         result.RunConfig{Events: 1000, BatchSize: 100, PublishWindow: 64, PayloadBytes: 256, LatencyEvents: 500, LatencyRate: 4000},
 		Notes:          []string{"watermill skipped"},
 	}
 }
@@ -99,7 +100,7 @@ func TestBenchWritesItsTablesAndBundle(t *testing.T) {
 func TestBenchJSONAndFailure(t *testing.T) {
 	d := fakeBench(withDocker(testDeps()), benchResult(), nil, func(bench.Options) {})
 	code, out, _ := invokeWith(t, d, "bench", "--json")
-	var sum bench.Summary
+	var sum result.Summary
 	if code != exitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.RelayMsgsPerSec != 8000 {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
@@ -122,7 +123,7 @@ func TestBenchJSONAndFailure(t *testing.T) {
 			t.Errorf("%s %s: exit %d, %q", c.flag, c.bad, code, errOut)
 		}
 	}
-	d = fakeBench(d, bench.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
+	d = fakeBench(d, result.Result{}, errors.New("relay-1 delivered 999 of 1000 messages"), func(bench.Options) {})
 	code, _, errOut := invokeWith(t, d, "bench")
 	if code != exitFail || !strings.Contains(errOut, "999 of 1000") {
 		t.Errorf("failing drain: exit %d, %q", code, errOut)
@@ -135,14 +136,14 @@ func TestBenchJSONAndFailure(t *testing.T) {
 func TestBenchFileShowsWhereTheTimeGoes(t *testing.T) {
 	r := benchResult()
 	r.RelayMsgsPerSec = 6600
-	r.Phases[1].Breakdown = &bench.Breakdown{
-		Claim:       bench.CallTime{ShareOfWall: 0.35, MeanMs: 8.7},
-		Mark:        bench.CallTime{ShareOfWall: 0.29, MeanMs: 7.1},
-		Publish:     bench.CallTime{ShareOfWall: 0.18},
-		ConfirmWait: bench.CallTime{ShareOfWall: 0.72},
+	r.Phases[1].Breakdown = &result.Breakdown{
+		Claim:       result.CallTime{ShareOfWall: 0.35, MeanMs: 8.7},
+		Mark:        result.CallTime{ShareOfWall: 0.29, MeanMs: 7.1},
+		Publish:     result.CallTime{ShareOfWall: 0.18},
+		ConfirmWait: result.CallTime{ShareOfWall: 0.72},
 	}
-	r.Profile = &bench.Profile{SampledSeconds: 5, TopFlat: []bench.ProfileEntry{{Func: "syscall.Syscall6", FlatShare: 0.13, CumShare: 0.13}}}
-	r.Hygiene = []bench.TableStats{{Moment: "after drain", LiveTuples: 1000, Updates: 2000, HOTUpdates: 1000}}
+	r.Profile = &result.Profile{SampledSeconds: 5, TopFlat: []result.ProfileEntry{{Func: "syscall.Syscall6", FlatShare: 0.13, CumShare: 0.13}}}
+	r.Hygiene = []result.TableStats{{Moment: "after drain", LiveTuples: 1000, Updates: 2000, HOTUpdates: 1000}}
 	f := benchFile(report.Meta{}, r)
 	titles := map[string]report.Table{}
 	for _, tb := range f.Tables {
@@ -164,9 +165,9 @@ func TestBenchFileShowsWhereTheTimeGoes(t *testing.T) {
 
 func TestBenchFileShowsWhoWaitedForACore(t *testing.T) {
 	r := benchResult()
-	r.Phases[1].Resources = &bench.Resources{Cores: 2, RabbitMQ: 0.9, Idle: 0.6, ProcessWaiting: 0.05, PostgresWaiting: 0.125, RabbitMQWaiting: 0.25}
+	r.Phases[1].Resources = &result.Resources{Cores: 2, RabbitMQ: 0.9, Idle: 0.6, ProcessWaiting: 0.05, PostgresWaiting: 0.125, RabbitMQWaiting: 0.25}
 	r.Latency[0].BusyCores = 1.68
-	r.Latency[0].Sched = []bench.SchedGroup{{Name: "relay sessions", Threads: 2, OnCPUMs: 2367, RunQueueMs: 9688}, {Name: "this process", Threads: 9, OnCPUMs: 6300, RunQueueMs: 8267}}
+	r.Latency[0].Sched = []result.SchedGroup{{Name: "relay sessions", Threads: 2, OnCPUMs: 2367, RunQueueMs: 9688}, {Name: "this process", Threads: 9, OnCPUMs: 6300, RunQueueMs: 8267}}
 	r.Latency[0].RelayStatements, r.Latency[0].RelayStatementMeanMs, r.Latency[0].RelayStatementCPUWaitMs = 13295, 0.9, 0.72
 	r.NotifyRelayStatementMeanMs, r.NotifyRelayStatementCPUWaitMs, r.NotifyBusyCores = 0.9, 0.72, 1.68
 	f := benchFile(report.Meta{}, r)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
@@ -72,9 +73,9 @@ func wantInterrupted(t *testing.T, name string, code int, out, errOut string) {
 func TestInterruptedBenchExits2(t *testing.T) {
 	ctx, stop := signalled(t, 0)
 	d := withDocker(testDeps())
-	d.bench = func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error) {
+	d.bench = func(ctx context.Context, opts bench.Options, status func(string)) (result.Result, error) {
 		stop() // Ctrl-C during the drain
-		return bench.Result{}, fmt.Errorf("relay-1 delivered 10 of 1000 messages: %w", ctx.Err())
+		return result.Result{}, fmt.Errorf("relay-1 delivered 10 of 1000 messages: %w", ctx.Err())
 	}
 	code, out, errOut := invokeCtx(t, ctx, d, "bench")
 	wantInterrupted(t, "bench", code, out, errOut)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
@@ -152,9 +153,9 @@ func TestSimFailureOutlivesABundleItCannotFinish(t *testing.T) {
 // runs anything.
 func TestVerbsCheckOutBeforeTheyRun(t *testing.T) {
 	d := withDocker(testDeps())
-	d.bench = func(context.Context, bench.Options, func(string)) (bench.Result, error) {
+	d.bench = func(context.Context, bench.Options, func(string)) (result.Result, error) {
 		t.Error("bench ran with an --out it cannot write")
-		return bench.Result{}, nil
+		return result.Result{}, nil
 	}
 	d.runScenarios = func(context.Context, []runSpec, func(int, scenarios.Progress), func(string), func(int, runOutcome) error) ([]runOutcome, error) {
 		t.Error("scenarios ran with an --out they cannot write")

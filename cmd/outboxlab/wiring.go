@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/bench"
+	"github.com/outboxlab/outboxlab/bench/result"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -34,7 +35,7 @@ type deps struct {
 	// mutants is the mutant catalogue.
 	mutants mutantCatalogue
 	// bench runs the benchmark on a fresh environment.
-	bench func(ctx context.Context, opts bench.Options, status func(string)) (bench.Result, error)
+	bench func(ctx context.Context, opts bench.Options, status func(string)) (result.Result, error)
 	// dockerAvailable reports whether a Docker engine answers, and why not.
 	dockerAvailable func(ctx context.Context) error
 	// imageExists reports whether an image is in the local Docker engine

@@ -1,11 +1,14 @@
-package bench
+package result
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/outboxlab/outboxlab/bench/goal"
 )
 
 // WriteJSON writes the summary as one JSON object, or the whole result
@@ -24,7 +27,7 @@ func (r Result) WriteTable(out io.Writer) error {
 	lim := r.Limits()
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(out, "Throughput: draining %d events (batch %d, window %d, payload ~%d B; layout %s, servers reached at %s)\n\n",
-		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes, orValue(r.Config.Layout, LayoutShared), orValue(r.Config.Addressing, addressPublished))
+		r.Events, r.Config.BatchSize, r.Config.PublishWindow, r.Config.PayloadBytes, orValue(r.Config.Layout, LayoutShared), orValue(r.Config.Addressing, AddressPublished))
 	fmt.Fprintln(tw, "contender\tmsgs/s\tseconds\tvs raw\tCPU s (proc/pg/rmq)\tCPU us/msg\tload\t")
 	for _, ph := range r.Phases {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.1f/%.1f/%.1f\t%.0f\t%.1f\t\n", ph.Name, ph.MsgsPerSec, ph.Seconds,
@@ -57,7 +60,7 @@ func (r Result) WriteTable(out io.Writer) error {
 		fmt.Fprintf(out, "  the cores were the limit of every phase: CPU ceiling of relay-1 / raw (raw's CPU per message over relay-1's) %.2f, relay-1 at %.0f%% of it; relay-2's ceiling %.2f\n",
 			lim.CPUCeilingRatioToRaw, 100*ratio(r.RatioToRaw(), lim.CPUCeilingRatioToRaw), lim.CPUCeiling2RatioToRaw)
 		fmt.Fprintf(out, "  relay + PostgreSQL CPU per message that a ceiling of %g needs: %.1f us (measured %.1f us)\n",
-			GoalRatioToRaw, lim.CPUBudgetRelayPlusDB, r.CPUMicrosPerMsgRelayPlusDB)
+			goal.RatioToRaw, lim.CPUBudgetRelayPlusDB, r.CPUMicrosPerMsgRelayPlusDB)
 	}
 	if lim.BrokerBusyRatio > 0 {
 		fmt.Fprintf(out, "  RabbitMQ kept %.2f cores busy in raw; relay-1 / raw %.2f = RabbitMQ's busy cores, relay-1 / raw, %.2f x its CPU per message, raw / relay-1, %.2f\n",
@@ -68,7 +71,7 @@ func (r Result) WriteTable(out io.Writer) error {
 	}
 	if lim.Raw2RatioToRaw > 0 {
 		fmt.Fprintf(out, "  raw over two connections / raw (relay-2 / raw of a two-replica relay as fast as raw; below %g, no two-replica relay meets that goal here): %.2f\n",
-			GoalRatio2ToRaw, lim.Raw2RatioToRaw)
+			goal.Ratio2ToRaw, lim.Raw2RatioToRaw)
 	}
 	if lim.Broker2BusyRatio > 0 {
 		fmt.Fprintf(out, "  relay-2 / raw %.2f = RabbitMQ's busy cores, relay-2 / raw, %.2f x its CPU per message, raw / relay-2, %.2f\n",
@@ -80,14 +83,14 @@ func (r Result) WriteTable(out io.Writer) error {
 	}
 	if r.RawOverWatermill() > 0 {
 		fmt.Fprintf(out, "  raw / watermill (relay-1 / watermill of a relay as fast as raw; below %g, no relay meets that goal here): %.2f\n",
-			GoalRatioToWatermill, r.RawOverWatermill())
+			goal.RatioToWatermill, r.RawOverWatermill())
 	}
 	if r.InlineOverBrokerP99() > 0 {
 		fmt.Fprintf(out, "  inline p99 / broker-alone p99 (no relay at all): %.2f\n", r.InlineOverBrokerP99())
 	}
 	if r.KeyedOverBrokerP99() > 0 {
 		fmt.Fprintf(out, "  keyed lease p99 / broker-alone p99 (a row leased by its key after its NOTIFY, then published; above %g, no relay that leases after the NOTIFY meets that goal here, unless the relay beat it): %.2f%s\n",
-			GoalNotifyOverBroker, r.KeyedOverBrokerP99(), r.keyedNoFloor())
+			goal.NotifyOverBroker, r.KeyedOverBrokerP99(), r.keyedNoFloor())
 	}
 	if r.NotifyRelayStatementMeanMs > 0 && r.NotifyRelayStatementCPUWaitMs > 0 {
 		fmt.Fprintf(out, "  the notify run's claims and marks: %.2f ms mean, of which their PostgreSQL processes waited %.2f ms for a core (%.0f%%), %.2f of the cores busy\n",
@@ -174,6 +177,31 @@ func (r Result) WriteTable(out io.Writer) error {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(out, "\nnote: %s\n", n)
+	}
+	return nil
+}
+
+// writeSched writes, for each latency run that read them, how long each
+// group of threads ran and waited for a core.
+func writeSched(out io.Writer, runs []Latency) error {
+	header := false
+	for _, l := range runs {
+		if len(l.Sched) == 0 {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintf(out, "\nThreads on a core / waiting for one, ms over each latency run (Linux schedstat), and the cores busy\n")
+		}
+		parts := make([]string, 0, len(l.Sched))
+		for _, g := range l.Sched {
+			parts = append(parts, fmt.Sprintf("%s %.0f / %.0f", g.Name, g.OnCPUMs, g.RunQueueMs))
+		}
+		fmt.Fprintf(out, "  %-20s %s; %.2f cores busy\n", l.Mode, strings.Join(parts, ", "), l.BusyCores)
+		if l.RelayStatements > 0 {
+			fmt.Fprintf(out, "  %-20s the relay's %d claims and marks: %.2f ms mean, of which %.2f ms waiting for a core\n",
+				"", l.RelayStatements, l.RelayStatementMeanMs, l.RelayStatementCPUWaitMs)
+		}
 	}
 	return nil
 }

@@ -1,4 +1,10 @@
-package bench
+// Package result is the data model of one benchmark run: what package
+// bench measured (Result, its figures by concern, its phases and runs in
+// full), the ratios and limits derived from it, the goals it is judged
+// against (through package goal), and its JSON and text forms. It imports
+// nothing that starts or reaches a container, so that the report reads a
+// run's result without the benchmark's machinery.
+package result
 
 import (
 	"bytes"
@@ -118,9 +124,9 @@ type LatencySummary struct {
 	NotifyBusyCores               float64 `json:"notify_busy_cores"`
 	// LatencyKeyedP99Ms is commit -> confirm of the keyed lease run at the
 	// notify run's commits: no relay, each row leased by its key in one
-	// statement after its NOTIFY and then published (keyedLeaser), the
-	// three hops of a relay that leases a row after the NOTIFY and before
-	// it publishes it, and nothing else.
+	// statement after its NOTIFY and then published (package bench's
+	// keyed leaser), the three hops of a relay that leases a row after the
+	// NOTIFY and before it publishes it, and nothing else.
 	LatencyKeyedP99Ms float64 `json:"latency_keyed_p99_ms"`
 }
 
@@ -303,7 +309,7 @@ type RunConfig struct {
 	LatencyEvents  int     `json:"latency_events"`
 	LatencyRate    float64 `json:"latency_rate"`
 	// LatencyWarmupMs is how long each latency run sent before it started
-	// timing (Options.LatencyWarmup).
+	// timing (bench.Options.LatencyWarmup).
 	LatencyWarmupMs float64 `json:"latency_warmup_ms"`
 	Producers       int     `json:"producers"`
 	WatermillConfig string  `json:"watermill_config"`
@@ -313,6 +319,26 @@ type RunConfig struct {
 	Layout     string `json:"layout,omitempty"`
 	Addressing string `json:"addressing,omitempty"`
 }
+
+// Layouts of a run (RunConfig.Layout).
+const (
+	// LayoutShared leaves every process free to run on every core: the
+	// broker shares the machine's cores with the relay, the database and
+	// the harness.
+	LayoutShared = "shared"
+	// LayoutIsolated confines RabbitMQ to the first core and PostgreSQL and
+	// this process (the relay, the raw publisher, the producers) to the
+	// others, as on separate machines: the broker never waits for a core
+	// that a contender holds, so a contender's rate is measured against
+	// the broker's own limit rather than against its share of the cores.
+	LayoutIsolated = "isolated"
+)
+
+// How the contenders reach PostgreSQL and RabbitMQ (RunConfig.Addressing).
+const (
+	AddressBridge    = "the containers' own addresses on their network"
+	AddressPublished = "published ports"
+)
 
 // Phase is one drain of the backlog.
 type Phase struct {
@@ -392,22 +418,8 @@ func (r Result) LatencyRateText() string {
 	return "a chosen rate"
 }
 
-// Target is one goal of the benchmark and what a run measured against it.
-type Target = goal.Target
-
-// Goals of the benchmark (see package goal): the relay against the
-// broker's limit, its tail latency against the broker's own, against its
-// peer, and its CPU cost against the broker's.
-const (
-	GoalRatioToRaw        = goal.RatioToRaw
-	GoalRatio2ToRaw       = goal.Ratio2ToRaw
-	GoalNotifyOverBroker  = goal.NotifyOverBroker
-	GoalRatioToWatermill  = goal.RatioToWatermill
-	GoalCPUOverBrokerUpTo = goal.CPUOverBrokerUpTo
-)
-
 // Targets returns the run's figures against the goals; a figure whose
 // phases did not run is not judged.
-func (r Result) Targets() []Target {
+func (r Result) Targets() []goal.Target {
 	return goal.Judge(r)
 }

@@ -1,4 +1,4 @@
-package bench
+package result
 
 import "github.com/outboxlab/outboxlab/bench/goal"
 
@@ -24,7 +24,7 @@ type Limits struct {
 	CPUCeiling2RatioToRaw float64 `json:"cpu_ceiling_relay2_ratio_to_raw"`
 	// CPUBudgetRelayPlusDB is the CPU per message relay-1's process and
 	// PostgreSQL may take, RabbitMQ's share in relay-1 unchanged, for its
-	// CPU ceiling to reach GoalRatioToRaw: what the relay-1 goal asks of
+	// CPU ceiling to reach goal.RatioToRaw: what the relay-1 goal asks of
 	// the relay on a machine whose cores are the limit.
 	CPUBudgetRelayPlusDB float64 `json:"cpu_budget_us_per_msg_relay_plus_db"`
 	// BrokerBusyRaw is how many cores RabbitMQ kept busy in the raw phase
@@ -104,7 +104,7 @@ func (r Result) Limits() Limits {
 		l.CPUCeilingRatioToRaw = ratio(limit.CPUMicrosPerMsg, one.CPUMicrosPerMsg)
 		if one.Events > 0 {
 			broker := one.CPU.RabbitMQSeconds * 1e6 / float64(one.Events)
-			l.CPUBudgetRelayPlusDB = max(0, limit.CPUMicrosPerMsg/GoalRatioToRaw-broker)
+			l.CPUBudgetRelayPlusDB = max(0, limit.CPUMicrosPerMsg/goal.RatioToRaw-broker)
 		}
 	}
 	if two != nil {
