@@ -62,7 +62,7 @@ func concurrentDuplicates() Scenario {
 			for _, c := range cs[:2] {
 				f := &cutApplying{
 					DialerDown: chaos.CutDialer(c.process+"->broker down while applying", c.dialer, history.ClassBroker, c.process),
-					c:          c, within: time.Second,
+					c:          c, within: 500 * time.Millisecond,
 				}
 				if err := s.AddFault(f, ""); err != nil {
 					return nil, err
@@ -70,13 +70,15 @@ func concurrentDuplicates() Scenario {
 				faults = append(faults, f)
 			}
 			// Four cuts, alternating between the consumers, each over
-			// before the next begins.
+			// before the next begins, the last well inside the safety
+			// phase (at most 1 s + 4 x 1.7 s).
 			var steps []chaos.Step
-			at := between(rng, 500*time.Millisecond, 1500*time.Millisecond)
+			at := between(rng, 500*time.Millisecond, time.Second)
 			for i := range 4 {
-				d := between(rng, 400*time.Millisecond, 800*time.Millisecond)
-				steps = append(steps, step(faults[i%2], at, d))
-				at += d + faults[i%2].within + between(rng, 300*time.Millisecond, time.Second)
+				f := faults[i%2]
+				d := between(rng, 300*time.Millisecond, 600*time.Millisecond)
+				steps = append(steps, step(f, at, d))
+				at += d + f.within + between(rng, 200*time.Millisecond, 600*time.Millisecond)
 			}
 			return steps, nil
 		},
@@ -91,23 +93,29 @@ func concurrentDuplicates() Scenario {
 	}
 }
 
-// cutApplying cuts one consumer's own link to the broker at a moment it
-// has an apply in hand, so that the broker requeues that delivery to
-// another consumer while the first one's transaction is still open.
-// When no apply is in hand within its bound it cuts all the same; the
-// scenario's check judges from the history whether two applies met.
+// cutApplying cuts one consumer's own link to the broker as it begins
+// an apply, so that the broker requeues that delivery to another
+// consumer while the first one's transaction is still open. When no
+// apply begins within its bound it cuts all the same; the scenario's
+// check judges from the history whether two applies met.
 type cutApplying struct {
 	*chaos.DialerDown
 	c      *recordingInbox
 	within time.Duration
 }
 
-// Inject waits for the consumer to be applying, then cuts its link.
+// freshApply is how recently an apply must have begun for a cut to be
+// taken as coming at its start.
+const freshApply = 20 * time.Millisecond
+
+// Inject waits for the consumer to begin an apply, then cuts its link.
 func (f *cutApplying) Inject(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, f.within)
 	defer cancel()
-	err := chaos.WaitFor(wctx, 2*time.Millisecond, func(context.Context) (bool, error) {
-		return f.c.applying.Load() != 0, nil
+	before := f.c.applying.Load()
+	err := chaos.WaitFor(wctx, time.Millisecond, func(context.Context) (bool, error) {
+		began := f.c.applying.Load()
+		return began != 0 && began != before && time.Since(time.Unix(0, began)) < freshApply, nil
 	})
 	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
 		return fmt.Errorf("waiting for %s to apply: %w", f.c.process, err)

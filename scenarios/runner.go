@@ -135,8 +135,8 @@ type run struct {
 	// lastArrivals is the count of Deliver and Apply records stalled saw
 	// last.
 	lastArrivals int
-	clocks        []*chaos.Clock
-	publishers    []*relay.AMQPPublisher
+	clocks       []*chaos.Clock
+	publishers   []*relay.AMQPPublisher
 	// lanes groups faults whose steps must run one after another (by
 	// default each fault is its own lane).
 	lanes map[string]string

@@ -24,9 +24,11 @@ import (
 // is not yet claimable a few statements after a retry, and on a loaded
 // machine two statements can be hundreds of milliseconds apart, so a unit
 // must be well above that (the longest case waits about ten seconds).
+// The cases run at the same time, each in its schema, so that their waits
+// overlap.
 func TestPGStore(t *testing.T) {
 	base := databaseURL(t)
-	storetest.Run(t, func(t *testing.T) storetest.Backend {
+	storetest.RunParallel(t, func(t *testing.T) storetest.Backend {
 		pool, table := newSchema(t, base)
 		s := relay.NewPGStore(pool, table)
 		now := func(t testing.TB) time.Time {

@@ -71,7 +71,15 @@ type Backend struct {
 }
 
 // Run runs every case; newBackend is called once per case.
-func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
+func Run(t *testing.T, newBackend func(t *testing.T) Backend) { run(t, newBackend, false) }
+
+// RunParallel is Run with the cases running at the same time, for a
+// backend whose cases are isolated from each other (a schema each) and
+// whose time passes for real: their waits on the clock then overlap
+// instead of adding up.
+func RunParallel(t *testing.T, newBackend func(t *testing.T) Backend) { run(t, newBackend, true) }
+
+func run(t *testing.T, newBackend func(t *testing.T) Backend, parallel bool) {
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, b Backend)
@@ -95,6 +103,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			c.fn(t, newBackend(t))
 		})
 	}
