@@ -84,11 +84,6 @@ type RelayUnderTest struct {
 	Replay string
 }
 
-// CapabilitiesString is what u promises in the text form of
-// --capabilities and a target file's capabilities (contract.Parse reads
-// it back).
-func (u RelayUnderTest) CapabilitiesString() string { return u.Promises.String() }
-
 // FaultHits is how often one fault of a run fired.
 type FaultHits struct {
 	Name  string `json:"name"`

@@ -37,7 +37,7 @@ func TestContainerTier(t *testing.T) {
 	u := scenarios.Ours()
 	u.Lease = scenarios.Lease
 	opts := Options{Root: "../..", FirstSeed: 1, Containers: Containers{Run: true, Seed: 1, Scenarios: []string{"lease-expiry"},
-		Tests: "^TestExpiredLeaseFencesLateMark$", Capabilities: u.CapabilitiesString()}}
+		Tests: "^TestExpiredLeaseFencesLateMark$", Capabilities: u.Promises.String()}}
 	w := &worker{opts: opts.withDefaults(), dir: t.TempDir()}
 	defer w.close()
 	const (
