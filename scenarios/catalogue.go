@@ -60,9 +60,11 @@ type Scenario struct {
 	RelayEnv map[string]string
 	// ConsumerPrefetch is the consumers' prefetch (default 8).
 	ConsumerPrefetch int
-	// ApplyHold is how long every consumer's effect keeps its transaction
-	// open before the commit: a slow apply, during which a duplicate of
-	// the same event can reach another consumer. Default 0.
+	// ApplyHold is about how long every consumer's effect keeps its
+	// transaction open before the commit: a slow apply, during which a
+	// duplicate of the same event can reach another consumer. Each event
+	// holds between half and one and a half times it, by a hash of its
+	// id, so that the consumers do not apply in step. Default 0.
 	ApplyHold time.Duration
 
 	// prepare adjusts a replica's environment before it starts.

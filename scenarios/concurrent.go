@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -59,10 +60,10 @@ func concurrentDuplicates() Scenario {
 				return nil, fmt.Errorf("scenario %s needs two competing consumers, and the run has %d", ConcurrentDuplicates, len(cs))
 			}
 			var faults []*cutApplying
-			for _, c := range cs[:2] {
+			for i, c := range cs[:2] {
 				f := &cutApplying{
 					DialerDown: chaos.CutDialer(c.process+"->broker down while applying", c.dialer, history.ClassBroker, c.process),
-					c:          c, within: 500 * time.Millisecond,
+					c:          c, other: cs[1-i], within: 500 * time.Millisecond,
 				}
 				if err := s.AddFault(f, ""); err != nil {
 					return nil, err
@@ -94,14 +95,32 @@ func concurrentDuplicates() Scenario {
 }
 
 // cutApplying cuts one consumer's own link to the broker as it begins
-// an apply, so that the broker requeues that delivery to another
-// consumer while the first one's transaction is still open. When no
-// apply begins within its bound it cuts all the same; the scenario's
+// an apply that will hold its transaction longer than the other
+// consumer's apply in hand (or while the other is idle), so that the
+// broker requeues that delivery to the other consumer, which takes it
+// up while the first one's transaction is still open. When no such
+// moment comes within its bound it cuts all the same; the scenario's
 // check judges from the history whether two applies met.
 type cutApplying struct {
 	*chaos.DialerDown
-	c      *recordingInbox
-	within time.Duration
+	c, other *recordingInbox
+	within   time.Duration
+}
+
+// ahead is how much sooner than the cut consumer's commit the other
+// consumer must be done with its apply in hand.
+const ahead = 30 * time.Millisecond
+
+// holdFor is how long the effect of event id holds its transaction in
+// sc: between half and one and a half times ApplyHold, by a hash of the
+// id, the same on every delivery.
+func (sc Scenario) holdFor(id string) time.Duration {
+	if sc.ApplyHold <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return sc.ApplyHold/2 + sc.ApplyHold*time.Duration(h.Sum32()%1000)/1000
 }
 
 // freshApply is how recently an apply must have begun for a cut to be
@@ -115,7 +134,13 @@ func (f *cutApplying) Inject(ctx context.Context) error {
 	before := f.c.applying.Load()
 	err := chaos.WaitFor(wctx, time.Millisecond, func(context.Context) (bool, error) {
 		began := f.c.applying.Load()
-		return began != 0 && began != before && time.Since(time.Unix(0, began)) < freshApply, nil
+		if began == 0 || began == before || time.Since(time.Unix(0, began)) >= freshApply {
+			return false, nil
+		}
+		if f.other == nil || f.other.applying.Load() == 0 {
+			return true, nil
+		}
+		return f.other.applyEnd.Load() < f.c.applyEnd.Load()-int64(ahead), nil
 	})
 	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
 		return fmt.Errorf("waiting for %s to apply: %w", f.c.process, err)

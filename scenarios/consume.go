@@ -32,8 +32,9 @@ type recordingInbox struct {
 	// cut without cutting the other consumers.
 	dialer *chaos.Dialer
 	// applying is the time (UnixNano) the apply in hand began, 0 when
-	// none is.
-	applying atomic.Int64
+	// none is; applyEnd is when its effect's hold (Scenario.ApplyHold)
+	// ends, about when it commits.
+	applying, applyEnd atomic.Int64
 
 	// staged is set by the effect during one Apply; a consumer process
 	// handles one delivery at a time.
@@ -61,7 +62,9 @@ func (in *recordingInbox) record(op history.Op) {
 // an unreachable database does not spin the broker.
 func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
 	ids := []string{m.ID}
-	in.applying.Store(time.Now().UnixNano())
+	now := time.Now()
+	in.applyEnd.Store(now.Add(in.r.sc.holdFor(m.ID)).UnixNano())
+	in.applying.Store(now.UnixNano())
 	defer in.applying.Store(0)
 	in.record(history.Op{Type: history.OK, F: history.Deliver, Events: ids,
 		Meta: history.Meta{Queue: in.queue, Redelivered: m.Redelivered}})
@@ -110,7 +113,7 @@ func (in *recordingInbox) effect() consumer.Effect {
 		if err := base(ctx, tx, m); err != nil {
 			return err
 		}
-		if hold := in.r.sc.ApplyHold; hold > 0 {
+		if hold := in.r.sc.holdFor(m.ID); hold > 0 {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
