@@ -109,8 +109,8 @@ func TestInfraMatrix(t *testing.T) {
 	if len(rows) != 4 {
 		t.Fatalf("%d rows, want the reference and 3 mutants: %+v", len(rows), rows)
 	}
+	logRows(t, rows)
 	for _, r := range rows {
-		t.Logf("%-22s killed=%-5v checker=%-20s scenario=%q seed=%d %.1fs %s %v", r.Mutant, r.Killed, r.Checker, r.Scenario, r.Seed, r.Seconds, r.Detail, r.Err)
 		if r.Err != nil {
 			t.Errorf("%s: %v", r.Mutant, r.Err)
 		}
@@ -165,9 +165,7 @@ func TestConsumerMutantsOnContainers(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("%d rows, want the reference and 2 mutants: %+v", len(rows), rows)
 	}
-	for _, r := range rows {
-		t.Logf("%-26s killed=%-5v checker=%-20s scenario=%q seed=%d %.1fs %s %v", r.Mutant, r.Killed, r.Checker, r.Scenario, r.Seed, r.Seconds, r.Detail, r.Err)
-	}
+	logRows(t, rows)
 	if ref := rows[0]; ref.Killed || ref.Err != nil {
 		t.Errorf("the reference did not survive: %+v (replay: %s)", ref, ref.Replay)
 	}
@@ -177,5 +175,13 @@ func TestConsumerMutantsOnContainers(t *testing.T) {
 	if cti := rows[2]; cti.Mutant != "consumer-check-then-insert" || !cti.Killed ||
 		cti.Checker != checker.NameDuplicateEffects || cti.Scenario != scenarios.ConcurrentDuplicates {
 		t.Errorf("consumer-check-then-insert: %+v, want killed by %s in %s", cti, checker.NameDuplicateEffects, scenarios.ConcurrentDuplicates)
+	}
+}
+
+// logRows logs each row of a matrix, one a line.
+func logRows(t *testing.T, rows []mutant.Row) {
+	t.Helper()
+	for _, r := range rows {
+		t.Logf("%-26s killed=%-5v checker=%-20s scenario=%q seed=%d %.1fs %s %v", r.Mutant, r.Killed, r.Checker, r.Scenario, r.Seed, r.Seconds, r.Detail, r.Err)
 	}
 }
