@@ -15,7 +15,8 @@ import (
 //
 //   - no relay claims a row whose lease is live: a claim's locked_at must
 //     not be before the locked_until that the row's previous claim or
-//     retry left, whoever made it (unless a retry of the row whose outcome
+//     retry left, whoever made it (unless that was a claim by the same
+//     relay, which then extended its own lease; or a retry of the row whose outcome
 //     is unknown came in between: it may have left another one; or the
 //     database was killed in between, a fault of class db and kind kill:
 //     claims commit asynchronously, and a crash may undo one already
@@ -84,6 +85,12 @@ func (a *analysis) leases() Result {
 				// A retry whose outcome is unknown may have set another
 				// locked_until in between.
 				v.counts["claims_unchecked"]++
+				continue
+			}
+			if ev.at.Before(prev.until) && prev.op.F == history.Claim && prev.op.Process == ev.op.Process {
+				// The relay that holds the lease took the row again: it
+				// extended its own lease, which no other relay held.
+				v.counts["extensions"]++
 				continue
 			}
 			if ev.at.Before(prev.until) && a.dbKilledBetween(prev.op.Index, ev.op.Index) {

@@ -70,6 +70,18 @@ func TestLeasesFromRecords(t *testing.T) {
 			cfg: fenced(), valid: false, offending: []string{"e1"},
 		},
 		{
+			name: "its lease extended by the relay that holds it",
+			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").claimAt("relay-a", db.Add(2*time.Second), "e1").
+				publish("relay-a", "e1").markAt("relay-a", db.Add(lease+time.Second), "e1").h(),
+			cfg: fenced(), valid: true,
+		},
+		{
+			name: "claimed by another relay under a lease its holder extended",
+			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").claimAt("relay-a", db.Add(2*time.Second), "e1").
+				claimAt("relay-b", db.Add(lease+time.Second), "e1").h(),
+			cfg: fenced(), valid: false, offending: []string{"e1"},
+		},
+		{
 			name: "claimed during its own backoff",
 			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").retryAt("relay-a", "e1", 1, db.Add(time.Second), time.Minute).
 				claimAt("relay-b", db.Add(30*time.Second), "e1").h(),
