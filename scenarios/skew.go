@@ -122,7 +122,40 @@ func judgeSkew(skews []skewed, lease time.Duration, from string, recordsKnown bo
 			inconclusive = append(inconclusive, fmt.Sprintf("clock-skew could not bite: %s claimed no row while its clock was %s", c.process, chaos.FormatClockOffset(c.offset)))
 		}
 	}
+	if len(inconclusive) == 0 && !contendedByRecords(h, skews) {
+		inconclusive = append(inconclusive, "clock-skew could not bite: no skewed replica claimed a row while another replica held a live lease, by their claim records on the database clock, so no offset clock ever met another replica's live lease")
+	}
 	return inconclusive, nil
+}
+
+// contendedByRecords reports whether a skewed replica, while its clock
+// was off, claimed a row at a database time at which another replica's
+// claim record shows a live lease (its claim at or before that time, its
+// lease ending after it).
+func contendedByRecords(h []history.Op, skews []skewed) bool {
+	var claims []history.Op
+	for _, op := range h {
+		if op.F == history.Claim && op.Type == history.OK && len(op.Events) > 0 && !op.DBTime.IsZero() && !op.Until.IsZero() {
+			claims = append(claims, op)
+		}
+	}
+	for _, c := range skews {
+		from, to := faultWindow(h, c.fault)
+		if from.IsZero() {
+			continue
+		}
+		for _, mine := range claims {
+			if mine.Process != c.process || mine.Time.Before(from) || (!to.IsZero() && mine.Time.After(to)) {
+				continue
+			}
+			for _, other := range claims {
+				if other.Process != c.process && !other.DBTime.After(mine.DBTime) && mine.DBTime.Before(other.Until) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // claimLease returns the longest lease the skewed replicas took by their

@@ -54,6 +54,8 @@ func TestJudgeSkew(t *testing.T) {
 		fault("relay-b clock -3m", history.FaultStop, 8),
 	}
 	onlyA := append(append([]history.Op{}, both[:4]...), both[5:]...)
+	// Both claim while skewed, each lease over before the other's claim.
+	apart := append(append([]history.Op{}, both[1:3]...), claim("relay-a", 3, time.Second), claim("relay-b", 5, time.Second), both[5], both[6])
 	// The relays' records come after the harness's own in a history.
 	shuffled := append(append([]history.Op{}, both[3:5]...), append(append([]history.Op{}, both[:3]...), both[5:]...)...)
 	for _, c := range []struct {
@@ -70,6 +72,8 @@ func TestJudgeSkew(t *testing.T) {
 		{name: "lease unknown", lease: 0, known: true, h: both, inconclusive: "no lease the relays took is known"},
 		{name: "lease as long as the smallest offset", lease: 3 * time.Minute, known: true, h: both, inconclusive: "not shorter than the smallest offset 3m0s"},
 		{name: "a replica never claimed while skewed", lease: 4 * time.Second, known: true, h: onlyA, inconclusive: "relay-b claimed no row while its clock was -3m"},
+		{name: "records: both claimed while skewed, never under another's live lease", lease: time.Second, known: true, h: apart,
+			inconclusive: "no skewed replica claimed a row while another replica held a live lease"},
 		{name: "no records: both skewed replicas claimed while another held a live lease", lease: 4 * time.Second, h: both, unchecked: true,
 			seen: []leaseSeen{row("relay-a", 3, 4), row("relay-b", 4, 4), row("relay-c", 2, 4)}},
 		{name: "no records: a replica shows no claim while skewed", lease: 4 * time.Second, h: both, unchecked: true,
