@@ -1,9 +1,11 @@
 package consumer
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -50,14 +52,18 @@ func (i Identity) String() string {
 }
 
 // ID returns the event id d carries, "" when it carries none where the
-// identity looks.
+// identity looks. A header or body field may hold the id as text or as an
+// integer (a key the database assigns, such as a bigint identity), read
+// as its decimal digits; any other value is no id.
 func (i Identity) ID(d amqp.Delivery) string {
 	switch {
 	case i.Header != "":
 		return text(d.Headers[i.Header])
 	case i.BodyField != "":
 		var body map[string]any
-		if json.Unmarshal(d.Body, &body) != nil {
+		dec := json.NewDecoder(bytes.NewReader(d.Body))
+		dec.UseNumber()
+		if dec.Decode(&body) != nil || dec.More() {
 			return ""
 		}
 		return text(body[i.BodyField])
@@ -76,6 +82,18 @@ func text(v any) string {
 		return s
 	case []byte:
 		return string(s)
+	case json.Number:
+		// An integer within 64 bits, as the body writes it; not 1.5 or 1e3.
+		if _, err := strconv.ParseInt(string(s), 10, 64); err == nil {
+			return string(s)
+		}
+		if _, err := strconv.ParseUint(string(s), 10, 64); err == nil {
+			return string(s)
+		}
+	case int8, int16, int32, int64, int:
+		return fmt.Sprint(s)
+	case uint8, uint16, uint32, uint64, uint:
+		return fmt.Sprint(s)
 	}
 	return ""
 }

@@ -9,8 +9,8 @@ import (
 func TestIdentityReadsWhereItIsTold(t *testing.T) {
 	d := amqp.Delivery{
 		MessageId:  "from-property",
-		Headers:    amqp.Table{"_watermill_message_uuid": "from-header", "n": int64(3)},
-		Body:       []byte(`{"event_id":"from-body","n":3}`),
+		Headers:    amqp.Table{"_watermill_message_uuid": "from-header", "n": int64(3), "u": uint32(7), "f": 2.5, "b": true},
+		Body:       []byte(`{"event_id":"from-body","n":9007199254740993,"f":1.5,"e":1e3,"neg":-4,"o":{}}`),
 		RoutingKey: "order.created",
 	}
 	for _, c := range []struct {
@@ -21,8 +21,18 @@ func TestIdentityReadsWhereItIsTold(t *testing.T) {
 		{"message_id", "from-property"},
 		{"header:_watermill_message_uuid", "from-header"},
 		{"header:missing", ""},
-		{"header:n", ""}, // not text: no id, rather than a number's digits
+		// An integer is read as its digits (a bigint key the database
+		// assigns); any other value is no id.
+		{"header:n", "3"},
+		{"header:u", "7"},
+		{"header:f", ""},
+		{"header:b", ""},
 		{"body:event_id", "from-body"},
+		{"body:n", "9007199254740993"}, // beyond a float64's integers, kept exact
+		{"body:neg", "-4"},
+		{"body:f", ""},
+		{"body:e", ""},
+		{"body:o", ""},
 		{"body:missing", ""},
 	} {
 		id, err := ParseIdentity(c.spec)
@@ -38,8 +48,10 @@ func TestIdentityReadsWhereItIsTold(t *testing.T) {
 			}
 		}
 	}
-	if got := (Identity{BodyField: "event_id"}).ID(amqp.Delivery{Body: []byte("not json")}); got != "" {
-		t.Errorf("an undecodable body gave id %q", got)
+	for _, body := range []string{"not json", `{"event_id":"x"} trailing`} {
+		if got := (Identity{BodyField: "event_id"}).ID(amqp.Delivery{Body: []byte(body)}); got != "" {
+			t.Errorf("an undecodable body %q gave id %q", body, got)
+		}
 	}
 	if got := (Identity{}).Type(d); got != "order.created" {
 		t.Errorf("Type without a type property = %q, want the routing key", got)
