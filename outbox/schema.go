@@ -27,7 +27,15 @@ type Schema struct {
 	// Stage stages e in the outbox inside tx, the caller's business
 	// transaction, and publishes nothing: the harness commits or rolls
 	// tx back. It wakes a listening relay if the outbox has a wake-up.
-	Stage func(ctx context.Context, tx pgx.Tx, table Table, e Event) error
+	// It returns the id the database gave the event's row when
+	// ReturnsID is set, and "" otherwise.
+	Stage func(ctx context.Context, tx pgx.Tx, table Table, e Event) (dbID string, err error)
+	// ReturnsID says that the outbox keys its rows by an id the database
+	// gives them (a bigint identity, a sequence, a uuid default) rather
+	// than by the event's own id: Stage returns that id as text, and the
+	// rows view and the relay's deliveries show it. The harness keeps,
+	// per outbox, which event each such id stands for.
+	ReturnsID bool
 	// Rows returns a SELECT over the outbox of table with this package's
 	// row columns, by name: id (the event id), message_type,
 	// processed_at, faulted_at, attempts, occurred_at, locked_by,
@@ -44,9 +52,13 @@ type Schema struct {
 // package's.
 func (s Schema) Own() bool { return s.Migrate != nil || s.Stage != nil || s.Rows != nil }
 
-// Validate checks that an own schema sets all three functions.
+// Validate checks that an own schema sets all three functions, and that
+// only an own schema returns ids.
 func (s Schema) Validate() error {
 	if !s.Own() {
+		if s.ReturnsID {
+			return errors.New("outbox schema: ReturnsID without a Stage of its own (this package's table keeps the event's id)")
+		}
 		return nil
 	}
 	var missing []error
@@ -85,12 +97,22 @@ func (s Schema) Create(ctx context.Context, db *pgxpool.Pool, table Table) error
 }
 
 // StageIn stages e inside tx: s.Stage, or this package's Stage with
-// NOTIFY.
-func (s Schema) StageIn(ctx context.Context, tx pgx.Tx, table Table, e Event) error {
+// NOTIFY. dbID is the id the database gave the row when s.ReturnsID, and
+// "" otherwise; a schema that returns ids and returned none is an error.
+func (s Schema) StageIn(ctx context.Context, tx pgx.Tx, table Table, e Event) (dbID string, err error) {
 	if s.Stage == nil {
-		return Stage(ctx, tx, table, e, StageOptions{Notify: true})
+		return "", Stage(ctx, tx, table, e, StageOptions{Notify: true})
 	}
-	return s.Stage(ctx, tx, table, e)
+	dbID, err = s.Stage(ctx, tx, table, e)
+	switch {
+	case err != nil:
+		return "", err
+	case !s.ReturnsID:
+		return "", nil
+	case dbID == "":
+		return "", fmt.Errorf("outbox schema %s: staging event %s returned no id, and the schema returns the id the database gives each row", s.label(), e.ID)
+	}
+	return dbID, nil
 }
 
 // RowsView is the view a harness reads an own schema's rows through,

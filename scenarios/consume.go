@@ -15,6 +15,7 @@ import (
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 // recordingInbox is one consumer process's inbox: consumer.PGInbox, with
@@ -59,8 +60,12 @@ func (in *recordingInbox) record(op history.Op) {
 // Apply records the delivery, applies it through PGInbox, and records the
 // outcome. A failed apply is recorded as info (the commit may have gone
 // through) and delayed a little before the delivery is requeued, so that
-// an unreachable database does not spin the broker.
+// an unreachable database does not spin the broker. Where the relay's
+// outbox gives its rows ids of the database's, the delivery's id is one
+// of them: the event it stands for is what the history records and the
+// inbox and the effect apply.
 func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	m.ID = in.bc.ids.Event(m.ID)
 	ids := []string{m.ID}
 	now := time.Now()
 	in.applyEnd.Store(now.Add(in.r.sc.holdFor(m.ID)).UnixNano())
@@ -129,7 +134,8 @@ func (in *recordingInbox) effect() consumer.Effect {
 		in.staged = st
 		in.mu.Unlock()
 		in.record(history.Op{Type: history.Invoke, F: history.Commit, Events: st.ids, Meta: history.Meta{CausedBy: []string{m.ID}}})
-		if err := in.r.relay.Outbox.StageIn(ctx, tx, next.table, ev); err != nil {
+		store := workload.PG{Table: next.table, Notify: true, Schema: in.r.relay.Outbox, IDs: next.ids}
+		if _, err := store.Stage(ctx, tx, ev); err != nil {
 			st.failed = true
 			return err
 		}

@@ -65,10 +65,14 @@ func probeOnce(ctx context.Context, env *testenv.Env, u RelayUnderTest, log func
 // deliveries name the same event: it stages one event through u's own
 // stage in a business transaction, reads it back through the rows view in
 // that transaction, commits, and waits for its delivery with one replica
-// of u running. A rows view that does not show the staged event under the
-// id it was given, or a delivery that carries another id where u's
-// delivery identity looks, is an error wrapping ErrMapping that names the
-// column or delivery field. A relay that delivers nothing within
+// of u running. The id they must agree on is the event's own, or, for an
+// outbox that returns the id the database gave the row
+// (outbox.Schema.ReturnsID), that one, which the run names the event by
+// through its map of such ids, as it then does for every row and
+// delivery. A rows view that does not show the staged event under that
+// id, or a delivery that carries another id where u's delivery identity
+// looks, is an error wrapping ErrMapping that names the column or
+// delivery field. A relay that delivers nothing within
 // ProbeWithin is not refused here: the scenarios judge what it does.
 func Probe(ctx context.Context, env *testenv.Env, u RelayUnderTest, log func(string)) error {
 	r := newRun(env, Scenario{Name: "setup-probe", Replicas: 1, Workload: workload.Shape{Producers: 1}}, Options{Relay: u, Log: log})
@@ -84,8 +88,15 @@ func Probe(ctx context.Context, env *testenv.Env, u RelayUnderTest, log func(str
 	defer closeQueue()
 
 	e := outbox.Event{ID: uuid.New(), Type: workload.TypeOrderPlaced, Payload: json.RawMessage(`{"order_id":"probe","amount":1}`)}
-	if err := r.probeStage(ctx, bc, e); err != nil {
+	dbID, err := r.probeStage(ctx, bc, e)
+	if err != nil {
 		return err
+	}
+	// The id the delivery must carry: the event's own, or the one the
+	// database gave its row.
+	want, given := e.ID.String(), fmt.Sprintf("the id %s it was staged with", e.ID)
+	if dbID != "" {
+		want, given = dbID, fmt.Sprintf("the id %q its stage returned (RETURNING) for event %s", dbID, e.ID)
 	}
 	timer := time.NewTimer(ProbeWithin)
 	defer timer.Stop()
@@ -94,15 +105,23 @@ func Probe(ctx context.Context, env *testenv.Env, u RelayUnderTest, log func(str
 		if !ok {
 			return fmt.Errorf("setup probe: the probe's queue on %s closed before a delivery", bc.exchange)
 		}
-		if got := u.Identity.ID(d); got != e.ID.String() {
-			err := fmt.Errorf("%w: delivery.id %s: the probe event's delivery (routing key %q) carries %q there, not the id %s it was staged with; %s",
-				ErrMapping, u.Identity, d.RoutingKey, got, e.ID, describeDelivery(d))
-			if fits := identitiesOf(d, e.ID.String()); len(fits) > 0 {
+		// The consumers' path: the id where the identity looks, named
+		// through the map of the database's ids.
+		if got := u.Identity.ID(d); bc.ids.Event(got) != e.ID.String() {
+			err := fmt.Errorf("%w: delivery.id %s: the probe event's delivery (routing key %q) carries %q there, not %s; %s",
+				ErrMapping, u.Identity, d.RoutingKey, got, given, describeDelivery(d))
+			if fits := identitiesOf(d, want); len(fits) > 0 {
 				err = fmt.Errorf("%w (delivery.id %s would name it)", err, strings.Join(fits, " or "))
+			} else if fits := identitiesOf(d, e.ID.String()); dbID != "" && len(fits) > 0 {
+				err = fmt.Errorf("%w (the delivery carries the event's own id, :id, under delivery.id %s: the stage need not return the database's id)", err, strings.Join(fits, " or "))
 			}
 			return err
 		}
-		r.logf("setup probe: event %s staged, shown by the rows view and delivered under the same id", e.ID)
+		if dbID != "" {
+			r.logf("setup probe: event %s staged as row %q, shown by the rows view and delivered under that id", e.ID, dbID)
+		} else {
+			r.logf("setup probe: event %s staged, shown by the rows view and delivered under the same id", e.ID)
+		}
 	case <-timer.C:
 		r.logf("setup probe: no delivery within %s; the scenarios judge the relay (the delivery identity is unchecked)", ProbeWithin)
 	case <-ctx.Done():
@@ -113,50 +132,58 @@ func Probe(ctx context.Context, env *testenv.Env, u RelayUnderTest, log func(str
 
 // probeStage stages e in bc's outbox through the relay's own stage, in a
 // business transaction that reads it back through the rows view before it
-// commits.
-func (r *run) probeStage(ctx context.Context, bc *boundedCtx, e outbox.Event) error {
+// commits; it returns the id the database gave the row, for an outbox
+// that returns one ("" otherwise). The rows view is read as every read
+// of the run reads it: under the events' ids, which the map of the
+// database's ids gives.
+func (r *run) probeStage(ctx context.Context, bc *boundedCtx, e outbox.Event) (string, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tx, err := r.fx.App.Begin(sctx)
 	if err != nil {
-		return fmt.Errorf("setup probe: beginning the business transaction: %w", err)
+		return "", fmt.Errorf("setup probe: beginning the business transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(sctx)) }()
-	store := workload.PG{Table: bc.table, Notify: true, Schema: r.relay.Outbox}
-	if err := store.Stage(sctx, tx, e); err != nil {
-		return fmt.Errorf("setup probe: staging one event through outbox.stage: %w", err)
+	store := workload.PG{Table: bc.table, Notify: true, Schema: r.relay.Outbox, IDs: bc.ids}
+	dbID, err := store.Stage(sctx, tx, e)
+	if err != nil {
+		return "", fmt.Errorf("setup probe: staging one event through outbox.stage: %w", err)
 	}
 	rows, err := tx.Query(sctx, `SELECT id::text, COALESCE(message_type::text, '') FROM `+bc.rows)
 	if err != nil {
-		return fmt.Errorf("setup probe: reading the rows view: %w", err)
+		return "", fmt.Errorf("setup probe: reading the rows view: %w", err)
 	}
 	shown := map[string]string{}
 	for rows.Next() {
 		var id, typ string
 		if err := rows.Scan(&id, &typ); err != nil {
 			rows.Close()
-			return fmt.Errorf("setup probe: reading the rows view: %w", err)
+			return "", fmt.Errorf("setup probe: reading the rows view: %w", err)
 		}
-		shown[id] = typ
+		// A row whose id no stage returned shows its own id.
+		shown[strings.TrimPrefix(id, workload.UnmappedPrefix)] = typ
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("setup probe: reading the rows view: %w", err)
+		return "", fmt.Errorf("setup probe: reading the rows view: %w", err)
 	}
 	typ, ok := shown[e.ID.String()]
 	switch {
 	case len(shown) == 0:
-		return fmt.Errorf("%w: outbox.rows: the rows view shows no row after the stage of event %s in the same transaction; it must show the outbox's rows", ErrMapping, e.ID)
+		return "", fmt.Errorf("%w: outbox.rows: the rows view shows no row after the stage of event %s in the same transaction; it must show the outbox's rows", ErrMapping, e.ID)
+	case !ok && dbID != "":
+		return "", fmt.Errorf("%w: outbox.rows: the rows view's id is not the id the stage returned (RETURNING gave %q for event %s); in the staging transaction it shows %s (the stage must return the column the rows view shows as id)",
+			ErrMapping, dbID, e.ID, describeRows(shown))
 	case !ok:
-		return fmt.Errorf("%w: outbox.rows: the rows view's id is not the id the stage was given (:id %s); in the staging transaction it shows %s (a key the database assigns needs a column that keeps :id, shown as id)",
+		return "", fmt.Errorf("%w: outbox.rows: the rows view's id is not the id the stage was given (:id %s); in the staging transaction it shows %s (a key the database assigns is shown as id when a stage statement ends in RETURNING it)",
 			ErrMapping, e.ID, describeRows(shown))
 	case typ != e.Type:
-		return fmt.Errorf("%w: outbox.rows: the rows view shows event %s with message_type %q, not the :type %q it was staged with", ErrMapping, e.ID, typ, e.Type)
+		return "", fmt.Errorf("%w: outbox.rows: the rows view shows event %s with message_type %q, not the :type %q it was staged with", ErrMapping, e.ID, typ, e.Type)
 	}
 	if err := tx.Commit(sctx); err != nil {
-		return fmt.Errorf("setup probe: committing the probe event: %w", err)
+		return "", fmt.Errorf("setup probe: committing the probe event: %w", err)
 	}
-	return nil
+	return dbID, nil
 }
 
 // probeQueue binds a queue of its own to exchange, for every routing key,

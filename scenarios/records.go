@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 // RelayRecords sums up what the relay replicas recorded of their own
@@ -15,7 +16,7 @@ type RelayRecords = history.RecordsSummary
 
 // readRelayRecords reads every lifetime of every replica's records file
 // and returns them as history sources, with a summary and the problems
-// found. A lifetime that ends without a Stop record gets a Crash of its
+// found; the events are named by their own ids (nameEvents). A lifetime that ends without a Stop record gets a Crash of its
 // process after its last record, unless a harness op in base (a crash it
 // caused, a restart it made) already closes it before the process's next
 // lifetime.
@@ -56,6 +57,7 @@ func (r *run) readRelayRecords(base []history.Op) ([][]history.Op, RelayRecords,
 				for j := range ops {
 					ops[j].Process = s.name
 				}
+				nameEvents(ops, bc.ids)
 				sum.Ops += len(ops)
 				if l.Stopped() || len(ops) == 0 {
 					sources = append(sources, ops)
@@ -78,6 +80,20 @@ func (r *run) readRelayRecords(base []history.Op) ([][]history.Op, RelayRecords,
 		}
 	}
 	return sources, sum, problems
+}
+
+// nameEvents names the events of a relay's records by their own ids
+// where the relay's outbox gives its rows ids of the database's, which
+// its records carry: through ids, as the consumers name what they are
+// delivered.
+func nameEvents(ops []history.Op, ids *workload.IDs) {
+	if ids == nil {
+		return
+	}
+	for i := range ops {
+		ops[i].Events = ids.Events(ops[i].Events)
+		ops[i].CausedBy = ids.Events(ops[i].CausedBy)
+	}
 }
 
 // closedBy reports whether base has a Crash or Restart of process after

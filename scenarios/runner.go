@@ -93,9 +93,13 @@ const DrainWithin = 60 * time.Second
 // queue, inbox consumer name and relay replicas; next is the context its
 // consumer stages into (pipelines).
 type boundedCtx struct {
-	name     string
-	table    outbox.Table
-	rows     string // the relation showing the outbox's rows (fixture.Context.Rows)
+	name  string
+	table outbox.Table
+	rows  string // the relation showing the outbox's rows under their events' ids (fixture.Context.Rows)
+	// ids names the events the database's ids of the outbox's rows stand
+	// for, when the relay's outbox returns them (fixture.Context.IDs); nil
+	// names every id as it is.
+	ids      *workload.IDs
 	exchange string
 	queue    string
 	inbox    string

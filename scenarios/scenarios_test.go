@@ -321,30 +321,18 @@ func TestClusterCatalogue(t *testing.T) {
 }
 
 // TestSetupProbe checks the setup probe on containers with the Python
-// example relay: its own target file round-trips; the same outbox with a
-// bigint identity key shown as the rows view's id, and the same relay
-// with a delivery identity it never sets, are each refused before any
-// scenario, wrapping ErrMapping and naming the column or delivery field.
+// example relay: its own target file round-trips, and so does the same
+// outbox keyed by a bigint identity whose stage returns the key
+// (RETURNING), which the rows view shows as id and the relay publishes as
+// message_id. Refused before any scenario, wrapping ErrMapping and naming
+// the column or delivery field: that outbox with a stage that returns no
+// key (the rows view shows one the stage was never given), with a stage
+// that returns another column than the rows view's id, and with a
+// delivery identity that looks where the key is not; and the relay with
+// a delivery identity it never sets.
 func TestSetupProbe(t *testing.T) {
 	env := sharedEnv(t)
-	base, err := os.ReadFile("../examples/pyrelay/target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bigint := strings.Replace(string(base), "event_id    uuid PRIMARY KEY,", "seq         bigint GENERATED ALWAYS AS IDENTITY,\n      event_id    uuid PRIMARY KEY,", 1)
-	bigint = strings.Replace(bigint, "SELECT event_id AS id,", "SELECT seq AS id,", 1)
-	header := strings.Replace(string(base), "id: message_id", "id: header:x-event-id", 1)
-	if bigint == string(base) || header == string(base) {
-		t.Fatal("the pyrelay target file changed: the probe's variants no longer apply")
-	}
-	for _, tc := range []struct {
-		name, file string
-		want       string // "" for a mapping that round-trips
-	}{
-		{"round-trips", string(base), ""},
-		{"bigint key as the rows view's id", bigint, "outbox.rows: the rows view's id is not the id the stage was given"},
-		{"delivery identity never set", header, `delivery.id header:x-event-id: the probe event's delivery (routing key "order.placed") carries "" there`},
-	} {
+	for _, tc := range probeVariants(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			u, err := ParseTarget([]byte(tc.file), "../examples/pyrelay")
 			if err != nil {
@@ -360,5 +348,67 @@ func TestSetupProbe(t *testing.T) {
 			}
 			t.Logf("probe: %v", err)
 		})
+	}
+}
+
+// probeCase is a variant of the pyrelay target file for the setup probe.
+type probeCase struct {
+	name, file string
+	want       string // "" for a mapping that round-trips
+}
+
+// probeVariants are the target files TestSetupProbe probes, made from
+// examples/pyrelay/target.yaml.
+func probeVariants(t *testing.T) []probeCase {
+	t.Helper()
+	data, err := os.ReadFile("../examples/pyrelay/target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := string(data)
+	replace := func(text string, pairs ...string) string {
+		t.Helper()
+		for i := 0; i < len(pairs); i += 2 {
+			if !strings.Contains(text, pairs[i]) {
+				t.Fatalf("the pyrelay target file changed: %q is not in it, and the probe's variants no longer apply", pairs[i])
+			}
+			text = strings.Replace(text, pairs[i], pairs[i+1], 1)
+		}
+		return text
+	}
+	const (
+		uuidKey   = "event_id    uuid PRIMARY KEY,"
+		stageCols = "INSERT INTO {table} (event_id, kind, body, trace_id, created_at)\n    VALUES (:id, :type, :payload, :correlation_id, :occurred_at)"
+	)
+	bigint := replace(base, uuidKey, "event_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,",
+		stageCols, "INSERT INTO {table} (kind, body, trace_id, created_at)\n    VALUES (:type, :payload, :correlation_id, :occurred_at)\n    RETURNING event_id")
+	return []probeCase{
+		{"round-trips", base, ""},
+		{"bigint identity the stage returns", bigint, ""},
+		{"bigint key the stage never returns",
+			replace(base, uuidKey, "seq         bigint GENERATED ALWAYS AS IDENTITY,\n      "+uuidKey, "SELECT event_id AS id,", "SELECT seq AS id,"),
+			"outbox.rows: the rows view's id is not the id the stage was given"},
+		{"stage returns another column than the rows view's id", replace(bigint, "RETURNING event_id", "RETURNING created_at"),
+			"outbox.rows: the rows view's id is not the id the stage returned"},
+		{"delivery identity where the key is not", replace(bigint, "id: message_id", "id: body:order_id"),
+			`delivery.id body:order_id: the probe event's delivery (routing key "order.placed") carries "probe" there, not the id`},
+		{"delivery identity never set", replace(base, "id: message_id", "id: header:x-event-id"),
+			`delivery.id header:x-event-id: the probe event's delivery (routing key "order.placed") carries "" there`},
+	}
+}
+
+// TestSetupProbeVariants keeps the target files TestSetupProbe probes
+// valid without containers: each passes CheckTarget, and those keyed by
+// the bigint identity return it.
+func TestSetupProbeVariants(t *testing.T) {
+	for _, tc := range probeVariants(t) {
+		c, err := check(t, tc.file)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if returns := strings.Contains(tc.file, "RETURNING"); c.Relay.Outbox.ReturnsID != returns {
+			t.Errorf("%s: returns the database's ids %v, want %v", tc.name, c.Relay.Outbox.ReturnsID, returns)
+		}
 	}
 }

@@ -52,7 +52,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	for _, c := range r.fx.Contexts {
 		r.contexts = append(r.contexts, &boundedCtx{
-			name: c.Name, table: c.Table, rows: c.Rows, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name, topology: c.Topology,
+			name: c.Name, table: c.Table, rows: c.Rows, ids: c.IDs, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name, topology: c.Topology,
 		})
 	}
 	for i := 0; i+1 < len(r.contexts); i++ {
@@ -252,7 +252,7 @@ func (r *run) makeProducers() error {
 		clk := chaos.NewClock(0)
 		p := &workload.Producer{
 			Name:  fmt.Sprintf("producer-%d", i+1),
-			Store: workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true, Schema: r.relay.Outbox},
+			Store: workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true, Schema: r.relay.Outbox, IDs: bc.ids},
 			Mode:  r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
 			StampOccurredAt: true,
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -82,7 +83,10 @@ type TargetOutbox struct {
 	// event inside the business transaction, with named parameters :id
 	// (uuid), :type (text), :payload (the JSON body as text),
 	// :correlation_id (uuid or NULL) and :occurred_at (timestamptz: the
-	// event's time, or the transaction's now() when it has none).
+	// event's time, or the transaction's now() when it has none). One
+	// statement may end in RETURNING with one column: the id the database
+	// gave the event's row (a bigint identity, say), which the rows view
+	// then shows as id and deliveries carry; :id is then optional.
 	Stage stringList `yaml:"stage"`
 	// Rows is a SELECT that shows the outbox's rows in the harness's
 	// columns: id, message_type, processed_at, faulted_at, attempts,
@@ -121,8 +125,8 @@ var stageParams = []string{"id", "type", "payload", "correlation_id", "occurred_
 
 // RowColumns are the columns the harness reads, by name, from the view it
 // makes of a target's outbox.rows: the columns of package outbox's table
-// (outbox.Schema.Rows).
-var RowColumns = []string{"id", "message_type", "processed_at", "faulted_at", "attempts", "occurred_at", "locked_by", "locked_at", "locked_until"}
+// (outbox.Schema.Rows, fixture.RowColumns).
+var RowColumns = fixture.RowColumns
 
 // TargetError is a refused target file: every problem found in it, each
 // naming its field.
@@ -160,6 +164,10 @@ type TargetCheck struct {
 	// Stage lists, for each statement of outbox.stage, the named
 	// parameters it uses, in the order they first appear.
 	Stage [][]string
+	// Returns is the expression of the RETURNING that ends a statement of
+	// outbox.stage, as written: the id the database gives the event's
+	// row. Empty when the stage returns nothing, and the rows keep :id.
+	Returns string
 	// Rows lists the columns the SELECT of outbox.rows gives, as far as
 	// its text names them.
 	Rows []string
@@ -187,7 +195,8 @@ func LoadTarget(path string) (RelayUnderTest, error) {
 
 // CheckTarget reads the target file at path as LoadTarget does, and
 // checks more without a database: that some statement of outbox.stage
-// keeps the event's id (:id), and that the SELECT of outbox.rows gives
+// keeps the event's id (:id) or returns the one the database gives its
+// row (RETURNING), and that the SELECT of outbox.rows gives
 // every column of RowColumns, as far as its text tells (the columns
 // named with AS, and bare column names, of its first select list;
 // TargetCheck.RowsUnsure says when the text cannot tell). It returns
@@ -264,7 +273,7 @@ func parseTarget(data []byte, dir string) (TargetCheck, []error) {
 		}
 	}
 	var errs []error
-	u.Outbox, c.Stage, errs = f.Outbox.schema(f.Name, undecoded)
+	u.Outbox, c.Stage, c.Returns, errs = f.Outbox.schema(f.Name, undecoded)
 	problems = append(problems, errs...)
 	if u.Identity, err = consumer.ParseIdentity(f.Delivery.ID); err != nil {
 		problems = append(problems, fmt.Errorf("delivery.id: %w", err))
@@ -275,13 +284,14 @@ func parseTarget(data []byte, dir string) (TargetCheck, []error) {
 }
 
 // strict returns what CheckTarget refuses beyond ParseTarget: a stage
-// that never uses :id, and a rows SELECT whose text shows that a column
-// of RowColumns is missing or given twice (of other names PostgreSQL
-// tells, since the text may name them otherwise than it does).
+// that neither uses :id nor returns the database's id, and a rows SELECT
+// whose text shows that a column of RowColumns is missing or given twice
+// (of other names PostgreSQL tells, since the text may name them
+// otherwise than it does).
 func (c TargetCheck) strict() []error {
 	var problems []error
-	if len(c.Stage) > 0 && !slices.ContainsFunc(c.Stage, func(ps []string) bool { return slices.Contains(ps, "id") }) {
-		problems = append(problems, errors.New("outbox.stage: no statement uses :id, so no row can keep the event's id, by which the harness follows every event (the rows view must show it as id)"))
+	if len(c.Stage) > 0 && c.Returns == "" && !slices.ContainsFunc(c.Stage, func(ps []string) bool { return slices.Contains(ps, "id") }) {
+		problems = append(problems, errors.New("outbox.stage: no statement uses :id, so no row can keep the event's id, by which the harness follows every event (the rows view must show it as id), and none ends in RETURNING the id the database gives the row instead"))
 	}
 	var twice []string
 	for i, n := range c.Rows {
@@ -504,10 +514,11 @@ func checkImageRef(ref string) error {
 }
 
 // schema turns the SQL of a target file into an outbox schema, with the
-// named parameters of each stage statement, and every problem found; a
-// field in undecoded, which the YAML could not give, is not reported
+// named parameters of each stage statement, the expression of the
+// RETURNING that ends one of them ("" for none), and every problem found;
+// a field in undecoded, which the YAML could not give, is not reported
 // missing.
-func (o TargetOutbox) schema(name string, undecoded map[string]bool) (outbox.Schema, [][]string, []error) {
+func (o TargetOutbox) schema(name string, undecoded map[string]bool) (outbox.Schema, [][]string, string, []error) {
 	var problems []error
 	var missing []string
 	for _, f := range []struct {
@@ -527,10 +538,15 @@ func (o TargetOutbox) schema(name string, undecoded map[string]bool) (outbox.Sch
 	type stmt struct {
 		sql  string
 		args []int // indexes into stageParams, one per $n
+		// returns: the statement ends in RETURNING the row's id, which
+		// sql gives as text.
+		returns bool
 	}
 	var (
-		stage  []stmt
-		params [][]string
+		stage   []stmt
+		params  [][]string
+		returns string
+		retIn   = -1
 	)
 	for i, s := range o.Stage {
 		if strings.TrimSpace(s) == "" {
@@ -550,13 +566,32 @@ func (o TargetOutbox) schema(name string, undecoded map[string]bool) (outbox.Sch
 			problems = append(problems, fmt.Errorf("outbox.stage[%d]: %w", i, err))
 			continue
 		}
-		stage = append(stage, stmt{sql, args})
+		st := stmt{sql: sql, args: args}
+		// Read as written, for the problems and the expression's text;
+		// the bound statement is the one rewritten.
+		ret, ok, err := stageReturning(s)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Errorf("outbox.stage[%d]: %w", i, err))
+			continue
+		case ok && retIn >= 0:
+			problems = append(problems, fmt.Errorf("outbox.stage[%d]: ends in RETURNING, as outbox.stage[%d] does: one statement returns the id the database gives the event's row", i, retIn))
+			continue
+		case ok:
+			bound, bok, berr := stageReturning(sql)
+			if !bok || berr != nil {
+				problems = append(problems, fmt.Errorf("outbox.stage[%d]: its RETURNING cannot be read once its parameters are bound", i))
+				continue
+			}
+			st.sql, st.returns, returns, retIn = bound.text(sql), true, ret.expr, i
+		}
+		stage = append(stage, st)
 	}
 	if err := checkPlaceholders(o.Rows); err != nil {
 		problems = append(problems, fmt.Errorf("outbox.rows: %w", err))
 	}
 	if len(problems) > 0 {
-		return outbox.Schema{Name: name}, params, problems
+		return outbox.Schema{Name: name}, params, returns, problems
 	}
 	return outbox.Schema{
 		Name: name,
@@ -564,21 +599,126 @@ func (o TargetOutbox) schema(name string, undecoded map[string]bool) (outbox.Sch
 			_, err := db.Exec(ctx, expand(o.Migrate, table))
 			return err
 		},
-		Stage: func(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) error {
+		Stage: func(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) (string, error) {
 			vals := stageValues(e)
+			var dbID string
 			for i, s := range stage {
 				args := make([]any, len(s.args))
 				for k, p := range s.args {
 					args[k] = vals[p]
 				}
-				if _, err := tx.Exec(ctx, expand(s.sql, table), args...); err != nil {
-					return fmt.Errorf("staging event %s (outbox.stage[%d]): %w", e.ID, i, err)
+				if !s.returns {
+					if _, err := tx.Exec(ctx, expand(s.sql, table), args...); err != nil {
+						return "", fmt.Errorf("staging event %s (outbox.stage[%d]): %w", e.ID, i, err)
+					}
+					continue
 				}
+				rows, err := tx.Query(ctx, expand(s.sql, table), args...)
+				if err != nil {
+					return "", fmt.Errorf("staging event %s (outbox.stage[%d]): %w", e.ID, i, err)
+				}
+				got, err := pgx.CollectRows(rows, pgx.RowTo[*string])
+				switch {
+				case err != nil:
+					return "", fmt.Errorf("staging event %s (outbox.stage[%d]): %w", e.ID, i, err)
+				case len(got) != 1:
+					return "", fmt.Errorf("staging event %s (outbox.stage[%d]): RETURNING %s gave %d rows; it must give one, the id of the event's row", e.ID, i, returns, len(got))
+				case got[0] == nil:
+					return "", fmt.Errorf("staging event %s (outbox.stage[%d]): RETURNING %s gave NULL, not the id of the event's row", e.ID, i, returns)
+				}
+				dbID = *got[0]
 			}
-			return nil
+			return dbID, nil
 		},
-		Rows: func(table outbox.Table) string { return expand(o.Rows, table) },
-	}, params, nil
+		ReturnsID: retIn >= 0,
+		Rows:      func(table outbox.Table) string { return expand(o.Rows, table) },
+	}, params, returns, nil
+}
+
+// stageClause is the RETURNING clause at the top level of a stage
+// statement.
+type stageClause struct {
+	// at is where RETURNING starts; from and to bound the text of its
+	// expression, an alias left out.
+	at, from, to int
+	// expr is the expression's text.
+	expr string
+}
+
+// text is sql with the clause rewritten to give its expression as text,
+// the form the harness keeps the database's ids in.
+func (c stageClause) text(sql string) string {
+	return sql[:c.at] + "RETURNING (" + c.expr + ")::text" + sql[c.to:]
+}
+
+// stageReturning finds the RETURNING at the top level of a stage
+// statement: ok is false when there is none, and err refuses one that does
+// not give exactly one column.
+func stageReturning(sql string) (c stageClause, ok bool, err error) {
+	toks, at, read := sqlTokensAt(sql)
+	if !read {
+		return c, false, nil // bindParams refuses what it cannot read
+	}
+	start, depth := -1, 0
+	for i, t := range toks {
+		depth += t.nesting()
+		if depth == 0 && t.is('w', "returning") {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return c, false, nil
+	}
+	c.at = at[start].from
+	end := len(toks)
+	var items [][]sqlToken
+	var cur []sqlToken
+	first := start + 1
+	depth = 0
+	for i := start + 1; i < len(toks); i++ {
+		t := toks[i]
+		depth += t.nesting()
+		if depth == 0 && t.nesting() == 0 && (t.is('p', ";") || t.is('p', ",")) {
+			items = append(items, cur)
+			cur = nil
+			if t.is('p', ";") {
+				end = i
+				break
+			}
+			continue
+		}
+		cur = append(cur, t)
+	}
+	if end == len(toks) {
+		items = append(items, cur)
+	}
+	var texts []string
+	for _, it := range items {
+		texts = append(texts, tokensText(it))
+	}
+	switch {
+	case len(items) == 1 && len(items[0]) == 0:
+		return c, true, errors.New("RETURNING gives no column; it must give one, the id the database gives the event's row")
+	case len(items) > 1:
+		return c, true, fmt.Errorf("RETURNING gives %d columns (%s); it must give one, the id the database gives the event's row, which the rows view shows as id and deliveries carry",
+			len(items), strings.Join(texts, ", "))
+	}
+	item := items[0]
+	if last := item[len(item)-1]; last.is('p', "*") {
+		return c, true, fmt.Errorf("RETURNING %s gives every column of the row; it must give one, the id the database gives the event's row", texts[0])
+	}
+	// Leave out an alias: the harness names the column itself.
+	n := len(item)
+	switch {
+	case n >= 3 && item[n-2].is('w', "as"):
+		n -= 2
+	case n >= 2 && (item[n-1].kind == 'w' && item[n-1].text != "isnull" && item[n-1].text != "notnull" || item[n-1].kind == 'q') && primaryEnd(item[:n-1]) == n-1:
+		n--
+	}
+	c.from, c.to = at[first].from, at[first+n-1].to
+	c.expr = sql[c.from:c.to]
+	return c, true, nil
 }
 
 // stageValues are an event's values of stageParams.
@@ -996,7 +1136,24 @@ const sqlOperatorChars = "+-*/<>=~!@#%^&|`?"
 // false for a text it cannot read (an unterminated literal, quoted name
 // or comment).
 func sqlTokens(sql string) (toks []sqlToken, ok bool) {
+	toks, _, ok = sqlTokensAt(sql)
+	return toks, ok
+}
+
+// sqlTokensAt is sqlTokens that also returns where each token starts
+// and ends in sql.
+func sqlTokensAt(sql string) (toks []sqlToken, at []span, ok bool) {
+	start := 0
+	// mark notes where the token the last step added, if any, starts and
+	// ends.
+	mark := func(end int) {
+		if len(toks) > len(at) {
+			at = append(at, span{start, end})
+		}
+	}
 	for i := 0; i < len(sql); {
+		mark(i)
+		start = i
 		c := sql[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
@@ -1004,7 +1161,8 @@ func sqlTokens(sql string) (toks []sqlToken, ok bool) {
 		case strings.HasPrefix(sql[i:], "--"):
 			j := strings.IndexByte(sql[i:], '\n')
 			if j < 0 {
-				return toks, true
+				mark(i)
+				return toks, at, true
 			}
 			i += j + 1
 		case strings.HasPrefix(sql[i:], "/*"):
@@ -1022,19 +1180,19 @@ func sqlTokens(sql string) (toks []sqlToken, ok bool) {
 				}
 			}
 			if depth != 0 {
-				return nil, false
+				return nil, nil, false
 			}
 			i = j
 		case c == '\'':
 			j, ok := quotedEnd(sql, i, false)
 			if !ok {
-				return nil, false
+				return nil, nil, false
 			}
 			toks, i = append(toks, sqlToken{'l', sql[i:j]}), j
 		case c == '"':
 			j, ok := quotedEnd(sql, i, false)
 			if !ok {
-				return nil, false
+				return nil, nil, false
 			}
 			toks, i = append(toks, sqlToken{'q', strings.ReplaceAll(sql[i+1:j-1], `""`, `"`)}), j
 		case c == '$':
@@ -1047,7 +1205,7 @@ func sqlTokens(sql string) (toks []sqlToken, ok bool) {
 				delim := sql[i : j+1]
 				k := strings.Index(sql[j+1:], delim)
 				if k < 0 {
-					return nil, false
+					return nil, nil, false
 				}
 				end := j + 1 + k + len(delim)
 				toks, i = append(toks, sqlToken{'l', sql[i:end]}), end
@@ -1072,7 +1230,7 @@ func sqlTokens(sql string) (toks []sqlToken, ok bool) {
 				// E'...', B'...', X'...', N'...'.
 				k, ok := quotedEnd(sql, j, w == "e" || w == "E")
 				if !ok {
-					return nil, false
+					return nil, nil, false
 				}
 				toks, i = append(toks, sqlToken{'l', sql[i:k]}), k
 			case (w == "u" || w == "U") && (strings.HasPrefix(sql[j:], "&'") || strings.HasPrefix(sql[j:], `&"`)):
@@ -1080,7 +1238,7 @@ func sqlTokens(sql string) (toks []sqlToken, ok bool) {
 				// decoded, so it names no column of RowColumns.
 				k, ok := quotedEnd(sql, j+1, false)
 				if !ok {
-					return nil, false
+					return nil, nil, false
 				}
 				kind := byte('l')
 				if sql[j+1] == '"' {
@@ -1102,8 +1260,12 @@ func sqlTokens(sql string) (toks []sqlToken, ok bool) {
 			toks, i = append(toks, sqlToken{'p', string(c)}), i+1
 		}
 	}
-	return toks, true
+	mark(len(sql))
+	return toks, at, true
 }
+
+// span is where a token starts and ends in a text.
+type span struct{ from, to int }
 
 // quotedEnd returns the index after the quote that closes the one at i
 // (a doubled quote stands for itself; with backslash, a backslash escapes

@@ -126,7 +126,7 @@ func TestReplayOfAGoSchemaTarget(t *testing.T) {
 		Outbox: outbox.Schema{
 			Name:    "my-outbox",
 			Migrate: func(context.Context, *pgxpool.Pool, outbox.Table) error { return nil },
-			Stage:   func(context.Context, pgx.Tx, outbox.Table, outbox.Event) error { return nil },
+			Stage:   func(context.Context, pgx.Tx, outbox.Table, outbox.Event) (string, error) { return "", nil },
 			Rows:    func(t outbox.Table) string { return "SELECT * FROM " + t.Ident() },
 		},
 	}

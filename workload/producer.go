@@ -104,6 +104,9 @@ type PG struct {
 	// Schema, when it is an own schema (outbox.Schema.Own), stages the
 	// events instead of package outbox (and Notify is its business).
 	Schema outbox.Schema
+	// IDs keeps the id the database gives each row, in the staging
+	// transaction, when Schema returns one (outbox.Schema.ReturnsID).
+	IDs *IDs
 }
 
 // Begin implements Store.
@@ -126,18 +129,29 @@ func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
 		return fmt.Errorf("business write: %w", err)
 	}
 	if stage {
-		return t.s.Stage(ctx, t.tx, e)
+		_, err := t.s.Stage(ctx, t.tx, e)
+		return err
 	}
 	return nil
 }
 
 // Stage stages e in s's outbox inside tx: through s.Schema when it is an
 // own schema, else through package outbox (with a wake-up when Notify).
-func (s PG) Stage(ctx context.Context, tx pgx.Tx, e outbox.Event) error {
-	if s.Schema.Own() {
-		return s.Schema.StageIn(ctx, tx, s.Table, e)
+// When the schema returns the id the database gave the row
+// (outbox.Schema.ReturnsID), Stage keeps it in s.IDs, in memory and
+// inside tx, and returns it; otherwise dbID is "".
+func (s PG) Stage(ctx context.Context, tx pgx.Tx, e outbox.Event) (dbID string, err error) {
+	if !s.Schema.Own() {
+		return "", outbox.Stage(ctx, tx, s.Table, e, outbox.StageOptions{Notify: s.Notify})
 	}
-	return outbox.Stage(ctx, tx, s.Table, e, outbox.StageOptions{Notify: s.Notify})
+	dbID, err = s.Schema.StageIn(ctx, tx, s.Table, e)
+	if err != nil || dbID == "" {
+		return "", err
+	}
+	if err := s.IDs.Keep(ctx, tx, dbID, e.ID); err != nil {
+		return dbID, err
+	}
+	return dbID, nil
 }
 
 func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }

@@ -21,7 +21,8 @@ func validateVerb() verb {
 		about: `Checks a target file without starting anything: its YAML and its
 fields (an unknown field is refused), the placeholders of its statements,
 the named parameters of its stage statements (and that one keeps the
-event's :id), its relay (an image reference, or a command whose program
+event's :id, or ends in RETURNING one column, the id the database gives
+the row), its relay (an image reference, or a command whose program
 exists and is executable, found as the run verb finds it: a relative path
 from the target file's directory, a bare name on PATH), its capabilities,
 its delivery identity, and the columns its rows SELECT gives, as far as
@@ -167,7 +168,11 @@ func targetSummary(path string, c scenarios.TargetCheck) string {
 		}
 		b.WriteString(":" + strings.Join(ps, " :"))
 	}
-	b.WriteString("); rows ")
+	b.WriteString(")")
+	if c.Returns != "" {
+		fmt.Fprintf(&b, " returning the row's id %s", c.Returns)
+	}
+	b.WriteString("; rows ")
 	if c.RowsUnsure != "" {
 		b.WriteString("unchecked without a database")
 	} else {

@@ -159,6 +159,25 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestValidateReturningTheDatabasesID: a stage that ends in RETURNING the
+// key the database gives the row needs no :id, and the line says what it
+// returns; a RETURNING of two columns is refused, naming the statement.
+func TestValidateReturningTheDatabasesID(t *testing.T) {
+	noProbe(t)
+	text := strings.Replace(validTarget, "event_id uuid PRIMARY KEY", "event_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY", 1)
+	text = strings.Replace(text, "(event_id, kind, body, created_at) VALUES (:id, :type, :payload, :occurred_at)",
+		"(kind, body, created_at) VALUES (:type, :payload, :occurred_at) RETURNING event_id", 1)
+	code, out, errOut := invoke(t, "validate", "--target", writeValidTarget(t, t.TempDir(), text))
+	if code != exitOK || !strings.Contains(out, "stage 2 statements (:type :payload :occurred_at; :) returning the row's id event_id; rows give") {
+		t.Errorf("exit %d, want 0 saying what the stage returns\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	two := strings.Replace(text, "RETURNING event_id", "RETURNING event_id, kind", 1)
+	code, out, errOut = invoke(t, "validate", "--target", writeValidTarget(t, t.TempDir(), two))
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "outbox.stage[0]: RETURNING gives 2 columns (event_id, kind); it must give one") {
+		t.Errorf("exit %d, want 2 refusing two columns\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
 // TestValidateSaysWhatItCannotTell: a rows SELECT whose select list has
 // a * is not refused, and the command says it could not check it.
 func TestValidateSaysWhatItCannotTell(t *testing.T) {

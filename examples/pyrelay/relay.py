@@ -12,7 +12,10 @@ connection, one AMQP channel in confirm mode, one message in flight.
 Its table (target.yaml creates it): event_id uuid primary key, kind text,
 body jsonb, trace_id uuid, created_at timestamptz, sent_at timestamptz
 (NULL until published), tries integer, dead_at timestamptz (parked),
-owner text, owned_at and lease_until timestamptz (the lease).
+owner text, owned_at and lease_until timestamptz (the lease). The key may
+be of another type, such as a bigint identity the database assigns: the
+relay reads it as text, publishes that text as message_id and compares
+it with the column as an untyped literal, which takes the column's type.
 
 What it does, every poll:
 
@@ -549,15 +552,15 @@ RETURNING o.event_id::text, o.kind, o.body::text, o.trace_id::text, o.tries, o.c
         # row is still pending.
         fence = "owner = %(me)s AND lease_until > now() AND sent_at IS NULL AND dead_at IS NULL"
         self.sql_mark = psycopg2.sql.SQL(
-            "UPDATE {t} SET sent_at = now() WHERE event_id = %(id)s::uuid AND " + fence).format(t=t)
+            "UPDATE {t} SET sent_at = now() WHERE event_id = %(id)s AND " + fence).format(t=t)
         self.sql_fail = psycopg2.sql.SQL("""
 UPDATE {t} SET tries = tries + 1,
     lease_until = now() + make_interval(secs => %(backoff)s::float8),
     dead_at = CASE WHEN tries + 1 >= %(max)s THEN now() END
-WHERE event_id = %(id)s::uuid AND """ + fence + """
+WHERE event_id = %(id)s AND """ + fence + """
 RETURNING tries, dead_at IS NOT NULL""").format(t=t)
         self.sql_park = psycopg2.sql.SQL(
-            "UPDATE {t} SET dead_at = now() WHERE event_id = %(id)s::uuid AND " + fence).format(t=t)
+            "UPDATE {t} SET dead_at = now() WHERE event_id = %(id)s AND " + fence).format(t=t)
 
     # The loop.
 

@@ -171,14 +171,14 @@ func Schema() outbox.Schema {
 		Migrate: func(ctx context.Context, db *pgxpool.Pool, table outbox.Table) error {
 			return For(table).Migrate(ctx, db)
 		},
-		Stage: func(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) error {
+		Stage: func(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) (string, error) {
 			if e.Type == "" {
-				return fmt.Errorf("staging event %s: empty message type", e.ID)
+				return "", fmt.Errorf("staging event %s: empty message type", e.ID)
 			}
 			if err := For(table).Stage(tx, e.Type, Message(ctx, e)); err != nil {
-				return fmt.Errorf("staging event %s: %w", e.ID, err)
+				return "", fmt.Errorf("staging event %s: %w", e.ID, err)
 			}
-			return nil
+			return "", nil
 		},
 		Rows: func(table outbox.Table) string { return For(table).Rows() },
 	}

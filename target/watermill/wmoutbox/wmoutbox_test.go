@@ -3,6 +3,7 @@ package wmoutbox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -131,8 +132,8 @@ func TestSchemaOnPostgreSQL(t *testing.T) {
 	}
 	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		for _, e := range committed {
-			if err := s.StageIn(ctx, tx, table, e); err != nil {
-				return err
+			if dbID, err := s.StageIn(ctx, tx, table, e); err != nil || dbID != "" {
+				return fmt.Errorf("staging %s: id %q, %v (watermill's rows keep the event's id)", e.ID, dbID, err)
 			}
 		}
 		return nil
@@ -144,13 +145,13 @@ func TestSchemaOnPostgreSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StageIn(ctx, tx, table, rolledBack); err != nil {
+	if _, err := s.StageIn(ctx, tx, table, rolledBack); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StageIn(ctx, nil, table, outbox.Event{ID: uuid.New(), Payload: []byte(`{}`)}); err == nil {
+	if _, err := s.StageIn(ctx, nil, table, outbox.Event{ID: uuid.New(), Payload: []byte(`{}`)}); err == nil {
 		t.Error("Stage accepted an event without a type")
 	}
 
