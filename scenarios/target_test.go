@@ -395,7 +395,7 @@ func TestCheckTargetRefuses(t *testing.T) {
 }
 
 // TestCheckTargetAcceptsTheShippedTargets checks the target files of the
-// repository and the example of docs/targets.md.
+// repository and the examples of docs/targets.md.
 func TestCheckTargetAcceptsTheShippedTargets(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*/target.yaml")
 	if len(files) == 0 {
@@ -415,13 +415,23 @@ func TestCheckTargetAcceptsTheShippedTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
-	example, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/targets.md has no YAML example")
+	examples := 0
+	for rest := string(doc); ; examples++ {
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			break
+		}
+		example, after, ok := strings.Cut(rest, "```")
+		if !ok {
+			t.Fatal("docs/targets.md has a YAML example that does not end")
+		}
+		rest = after
+		c, err := check(t, example)
+		if err != nil || c.RowsUnsure != "" {
+			t.Errorf("example %d of docs/targets.md: %v (rows unsure: %q)", examples+1, err, c.RowsUnsure)
+		}
 	}
-	c, err := check(t, example)
-	if err != nil || c.RowsUnsure != "" {
-		t.Errorf("the example of docs/targets.md: %v (rows unsure: %q)", err, c.RowsUnsure)
+	if examples == 0 {
+		t.Fatal("docs/targets.md has no YAML example")
 	}
 }

@@ -4,6 +4,8 @@
 package pyrelay_test
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +41,46 @@ func Target(t *testing.T) suite.Target {
 func TestCatalogue(t *testing.T) {
 	suite.Run(t, Target(t), suite.Options{
 		Scenarios: []string{scenarios.BrokerDown, scenarios.Poison, scenarios.LeaseExpiry},
+		Seed:      1,
+		Timeout:   5 * time.Minute,
+	})
+}
+
+// TestBigintKey runs the same relay on its outbox keyed by a bigint
+// identity the database assigns instead of the event's uuid: the stage
+// takes no :id and returns the key (RETURNING event_id), which the rows
+// view shows as id and the relay publishes as message_id. The run names
+// every row, delivery and queued message by the harness's event id
+// through its map of the keys, so that broker-down (the backlog, the
+// final state, the consumers' inbox) and lease-expiry (the rows a paused
+// replica holds, read by their events' ids) judge it as they judge the
+// uuid key, on seed 1. It starts containers, as TestCatalogue does.
+func TestBigintKey(t *testing.T) {
+	data, err := os.ReadFile("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, r := range [][2]string{
+		{"event_id    uuid PRIMARY KEY,", "event_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"},
+		{"INSERT INTO {table} (event_id, kind, body, trace_id, created_at)\n    VALUES (:id, :type, :payload, :correlation_id, :occurred_at)",
+			"INSERT INTO {table} (kind, body, trace_id, created_at)\n    VALUES (:type, :payload, :correlation_id, :occurred_at)\n    RETURNING event_id"},
+	} {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("target.yaml changed: %q is not in it", r[0])
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	u, err := scenarios.ParseTarget([]byte(text), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.Outbox.ReturnsID {
+		t.Fatal("the bigint key's stage does not return it")
+	}
+	u.Name = "pyrelay-bigint"
+	suite.Run(t, suite.Target{Relay: u}, suite.Options{
+		Scenarios: []string{scenarios.BrokerDown, scenarios.LeaseExpiry},
 		Seed:      1,
 		Timeout:   5 * time.Minute,
 	})
