@@ -659,14 +659,7 @@ func stageReturning(sql string) (c stageClause, ok bool, err error) {
 	if !read {
 		return c, false, nil // bindParams refuses what it cannot read
 	}
-	start, depth := -1, 0
-	for i, t := range toks {
-		depth += t.nesting()
-		if depth == 0 && t.is('w', "returning") {
-			start = i
-			break
-		}
-	}
+	start := topLevel(toks, "returning")
 	if start < 0 {
 		return c, false, nil
 	}
@@ -675,7 +668,7 @@ func stageReturning(sql string) (c stageClause, ok bool, err error) {
 	var items [][]sqlToken
 	var cur []sqlToken
 	first := start + 1
-	depth = 0
+	depth := 0
 	for i := start + 1; i < len(toks); i++ {
 		t := toks[i]
 		depth += t.nesting()
@@ -901,14 +894,7 @@ func rowsColumns(sql string) (names []string, unsure string) {
 	case len(toks) > 0 && toks[0].is('w', "select"):
 		start = 0
 	case len(toks) > 0 && toks[0].is('w', "with"):
-		depth := 0
-		for i, t := range toks {
-			depth += t.nesting()
-			if depth == 0 && t.is('w', "select") {
-				start = i
-				break
-			}
-		}
+		start = topLevel(toks, "select")
 	}
 	if start < 0 {
 		return nil, "it is not a SELECT (or WITH ... SELECT) whose select list its text shows"
@@ -972,6 +958,19 @@ func rowsColumns(sql string) (names []string, unsure string) {
 			strings.Join(unnamed, ", "), strings.Join(slices.DeleteFunc(slices.Clone(RowColumns), func(c string) bool { return slices.Contains(names, c) }), ", "))
 	}
 	return names, ""
+}
+
+// topLevel returns the index of the first of toks that is the word w
+// outside brackets, -1 when none is.
+func topLevel(toks []sqlToken, w string) int {
+	depth := 0
+	for i, t := range toks {
+		depth += t.nesting()
+		if depth == 0 && t.is('w', w) {
+			return i
+		}
+	}
+	return -1
 }
 
 // selectListEnds are the keywords that end a select list at the top
