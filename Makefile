@@ -182,12 +182,39 @@ TEST_PKGS = $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./
 	awk -v want=$(1) '$$1 ~ /\.test$$/ { c = 0; for (i = 2; i <= NF; i++) if ($$i == "github.com/outboxlab/outboxlab/testenv") c = 1; \
 	sub(/\.test$$/, "", $$1); if (c == want) print $$1 }'
 
-## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker: the packages that start no containers in parallel, those that do one at a time, the relay's mutant tests (-tags mutants) and test-examples
+# Tests in three of those packages start no container and are CPU-bound:
+# the simulation and rapid over it, the generated mutants' fast tier and
+# the SQL tier on Debian's PostgreSQL binaries. Where those binaries are
+# installed (.ci/run installs them), `make test` runs them beside the
+# one-at-a-time phase at the lowest priority (nice 19): they take the CPU
+# the phase's waits leave idle, and the phase's chaos timings keep the
+# cores first. The phase then runs only these packages' container tests.
+BG_PKGS            := ./sim/ ./property/ ./mutant/generated/
+BG_CONTAINER_TESTS := ^(TestBrokerSuiteRabbitMQ|TestDeliverySuiteRabbitMQ|TestInfraProperty|TestContainerTier)$$
+HAVE_PG_BINARIES   := $(wildcard /usr/lib/postgresql/*/bin/initdb)
+BG_LOG             := $(BUILD)/test-background.log
+GO_TEST            = $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS)
+
+## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker: the packages that start no containers in parallel, those that do one at a time (their CPU-bound tests that start none beside them at nice 19, where PostgreSQL's binaries are installed), the relay's mutant tests (-tags mutants) and test-examples
 .PHONY: test
 test: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test: images build
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(call TEST_PKGS,0))
-	$(GO) test -p 1 -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(call TEST_PKGS,1))
+	$(GO_TEST) $$($(call TEST_PKGS,0))
+	@mkdir -p $(BUILD); status=0; bg=; \
+	bgpkgs=$$($(GO) list $(BG_PKGS)); \
+	if [ -n "$(HAVE_PG_BINARIES)" ]; then \
+		echo "beside the next phase, at nice 19 (output in $(BG_LOG) until it ends): go test -skip '$(BG_CONTAINER_TESTS)' $(BG_PKGS)"; \
+		nice -n 19 $(GO_TEST) -skip '$(BG_CONTAINER_TESTS)' $(BG_PKGS) >$(BG_LOG) 2>&1 & bg=$$!; \
+		echo "$(GO) test -p 1 (one at a time): the other packages that start containers"; \
+		$(GO_TEST) -p 1 $$($(call TEST_PKGS,1) | grep -vxF "$$bgpkgs") || status=1; \
+		echo "$(GO) test -p 1 -run '$(BG_CONTAINER_TESTS)' $(BG_PKGS)"; \
+		$(GO_TEST) -p 1 -run '$(BG_CONTAINER_TESTS)' $(BG_PKGS) || status=1; \
+		echo "waiting for the tests beside it:"; wait $$bg || status=1; cat $(BG_LOG); \
+	else \
+		echo "$(GO) test -p 1 (one at a time): the packages that start containers"; \
+		$(GO_TEST) -p 1 $$($(call TEST_PKGS,1)) || status=1; \
+	fi; \
+	exit $$status
 	$(GO_TEST_MUTANTS) -count=1
 	@$(MAKE) --no-print-directory test-examples
 
@@ -196,6 +223,7 @@ test: images build
 test-packages:
 	@echo "one at a time (containers):"; $(call TEST_PKGS,1) | sed 's/^/  /'
 	@echo "in parallel (no containers):"; $(call TEST_PKGS,0) | sed 's/^/  /'
+	@echo "beside the one-at-a-time phase at nice 19, where PostgreSQL's binaries are installed: the tests of $(BG_PKGS) but $(BG_CONTAINER_TESTS)"
 
 ## test-short: the tests that need no Docker (go test -short ./..., and the relay's mutant tests with -tags mutants)
 .PHONY: test-short
