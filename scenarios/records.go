@@ -16,10 +16,10 @@ type RelayRecords = history.RecordsSummary
 
 // readRelayRecords reads every lifetime of every replica's records file
 // and returns them as history sources, with a summary and the problems
-// found; the events are named by their own ids (nameEvents). A lifetime that ends without a Stop record gets a Crash of its
-// process after its last record, unless a harness op in base (a crash it
-// caused, a restart it made) already closes it before the process's next
-// lifetime.
+// found; the events are named by their own ids (nameEvents). A lifetime
+// that ends without a Stop record gets a Crash of its process after its
+// last record, unless a harness op in base (a crash it caused, a restart
+// it made) already closes it before the process's next lifetime.
 func (r *run) readRelayRecords(base []history.Op) ([][]history.Op, RelayRecords, []string) {
 	sum := RelayRecords{Known: r.recordsDir != ""}
 	if !sum.Known {
