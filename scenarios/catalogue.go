@@ -18,7 +18,10 @@ import (
 
 // Scenario is one named chaos run: a workload, relay replicas, a fault
 // plan drawn from the run's seed, and what the run must show besides the
-// checkers' verdict.
+// checkers' verdict. The catalogue's are built here (Lookup); a team
+// builds its own as a Scenario value, with a workload, its own Faults
+// and Check, and runs it with Run or package suite (docs/scenarios.md,
+// "Your own scenario").
 type Scenario struct {
 	// Name is how the catalogue, the command and the tests call it.
 	Name string
@@ -67,13 +70,29 @@ type Scenario struct {
 	// id, so that the consumers do not apply in step. Default 0.
 	ApplyHold time.Duration
 
-	// prepare adjusts a replica's environment before it starts.
-	prepare func(s stage, slot *relaySlot)
-	// faults registers the scenario's faults with the run's nemesis and
-	// draws their schedule from rng.
-	faults func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)
-	// check adds the scenario's own problems to the result.
-	check func(ctx context.Context, s stage, res *Result)
+	// Prepare, when set, is called for every relay replica before it
+	// first starts, to set its environment (Replica.Setenv: a failpoint
+	// for one replica, other settings for another). It is not called in
+	// an unsafe mode, which runs no replica.
+	Prepare func(s Stage, r *Replica)
+	// Faults, when set, registers the scenario's faults with the run's
+	// nemesis (Stage.AddFault) and returns their schedule: when each
+	// starts and how long it lasts (Step), drawn from rng, which the
+	// run's seed decides, so that a seed replays the same schedule. Every
+	// step must end within safety, the length of the safety phase; a
+	// scheduled fault that never fires fails the run. An error stops the
+	// run before its workload starts.
+	Faults func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)
+	// Check, when set, judges the run once the checkers have: it reads
+	// res (the history, the counts, the checkers' report) and adds the
+	// scenario's own findings to it: a line in res.Problems fails the
+	// run, one in res.Inconclusive makes it inconclusive when nothing
+	// failed, one in res.Unchecked says what was not judged.
+	Check func(ctx context.Context, s Stage, res *Result)
+
+	// hooks, set on the scenarios the catalogue's functions return, are
+	// the code pointers of their hooks as built (see catalogued).
+	hooks *[3]uintptr
 }
 
 // Workload faults, counted from the history.
@@ -111,11 +130,11 @@ func defaultWorkload() workload.Shape {
 
 // Catalogue returns every scenario, in the order the catalogue runs them.
 func Catalogue() []Scenario {
-	return []Scenario{
+	return named(
 		baseline(), brokerDown(), brokerKilled(), dbDown(), crashBeforeMark(), leaseExpiry(),
 		clockSkew(), poison(), confirmLost(), slowNetwork(), commitOrder(), rollingRestart(),
 		producerCrash(), pipeline(),
-	}
+	)
 }
 
 // DualWrite is the scenario of the demo: the catalogue's broker-down (the
@@ -141,7 +160,7 @@ func dualWrite() Scenario {
 // ClusterCatalogue, of ConsumerCatalogue, or DualWrite.
 func Lookup(name string) (Scenario, bool) {
 	all := append(append(Catalogue(), ClusterCatalogue()...), ConsumerCatalogue()...)
-	for _, s := range append(all, dualWrite()) {
+	for _, s := range append(all, named(dualWrite())...) {
 		if s.Name == name {
 			return s, true
 		}
@@ -166,8 +185,12 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)).Truncate(time.Millisecond)
 }
 
-// step is one fault window of a schedule.
-func step(f chaos.Fault, at, d time.Duration) chaos.Step {
+// Step is one window of fault f in a schedule Scenario.Faults returns: f
+// is injected at (from the start of the safety phase's fault clock,
+// which starts with the first event delivered) and healed d later. f
+// must be registered with Stage.AddFault; a one-shot fault (a restart)
+// takes a short d.
+func Step(f chaos.Fault, at, d time.Duration) chaos.Step {
 	return chaos.Step{At: at, Fault: f.Name(), Kind: f.Kind(), Duration: d}
 }
 
@@ -178,7 +201,7 @@ func baseline() Scenario {
 		Workload: defaultWorkload(),
 		Safety:   6 * time.Second,
 		Exposes:  []workload.Mode{workload.PublishThenCommit},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			if s.Mode() == workload.Outbox && res.Counts.DuplicateDeliveries > 0 {
 				res.Problems = append(res.Problems, fmt.Sprintf("baseline: %d duplicate deliveries with no fault at all", res.Counts.DuplicateDeliveries))
 			}
@@ -193,7 +216,7 @@ func brokerDown() Scenario {
 		Workload: defaultWorkload(),
 		Safety:   9 * time.Second,
 		Exposes:  []workload.Mode{workload.CommitThenPublish, workload.Optimistic},
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			f := chaos.Down(s.PublisherLink())
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
@@ -201,7 +224,7 @@ func brokerDown() Scenario {
 			at1, d1 := between(rng, time.Second, 2*time.Second), between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
 			at2 := at1 + d1 + between(rng, time.Second, 2*time.Second)
 			d2 := between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
-			return []chaos.Step{step(f, at1, d1), step(f, at2, d2)}, nil
+			return []chaos.Step{Step(f, at1, d1), Step(f, at2, d2)}, nil
 		},
 	}
 }
@@ -217,7 +240,7 @@ func brokerKilled() Scenario {
 		// tell them apart.
 		RelayEnv: map[string]string{contract.EnvRetention: "1s", contract.EnvSweepInterval: "250ms"},
 		Exposes:  []workload.Mode{workload.Optimistic},
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			// The consumers are cut off first, so that the kill finds
 			// published messages waiting in the queue: only their
 			// persistence decides whether they survive the restart.
@@ -232,8 +255,8 @@ func brokerKilled() Scenario {
 			killFor := between(rng, 500*time.Millisecond, 1500*time.Millisecond)
 			cutAt := killAt - time.Second
 			return []chaos.Step{
-				step(cut, cutAt, killAt+killFor+time.Second-cutAt),
-				step(kill, killAt, killFor),
+				Step(cut, cutAt, killAt+killFor+time.Second-cutAt),
+				Step(kill, killAt, killFor),
 			}, nil
 		},
 	}
@@ -245,7 +268,7 @@ func dbDown() Scenario {
 		Summary:  "the relays' database link is cut, then the PostgreSQL container is killed and started again",
 		Workload: defaultWorkload(),
 		Safety:   9 * time.Second,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			cut := chaos.Down(s.Link(testenv.LinkRelayDB))
 			kill := newServiceKill(s.Postgres(), history.ClassDB)
 			for _, f := range []chaos.Fault{cut, kill} {
@@ -255,7 +278,7 @@ func dbDown() Scenario {
 			}
 			at1, d1 := between(rng, time.Second, 2*time.Second), between(rng, 1500*time.Millisecond, 2500*time.Millisecond)
 			at2 := at1 + d1 + between(rng, time.Second, 2*time.Second)
-			return []chaos.Step{step(cut, at1, d1), step(kill, at2, between(rng, 300*time.Millisecond, time.Second))}, nil
+			return []chaos.Step{Step(cut, at1, d1), Step(kill, at2, between(rng, 300*time.Millisecond, time.Second))}, nil
 		},
 	}
 }
@@ -268,24 +291,24 @@ func crashBeforeMark() Scenario {
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
 		Needs:      contract.Promises{Failpoints: true},
-		prepare: func(s stage, slot *relaySlot) {
+		Prepare: func(s Stage, r *Replica) {
 			// The first replica lets one to three confirmed batches be
 			// marked, and dies before marking the next.
-			if slot == s.Slot(0, 0) {
+			if r == s.Replica(0, 0) {
 				passes := 1 + seed.Rand(s.Seed(), seed.Kill).IntN(3)
-				slot.base[chaos.FailpointsEnv] = killSpec(relay.FailAfterConfirmBeforeMark, passes)
+				r.Setenv(chaos.FailpointsEnv, killSpec(relay.FailAfterConfirmBeforeMark, passes))
 			}
 		},
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &failpointKill{rec: s.Recorder(), slot: s.Slot(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &failpointKill{rec: s.Recorder(), slot: s.Replica(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
 			// The window opens with the workload and closes once the
 			// lease of the dead replica's batch has run out.
-			return []chaos.Step{step(f, 0, s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
+			return []chaos.Step{Step(f, 0, s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
 		},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			if res.Counts.DuplicateDeliveries == 0 {
 				res.Problems = append(res.Problems, "crash-between-publish-and-mark: no event was delivered twice, so the republish after the kill never reached the consumer")
 			}
@@ -305,24 +328,24 @@ func leaseExpiry() Scenario {
 		Safety:     10 * time.Second,
 		NeedsRelay: true,
 		Needs:      leasesNeeded,
-		prepare: func(s stage, slot *relaySlot) {
+		Prepare: func(s Stage, r *Replica) {
 			// The first replica lingers after each claim, so that the pause
 			// catches it holding a batch it has not published yet.
-			if slot == s.Slot(0, 0) && s.Relay().Promises.Failpoints {
-				slot.base[chaos.FailpointsEnv] = relay.FailAfterClaim + "=sleep(1500ms)"
+			if r == s.Replica(0, 0) && s.Relay().Promises.Failpoints {
+				r.Setenv(chaos.FailpointsEnv, relay.FailAfterClaim+"=sleep(1500ms)")
 			}
 		},
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &pauseHolding{db: s.DB(), slot: s.Slot(0, 0), within: s.Lease() + 6*time.Second}
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &pauseHolding{db: s.DB(), slot: s.Replica(0, 0), within: s.Lease() + 6*time.Second}
 			if s.Relay().Promises.Failpoints {
 				f.asleep = relay.FailAfterClaim
 			}
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
+			return []chaos.Step{Step(f, between(rng, time.Second, 2*time.Second), s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
 		},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			var pause *pauseHolding
 			for _, f := range s.Faults() {
 				if p, ok := f.(*pauseHolding); ok {
@@ -362,21 +385,21 @@ func clockSkew() Scenario {
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
 		Needs:      leasesNeeded,
-		prepare: func(s stage, slot *relaySlot) {
+		Prepare: func(s Stage, r *Replica) {
 			// The skewed replicas linger after each claim, so that each
 			// holds live leases while the other claims: the forward one
 			// meets leases it would take for run out, were it to compare
 			// them with its own clock, and the backward one's leases
 			// would have run out at once.
-			if (slot == s.Slot(0, 0) || slot == s.Slot(0, 1)) && s.Relay().Promises.Failpoints {
-				slot.base[chaos.FailpointsEnv] = "after-claim=sleep(700ms)"
+			if (r == s.Replica(0, 0) || r == s.Replica(0, 1)) && s.Relay().Promises.Failpoints {
+				r.Setenv(chaos.FailpointsEnv, "after-claim=sleep(700ms)")
 			}
 		},
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			unit := skewUnit(s)
 			minutes := func() time.Duration { return time.Duration(2+rng.IntN(9)) * unit }
-			fa := &relayClock{slot: s.Slot(0, 0), offset: minutes()}
-			fb := &relayClock{slot: s.Slot(0, 1), offset: -minutes()}
+			fa := &relayClock{slot: s.Replica(0, 0), offset: minutes()}
+			fb := &relayClock{slot: s.Replica(0, 1), offset: -minutes()}
 			n1, c1 := s.Producer(0)
 			n2, c2 := s.Producer(1)
 			p1 := chaos.NewClockSkew(n1, c1, -minutes())
@@ -391,9 +414,9 @@ func clockSkew() Scenario {
 			b := a + between(rng, time.Second, 2*time.Second)
 			c := between(rng, 500*time.Millisecond, 2*time.Second)
 			d := c + between(rng, 500*time.Millisecond, 2*time.Second)
-			return []chaos.Step{step(fa, a, end-a), step(p1, c, end-c), step(fb, b, end-b), step(p2, d, end-d)}, nil
+			return []chaos.Step{Step(fa, a, end-a), Step(p1, c, end-c), Step(fb, b, end-b), Step(p2, d, end-d)}, nil
 		},
-		check: skewBite,
+		Check: skewBite,
 	}
 }
 
@@ -408,7 +431,7 @@ func poison() Scenario {
 		Safety:         6 * time.Second,
 		NeedsRelay:     true,
 		WorkloadFaults: []string{WorkloadPoison},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			if s.Relay().Promises.Parks && res.Counts.Parked == 0 {
 				res.Problems = append(res.Problems, "poison: no row ended parked")
 			}
@@ -422,15 +445,15 @@ func confirmLost() Scenario {
 		Summary:  "a timeout toxic swallows the broker's confirms: published rows are not marked, and are published again after the heal",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			l := s.PublisherLink()
 			f := chaos.Timeout(l, chaos.Downstream, 0).WithName(l.Name() + " confirms lost")
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2*time.Second, 3*time.Second))}, nil
+			return []chaos.Step{Step(f, between(rng, time.Second, 2*time.Second), between(rng, 2*time.Second, 3*time.Second))}, nil
 		},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			if s.Mode() != workload.Outbox {
 				return
 			}
@@ -454,14 +477,14 @@ func slowNetwork() Scenario {
 		Summary:  "latency and jitter above the publish timeout on the publisher's link to the broker",
 		Workload: defaultWorkload(),
 		Safety:   8 * time.Second,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			l := s.PublisherLink()
 			lat := PublishTimeout + between(rng, 300*time.Millisecond, 800*time.Millisecond)
 			f := chaos.Latency(l, chaos.Downstream, lat, 200*time.Millisecond)
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{step(f, between(rng, time.Second, 2*time.Second), between(rng, 2500*time.Millisecond, 3500*time.Millisecond))}, nil
+			return []chaos.Step{Step(f, between(rng, time.Second, 2*time.Second), between(rng, 2500*time.Millisecond, 3500*time.Millisecond))}, nil
 		},
 	}
 }
@@ -486,17 +509,17 @@ func rollingRestart() Scenario {
 		Safety:     9 * time.Second,
 		Replicas:   3,
 		NeedsRelay: true,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			var steps []chaos.Step
 			// One lane: a replica restarts only once the one before it is
 			// back, however long the Docker engine takes.
 			at := between(rng, time.Second, 1500*time.Millisecond)
 			for i := range s.Replicas(0) {
-				f := chaos.RestartContainer(s.Slot(0, i), history.ClassProcess)
+				f := chaos.RestartContainer(s.Replica(0, i), history.ClassProcess)
 				if err := s.AddFault(f, "rolling"); err != nil {
 					return nil, err
 				}
-				steps = append(steps, step(f, at, 100*time.Millisecond))
+				steps = append(steps, Step(f, at, 100*time.Millisecond))
 				at += between(rng, 1500*time.Millisecond, 2*time.Second)
 			}
 			return steps, nil
@@ -529,11 +552,11 @@ func pipeline() Scenario {
 		Replicas:   1,
 		Contexts:   []string{"envelope", "message", "chat"},
 		NeedsRelay: true,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			faults := []chaos.Fault{
 				chaos.Down(s.Link(testenv.LinkRelayBroker)),
 				chaos.Down(s.Link(testenv.LinkConsumerDB)),
-				chaos.KillContainer(s.Slot(1, 0), history.ClassProcess),
+				chaos.KillContainer(s.Replica(1, 0), history.ClassProcess),
 				chaos.Down(s.Link(testenv.LinkConsumerBroker)),
 				chaos.Down(s.Link(testenv.LinkRelayDB)),
 			}
@@ -544,12 +567,12 @@ func pipeline() Scenario {
 					return nil, err
 				}
 				d := between(rng, 800*time.Millisecond, 1200*time.Millisecond)
-				steps = append(steps, step(f, at, d))
+				steps = append(steps, Step(f, at, d))
 				at += d + between(rng, 300*time.Millisecond, 700*time.Millisecond)
 			}
 			return steps, nil
 		},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			if cr, ok := res.Report.Result("causal-order"); !ok || cr.Skipped {
 				res.Problems = append(res.Problems, "pipeline: no causal link was checked")
 			}

@@ -32,7 +32,7 @@ func TestCatalogueNamesAndLookup(t *testing.T) {
 		if sc.Summary == "" || sc.Safety <= 0 || sc.Workload.Events <= 0 {
 			t.Errorf("%s: summary, safety phase and workload are required", sc.Name)
 		}
-		if sc.Name != Baseline && sc.faults == nil && len(sc.WorkloadFaults) == 0 {
+		if sc.Name != Baseline && sc.Faults == nil && len(sc.WorkloadFaults) == 0 {
 			t.Errorf("%s injects no fault at all", sc.Name)
 		}
 	}
@@ -169,7 +169,7 @@ func TestDualWriteIsTheDemosScenario(t *testing.T) {
 	if slices.Contains(Names(), DualWrite) {
 		t.Errorf("%s is in the catalogue that run runs by default", DualWrite)
 	}
-	if sc.faults == nil || sc.Workload.RollbackRate == 0 || sc.Workload.CrashAfterCommitRate == 0 {
+	if sc.Faults == nil || sc.Workload.RollbackRate == 0 || sc.Workload.CrashAfterCommitRate == 0 {
 		t.Errorf("%s must cut the broker and roll back and crash producers: %+v", DualWrite, sc.Workload)
 	}
 	for _, m := range []workload.Mode{workload.PublishThenCommit, workload.CommitThenPublish} {

@@ -36,10 +36,10 @@ const clusterNodes = 3
 // the relays and consumers given every node's URL to fail over. They are
 // apart from Catalogue: their environment is another one.
 func ClusterCatalogue() []Scenario {
-	return []Scenario{
+	return named(
 		clusterLeaderKill(), clusterNodePause(), clusterPartition(), clusterMinorityLoss(),
 		clusterRollingRestart(), clusterFullRestart(),
-	}
+	)
 }
 
 // ClusterNames returns the names of ClusterCatalogue's scenarios.
@@ -83,16 +83,16 @@ func validQueueType(sc Scenario, qt string) error {
 // clusterScenario is the frame of a cluster scenario: the default
 // workload on a three-node cluster, and the confirm stall measured after
 // the run.
-func clusterScenario(name, summary string, safety time.Duration, faults func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)) Scenario {
+func clusterScenario(name, summary string, safety time.Duration, faults func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error)) Scenario {
 	return Scenario{
 		Name: name, Summary: summary, Workload: defaultWorkload(), Safety: safety, BrokerNodes: clusterNodes,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			if s.Cluster() == nil {
 				return nil, fmt.Errorf("%s needs a broker cluster", name)
 			}
 			return faults(s, rng, safety)
 		},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			if res.Records.Known {
 				res.ConfirmStall = confirmStall(res.History)
 			}
@@ -105,13 +105,13 @@ func clusterScenario(name, summary string, safety time.Duration, faults func(s s
 // classic queue's home), found when it is injected, from 2 to 4 s into
 // the run for a time between lo and hi (drawn first).
 func queueNodeScenario(name, summary string, safety time.Duration, act nodeAct, lo, hi time.Duration) Scenario {
-	return clusterScenario(name, summary, safety, func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
+	return clusterScenario(name, summary, safety, func(s Stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
 		f := &queueNode{cl: s.Cluster(), queue: s.Queue(0), qtype: s.QueueType(), act: act}
 		if err := s.AddFault(f, ""); err != nil {
 			return nil, err
 		}
 		dur := between(rng, lo, hi)
-		return []chaos.Step{step(f, between(rng, 2*time.Second, 4*time.Second), dur)}, nil
+		return []chaos.Step{Step(f, between(rng, 2*time.Second, 4*time.Second), dur)}, nil
 	})
 }
 
@@ -144,14 +144,14 @@ func clusterRollingRestart() Scenario {
 	sc := clusterScenario(ClusterRollingRestart,
 		"every node in turn is stopped (SIGTERM) and started again, the next one only once the cluster has all its nodes, while the workload runs",
 		40*time.Second,
-		func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
+		func(s Stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
 			var steps []chaos.Step
 			for i := range s.Cluster().Len() {
 				f := &nodeRestart{cl: s.Cluster(), node: i}
 				if err := s.AddFault(f, "rolling"); err != nil {
 					return nil, err
 				}
-				steps = append(steps, step(f, between(rng, 2*time.Second, 3*time.Second), between(rng, 2*time.Second, 3*time.Second)))
+				steps = append(steps, Step(f, between(rng, 2*time.Second, 3*time.Second), between(rng, 2*time.Second, 3*time.Second)))
 			}
 			return steps, nil
 		})
@@ -163,12 +163,12 @@ func clusterFullRestart() Scenario {
 	return clusterScenario(ClusterFullRestart,
 		"every node of the cluster is stopped at once (SIGTERM), so that no broker takes a publish, and all are started again together",
 		12*time.Second,
-		func(s stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
+		func(s Stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
 			f := &clusterStop{cl: s.Cluster()}
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{step(f, between(rng, 2*time.Second, 4*time.Second), between(rng, 2*time.Second, 4*time.Second))}, nil
+			return []chaos.Step{Step(f, between(rng, 2*time.Second, 4*time.Second), between(rng, 2*time.Second, 4*time.Second))}, nil
 		})
 }
 

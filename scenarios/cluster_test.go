@@ -30,8 +30,8 @@ func TestClusterCatalogueNames(t *testing.T) {
 		t.Fatalf("cluster scenarios %v, want the six of the tier", names)
 	}
 	for _, sc := range ClusterCatalogue() {
-		if sc.BrokerNodes != clusterNodes || sc.faults == nil || sc.check == nil {
-			t.Errorf("%s: %d nodes, faults %v, check %v", sc.Name, sc.BrokerNodes, sc.faults != nil, sc.check != nil)
+		if sc.BrokerNodes != clusterNodes || sc.Faults == nil || sc.Check == nil {
+			t.Errorf("%s: %d nodes, faults %v, check %v", sc.Name, sc.BrokerNodes, sc.Faults != nil, sc.Check != nil)
 		}
 		if found, ok := Lookup(sc.Name); !ok || found.BrokerNodes != clusterNodes {
 			t.Errorf("Lookup(%s) = %v, %v", sc.Name, found.Name, ok)

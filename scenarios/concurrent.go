@@ -24,7 +24,7 @@ const ConcurrentDuplicates = "concurrent-duplicates"
 // ConsumerCatalogue returns the scenarios that put the consumers under
 // test rather than the relay.
 func ConsumerCatalogue() []Scenario {
-	return []Scenario{concurrentDuplicates()}
+	return named(concurrentDuplicates())
 }
 
 // ConsumerNames returns the names of ConsumerCatalogue's scenarios.
@@ -54,8 +54,8 @@ func concurrentDuplicates() Scenario {
 		// slow, so that it gets there before the first one commits.
 		ConsumerPrefetch: 1,
 		ApplyHold:        applyHold,
-		faults: func(s stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			cs := s.Consumers()
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			cs := consumers(s)
 			if len(cs) < 2 {
 				return nil, fmt.Errorf("scenario %s needs two competing consumers, and the run has %d", ConcurrentDuplicates, len(cs))
 			}
@@ -78,12 +78,12 @@ func concurrentDuplicates() Scenario {
 			for i := range 4 {
 				f := faults[i%2]
 				d := between(rng, 300*time.Millisecond, 600*time.Millisecond)
-				steps = append(steps, step(f, at, d))
+				steps = append(steps, Step(f, at, d))
 				at += d + f.within + between(rng, 200*time.Millisecond, 600*time.Millisecond)
 			}
 			return steps, nil
 		},
-		check: func(ctx context.Context, s stage, res *Result) {
+		Check: func(ctx context.Context, s Stage, res *Result) {
 			n, example := concurrentApplies(res.History)
 			if n == 0 {
 				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("%s: no event was applied by two consumers at the same moment, so the inbox's dedupe under concurrency was not put to the test", ConcurrentDuplicates))

@@ -59,7 +59,7 @@ func (f *serviceKill) Heal(ctx context.Context) error {
 type failpointKill struct {
 	faultState
 	rec   *history.Recorder
-	slot  *relaySlot
+	slot  *Replica
 	point string
 	// within bounds the wait for the kill once injected.
 	within time.Duration
@@ -137,7 +137,7 @@ func (f *failpointKill) Heal(ctx context.Context) error {
 type pauseHolding struct {
 	faultState
 	db   *pgxpool.Pool
-	slot *relaySlot
+	slot *Replica
 	// within bounds the wait for a claim to catch, and again for the
 	// takeover at heal.
 	within time.Duration
@@ -416,7 +416,7 @@ func (f *pauseHolding) verdict(ctx context.Context, fenced bool) ([]string, int)
 // (OUTBOX_CLOCK_OFFSET); the heal starts it again without the offset.
 type relayClock struct {
 	faultState
-	slot   *relaySlot
+	slot   *Replica
 	offset time.Duration
 }
 

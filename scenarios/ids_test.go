@@ -283,7 +283,7 @@ func TestRecordsNameTheDatabasesIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &run{rec: &history.Recorder{}, recordsDir: dir}
-	r.contexts = []*boundedCtx{{ids: ids, relays: []*relaySlot{{name: "relay-a", records: []string{path}}}}}
+	r.contexts = []*boundedCtx{{ids: ids, relays: []*Replica{{name: "relay-a", records: []string{path}}}}}
 	h, _ := r.history()
 	if len(h) != 2 || !slices.Equal(h[0].Events, []string{e.String(), "8"}) {
 		t.Errorf("merged history %+v; want the claim of %s and 8", h, e)

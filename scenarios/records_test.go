@@ -41,7 +41,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 	r := &run{rec: &history.Recorder{}, recordsDir: dir}
 	r.rec.Record(history.Op{Time: t0, Process: "producer-1", Type: history.OK, F: history.Commit, Events: []string{"e1"}})
 	r.rec.Record(history.Op{Time: t0.Add(3 * time.Millisecond), Process: "consumer-1", Type: history.OK, F: history.Deliver, Events: []string{"e1"}})
-	r.contexts = []*boundedCtx{{relays: []*relaySlot{{name: "relay-a", records: paths}}}}
+	r.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-a", records: paths}}}}
 	h, sum := r.history()
 	want := RelayRecords{Known: true, Lifetimes: 2, Ops: 3, Torn: 1, Died: 1, Missing: 1}
 	if sum != want {
@@ -65,7 +65,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 	// A crash the harness recorded closes the lifetime: none is added.
 	r2 := &run{rec: &history.Recorder{}, recordsDir: dir}
 	r2.rec.Record(history.Op{Time: t0.Add(4 * time.Millisecond), Process: "relay-a", Type: history.Info, F: history.Crash})
-	r2.contexts = []*boundedCtx{{relays: []*relaySlot{{name: "relay-a", records: paths[:2]}}}}
+	r2.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-a", records: paths[:2]}}}}
 	h2, _ := r2.history()
 	crashes := 0
 	for _, op := range h2 {
@@ -83,7 +83,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	r3 := &run{rec: &history.Recorder{}, recordsDir: dir}
-	r3.contexts = []*boundedCtx{{relays: []*relaySlot{{name: "relay-b", records: []string{bad}}}}}
+	r3.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-b", records: []string{bad}}}}}
 	if _, sum := r3.history(); sum.Unreadable != 1 || len(r3.problems) != 1 {
 		t.Errorf("garbage in a records file: summary %+v, problems %v; want it unreadable and a problem", sum, r3.problems)
 	}
@@ -104,11 +104,11 @@ func TestPauseHealAwaitsTheLateWrite(t *testing.T) {
 	if err := os.WriteFile(path, []byte(claim), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := &pauseHolding{slot: &relaySlot{name: "relay-a", records: []string{path}}}
+	f := &pauseHolding{slot: &Replica{name: "relay-a", records: []string{path}}}
 
 	began := time.Now()
 	f.awaitLateWrite(t.Context(), false)
-	(&pauseHolding{slot: &relaySlot{name: "relay-a"}}).awaitLateWrite(t.Context(), true)
+	(&pauseHolding{slot: &Replica{name: "relay-a"}}).awaitLateWrite(t.Context(), true)
 	if d := time.Since(began); d > time.Second {
 		t.Errorf("with nothing held or no records the heal waited %s", d)
 	}
@@ -132,7 +132,7 @@ func TestPauseHealAwaitsTheLateWrite(t *testing.T) {
 // instead of being inconclusive. The slot has no container: an unpause
 // would panic.
 func TestPauseHealThawsOnlyWhatItFroze(t *testing.T) {
-	f := &pauseHolding{slot: &relaySlot{name: "relay-a"}}
+	f := &pauseHolding{slot: &Replica{name: "relay-a"}}
 	f.active.Store(true)
 	if err := f.Heal(t.Context()); err != nil {
 		t.Fatalf("heal of a pause that froze nothing: %v", err)
@@ -178,13 +178,13 @@ func TestPauseCountsOnlyAReplicaAsleep(t *testing.T) {
 		if err := os.WriteFile(path, []byte(history.Header+"\n"+tc.body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f := &pauseHolding{slot: &relaySlot{name: "relay-a", records: []string{path}}, asleep: tc.asleep}
+		f := &pauseHolding{slot: &Replica{name: "relay-a", records: []string{path}}, asleep: tc.asleep}
 		if got := f.caughtAsleep(); got != tc.want {
 			t.Errorf("%s: caught asleep %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A replica that records nothing is judged by its rows alone.
-	if f := (&pauseHolding{slot: &relaySlot{name: "relay-b"}, asleep: relay.FailAfterClaim}); !f.caughtAsleep() {
+	if f := (&pauseHolding{slot: &Replica{name: "relay-b"}, asleep: relay.FailAfterClaim}); !f.caughtAsleep() {
 		t.Error("a replica without records was held to its records: it must be judged by its rows alone")
 	}
 	h := []history.Op{

@@ -51,17 +51,22 @@ func (c containerHandle) paused(ctx context.Context) bool {
 	return err == nil && st.Paused
 }
 
-// relaySlot is one named replica of the relay under test. Faults act on
-// the slot, which forwards to the replica's current process: a slot can be
-// recreated with other settings (failpoints, a clock offset) and keeps the
-// logs of its earlier lifetimes. A slot satisfies chaos.Container.
-type relaySlot struct {
+// Replica is one named replica of the relay under test, as a scenario's
+// hooks see it (Stage.Replica). Faults act on the replica, which forwards
+// to its current process, a container or a process on the host: it
+// satisfies chaos.Container, so chaos.KillContainer, PauseContainer,
+// StopContainer and RestartContainer take it. A replica can be recreated
+// with other settings (failpoints, a clock offset) and keeps the logs of
+// its earlier lifetimes. In Scenario.Prepare it has not started yet: its
+// lifecycle methods return an error there, and Setenv sets what it
+// starts with.
+type Replica struct {
 	r    *run
 	name string // relay id, container name and history process
 	bc   *boundedCtx
-	base map[string]string // environment of every lifetime
 
 	mu      sync.Mutex
+	base    map[string]string // environment of every lifetime
 	h       relayHandle
 	extra   map[string]string // environment of the current lifetime
 	oldLogs []string
@@ -70,33 +75,110 @@ type relaySlot struct {
 	records []string
 }
 
-var _ chaos.Container = (*relaySlot)(nil)
+var _ chaos.Container = (*Replica)(nil)
 
-// Name returns the relay's id.
-func (s *relaySlot) Name() string { return s.name }
+// Name returns the relay's id (OUTBOX_RELAY_ID), which is also its
+// process in the history: "relay-a", "relay-b"...
+func (s *Replica) Name() string { return s.name }
 
-func (s *relaySlot) handle() relayHandle {
+// Env returns a copy of the environment every lifetime of the replica
+// starts with: the OUTBOX_* settings of the contract (TimingEnv, the
+// scenario's RelayEnv, the relay under test's Env) and what Setenv set.
+func (s *Replica) Env() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.base)
+}
+
+// Setenv sets a variable of the environment of every lifetime of the
+// replica that starts after the call, over the relay under test's Env:
+// called from Scenario.Prepare, of the replica's first lifetime on.
+func (s *Replica) Setenv(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.base == nil {
+		s.base = map[string]string{}
+	}
+	s.base[key] = value
+}
+
+func (s *Replica) handle() relayHandle {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.h
 }
 
-func (s *relaySlot) Kill(ctx context.Context) error  { return s.handle().Kill(ctx) }
-func (s *relaySlot) Start(ctx context.Context) error { return s.handle().Start(ctx) }
-func (s *relaySlot) Pause(ctx context.Context) error { return s.handle().Pause(ctx) }
-func (s *relaySlot) Unpause(ctx context.Context) error {
-	return s.handle().Unpause(ctx)
+// running returns the replica's current process, or an error when it has
+// none (before its first start, or between two lifetimes).
+func (s *Replica) running() (relayHandle, error) {
+	if h := s.handle(); h != nil {
+		return h, nil
+	}
+	return nil, fmt.Errorf("relay %s has no process running", s.name)
 }
-func (s *relaySlot) Restart(ctx context.Context) error { return s.handle().Restart(ctx) }
-func (s *relaySlot) Stop(ctx context.Context, timeout time.Duration) error {
-	return s.handle().Stop(ctx, timeout)
+
+// Kill sends the replica's process SIGKILL.
+func (s *Replica) Kill(ctx context.Context) error {
+	h, err := s.running()
+	if err != nil {
+		return err
+	}
+	return h.Kill(ctx)
+}
+
+// Start starts the replica's stopped or killed process again, with the
+// environment of its lifetime.
+func (s *Replica) Start(ctx context.Context) error {
+	h, err := s.running()
+	if err != nil {
+		return err
+	}
+	return h.Start(ctx)
+}
+
+// Pause freezes the replica's process (docker pause, or SIGSTOP on the
+// host); it holds its connections and claims while frozen.
+func (s *Replica) Pause(ctx context.Context) error {
+	h, err := s.running()
+	if err != nil {
+		return err
+	}
+	return h.Pause(ctx)
+}
+
+// Unpause thaws the replica's process.
+func (s *Replica) Unpause(ctx context.Context) error {
+	h, err := s.running()
+	if err != nil {
+		return err
+	}
+	return h.Unpause(ctx)
+}
+
+// Restart stops the replica's process (SIGTERM, then SIGKILL) and starts
+// it again.
+func (s *Replica) Restart(ctx context.Context) error {
+	h, err := s.running()
+	if err != nil {
+		return err
+	}
+	return h.Restart(ctx)
+}
+
+// Stop sends the replica's process SIGTERM, and SIGKILL after timeout.
+func (s *Replica) Stop(ctx context.Context, timeout time.Duration) error {
+	h, err := s.running()
+	if err != nil {
+		return err
+	}
+	return h.Stop(ctx, timeout)
 }
 
 // start starts a new lifetime of the replica with extra added to its
 // environment. The handle is kept even when the start reports an error
 // (the replica may have died at once, which a failpoint fault expects).
-func (s *relaySlot) start(ctx context.Context, extra map[string]string) error {
-	env := maps.Clone(s.base)
+func (s *Replica) start(ctx context.Context, extra map[string]string) error {
+	env := s.Env()
 	maps.Copy(env, extra)
 	var (
 		h     relayHandle
@@ -147,7 +229,7 @@ func (s *relaySlot) start(ctx context.Context, extra map[string]string) error {
 
 // recreate ends the current lifetime (SIGTERM, then SIGKILL), keeps its
 // logs, and starts a new one with extra in the environment.
-func (s *relaySlot) recreate(ctx context.Context, extra map[string]string) error {
+func (s *Replica) recreate(ctx context.Context, extra map[string]string) error {
 	if err := s.remove(ctx); err != nil {
 		return err
 	}
@@ -155,7 +237,7 @@ func (s *relaySlot) recreate(ctx context.Context, extra map[string]string) error
 }
 
 // remove stops and removes the current lifetime, keeping its logs.
-func (s *relaySlot) remove(ctx context.Context) error {
+func (s *Replica) remove(ctx context.Context) error {
 	h := s.handle()
 	if h == nil {
 		return nil
@@ -178,7 +260,7 @@ func (s *relaySlot) remove(ctx context.Context) error {
 }
 
 // logs returns the output of every lifetime of the replica so far.
-func (s *relaySlot) logs(ctx context.Context) string {
+func (s *Replica) logs(ctx context.Context) string {
 	s.mu.Lock()
 	all := strings.Join(s.oldLogs, "\n")
 	h := s.h
@@ -192,7 +274,7 @@ func (s *relaySlot) logs(ctx context.Context) string {
 
 // ensureRunning thaws and starts the replica when a fault left it paused
 // or dead.
-func (s *relaySlot) ensureRunning(ctx context.Context) error {
+func (s *Replica) ensureRunning(ctx context.Context) error {
 	h := s.handle()
 	if h == nil {
 		return s.start(ctx, nil)
@@ -221,7 +303,7 @@ func (s *relaySlot) ensureRunning(ctx context.Context) error {
 
 // recordsFiles returns the host paths of the records files of every
 // lifetime of the replica so far, oldest first.
-func (s *relaySlot) recordsFiles() []string {
+func (s *Replica) recordsFiles() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.records)
@@ -229,7 +311,7 @@ func (s *relaySlot) recordsFiles() []string {
 
 // currentRecords returns the records file of the current lifetime; ""
 // when the relay records nothing.
-func (s *relaySlot) currentRecords() string {
+func (s *Replica) currentRecords() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.records) == 0 {

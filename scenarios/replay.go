@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -106,11 +107,60 @@ func QueueArg(queueType string) string {
 	return " --queue " + QuoteArg(queueType)
 }
 
+// catalogued reports whether sc is the scenario Lookup returns for its
+// name, which the run verb and the catalogue's tests can name: the same
+// settings and the same hooks. A scenario built elsewhere, or one of the
+// catalogue's changed after Lookup (another Check, another workload), is
+// not, whatever its name: a run of it replays only from the Go code that
+// built it.
+func catalogued(sc Scenario) bool {
+	ref, ok := Lookup(sc.Name)
+	if !ok || sc.hooks == nil || *sc.hooks != hookPointers(sc) {
+		return false
+	}
+	// The hooks are the ones built with sc; its settings must be
+	// those of the catalogue's.
+	sc.Prepare, sc.Faults, sc.Check, sc.hooks = nil, nil, nil, nil
+	ref.Prepare, ref.Faults, ref.Check, ref.hooks = nil, nil, nil, nil
+	return reflect.DeepEqual(sc, ref)
+}
+
+// named marks scs as the catalogue's: it keeps the code pointers of
+// their hooks as built, which a hook replaced later does not have. (Two
+// builds of one scenario need not have the same pointers: the compiler
+// copies a closure where it inlines the function that makes it.)
+func named(scs ...Scenario) []Scenario {
+	for i := range scs {
+		p := hookPointers(scs[i])
+		scs[i].hooks = &p
+	}
+	return scs
+}
+
+// hookPointers returns the code pointers of sc's hooks, 0 for none.
+func hookPointers(sc Scenario) [3]uintptr {
+	var out [3]uintptr
+	for i, f := range []any{sc.Prepare, sc.Faults, sc.Check} {
+		if v := reflect.ValueOf(f); !v.IsNil() {
+			out[i] = v.Pointer()
+		}
+	}
+	return out
+}
+
 // replay returns the commands that run the same schedule again: the run
 // verb's, and the go test command of the catalogue's tests, which run our
 // relay (for another relay, the run verb's again; for one the run verb
-// cannot name, what ReplayCommand says instead).
+// cannot name, what ReplayCommand says instead). A scenario that is not
+// the catalogue's (catalogued) gets a comment for both that says how to
+// run it again.
 func (r *run) replay() (cmd, test string) {
+	if !catalogued(r.sc) {
+		// Only the Go code that built the scenario runs it again.
+		cmd = fmt.Sprintf("# outboxlab run cannot name scenario %s (it is built in Go code, not taken from the catalogue): run the Go test that ran it again, on seed %d",
+			r.sc.Name, r.opts.Seed)
+		return cmd, cmd
+	}
 	u := r.opts.Relay
 	u.Name = r.relay.Name
 	cmd = ReplayCommand(r.sc.Name, r.opts.Seed, u, r.opts.Events, r.opts.Duration)

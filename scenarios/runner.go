@@ -104,7 +104,7 @@ type boundedCtx struct {
 	queue    string
 	inbox    string
 	topology relay.Topology
-	relays   []*relaySlot
+	relays   []*Replica
 	next     *boundedCtx
 }
 
@@ -177,7 +177,7 @@ func (r *run) replicaCount() int {
 }
 
 // slot returns replica i of context c.
-func (r *run) slot(c, i int) *relaySlot { return r.contexts[c].relays[i] }
+func (r *run) slot(c, i int) *Replica { return r.contexts[c].relays[i] }
 
 // link returns the chaos link of a testenv link.
 func (r *run) link(name string) *chaos.Link { return r.links[name] }
@@ -213,6 +213,9 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	r := newRun(env, sc, opts)
 	r.logf("SEED=%d scenario=%s relay=%s variant=%s events=%d safety=%s", opts.Seed, sc.Name, r.relay.Name, r.mode, r.plan.Total, r.safety)
 	res := r.baseResult()
+	if err := r.validScenario(); err != nil {
+		return res, err
+	}
 	if err := validQueueType(sc, opts.QueueType); err != nil {
 		return res, err
 	}
@@ -333,6 +336,23 @@ func newRun(env *testenv.Env, sc Scenario, opts Options) *run {
 	}
 	r.plan = r.workload.Draw(seed.Rand(opts.Seed, seed.Workload))
 	return r
+}
+
+// validScenario says why the scenario cannot make a run, or nil: one
+// built outside the catalogue may lack what a run needs.
+func (r *run) validScenario() error {
+	sc := r.sc
+	switch {
+	case sc.Name == "":
+		return errors.New("a scenario needs a Name")
+	case r.safety <= 0:
+		return fmt.Errorf("scenario %s has no safety phase (Scenario.Safety or Options.Duration)", sc.Name)
+	case r.workload.Events <= 0:
+		return fmt.Errorf("scenario %s has no workload (Scenario.Workload.Events or Options.Events)", sc.Name)
+	case sc.Replicas < 0:
+		return fmt.Errorf("scenario %s: %d relay replicas", sc.Name, sc.Replicas)
+	}
+	return nil
 }
 
 // applicable says why sc cannot run against the relay, or nil: the one

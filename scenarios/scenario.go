@@ -28,7 +28,10 @@
 // scoped, replicas, consumers, producers), schedule.go draws the fault
 // schedule and runs the safety phase through chaos.Phases, settle.go
 // judges the drain, settles and tears down, replay.go prints what replays
-// a run, and stage.go is the narrow view of a run the scenarios' hooks get.
+// a run, and stage.go is the narrow view of a run the scenarios' hooks get
+// (Stage), the catalogue's and a team's own alike: a Scenario built in
+// another module, with its own Faults and Check, runs through Run as the
+// catalogue's do.
 package scenarios
 
 import (
@@ -134,7 +137,11 @@ type Result struct {
 	// DrainTime is how long the backlog took to drain after heal.
 	DrainTime time.Duration `json:"drain_time_ns"`
 	Duration  time.Duration `json:"duration_ns"`
-	// Replay is the exact command that runs the same schedule again.
+	// Replay is the exact command that runs the same schedule again; for
+	// a scenario that is not the catalogue's (built in Go code, or one of
+	// the catalogue's changed after Lookup), which no command can name, a
+	// shell comment that says so, and that the Go test that ran it runs
+	// it again (ReplayTest is the same).
 	Replay string `json:"replay"`
 	// ReplayTest runs the same schedule again from go test where a test
 	// of this repository does: for an unsafe producer, the go test

@@ -126,7 +126,7 @@ func TestCatalogue(t *testing.T) {
 				}
 				sum.add(res)
 				requireValid(t, res)
-				if (sc.faults != nil || len(sc.WorkloadFaults) > 0) && len(res.Faults) == 0 {
+				if (sc.Faults != nil || len(sc.WorkloadFaults) > 0) && len(res.Faults) == 0 {
 					t.Errorf("%s reports no fault at all", sc.Name)
 				}
 			}

@@ -14,10 +14,10 @@ import (
 
 // planFaults registers the scenario's faults and draws their schedule.
 func (r *run) planFaults() ([]chaos.Step, error) {
-	if r.sc.faults == nil {
+	if r.sc.Faults == nil {
 		return nil, nil
 	}
-	steps, err := r.sc.faults(runStage{r}, seed.Rand(r.opts.Seed, seed.Faults), r.safety)
+	steps, err := r.sc.Faults(runStage{r}, seed.Rand(r.opts.Seed, seed.Faults), r.safety)
 	if err != nil {
 		return nil, err
 	}

@@ -148,7 +148,7 @@ func (r *run) startRelays(ctx context.Context) error {
 	if replicas == 0 {
 		replicas = defaultReplicaCount
 	}
-	var slots []*relaySlot
+	var slots []*Replica
 	for _, bc := range r.contexts {
 		for i := range replicas {
 			name := "relay-" + string(rune('a'+i))
@@ -172,14 +172,14 @@ func (r *run) startRelays(ctx context.Context) error {
 			for k, v := range r.relay.Env {
 				base[k] = v
 			}
-			s := &relaySlot{r: r, name: name, bc: bc, base: base}
+			s := &Replica{r: r, name: name, bc: bc, base: base}
 			bc.relays = append(bc.relays, s)
 			slots = append(slots, s)
 		}
 	}
 	for _, s := range slots {
-		if r.sc.prepare != nil {
-			r.sc.prepare(runStage{r}, s)
+		if r.sc.Prepare != nil {
+			r.sc.Prepare(runStage{r}, s)
 		}
 		// A replica left behind by an interrupted run would hold the name.
 		for _, c := range r.env.Containers() {

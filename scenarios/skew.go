@@ -17,7 +17,7 @@ import (
 // at least twice the lease: a relay that compared leases with its own
 // clock would see every live lease of another replica as run out (the
 // forward replica) or keep its own long after it ran out (the backward one).
-func skewUnit(s stage) time.Duration {
+func skewUnit(s Stage) time.Duration {
 	lease := s.Relay().Promises.Locking.Lease
 	if lease <= 0 {
 		lease = s.Lease()
@@ -33,7 +33,7 @@ func skewUnit(s stage) time.Duration {
 // that records nothing, by the last lease each row shows, where one such
 // claim must also have been taken while another replica held a live
 // lease. What it cannot establish makes the run inconclusive.
-func skewBite(ctx context.Context, s stage, res *Result) {
+func skewBite(ctx context.Context, s Stage, res *Result) {
 	var skews []skewed
 	for _, f := range s.Faults() {
 		if c, ok := f.(*relayClock); ok && c.Hits() > 0 {
@@ -77,8 +77,8 @@ type leaseSeen struct {
 
 // rowLeases reads the last lease of every row of the first context's
 // table that shows one.
-func rowLeases(ctx context.Context, s stage) ([]leaseSeen, error) {
-	rows, err := s.DB().Query(ctx, `SELECT locked_by::text, locked_at::timestamptz, locked_until::timestamptz FROM `+s.Slot(0, 0).bc.rows+`
+func rowLeases(ctx context.Context, s Stage) ([]leaseSeen, error) {
+	rows, err := s.DB().Query(ctx, `SELECT locked_by::text, locked_at::timestamptz, locked_until::timestamptz FROM `+s.Rows(0)+`
 		WHERE locked_by IS NOT NULL AND locked_at IS NOT NULL AND locked_until IS NOT NULL`)
 	if err != nil {
 		return nil, err
@@ -176,10 +176,10 @@ func claimLease(h []history.Op, skews []skewed) time.Duration {
 
 // rowLease returns the median lease of the rows of the first context's
 // table (locked_until - locked_at), 0 when no row has one.
-func rowLease(ctx context.Context, s stage) (time.Duration, error) {
+func rowLease(ctx context.Context, s Stage) (time.Duration, error) {
 	var secs *float64
 	err := s.DB().QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM locked_until - locked_at))
-		FROM `+s.Slot(0, 0).bc.rows+` WHERE locked_until > locked_at`).Scan(&secs)
+		FROM `+s.Rows(0)+` WHERE locked_until > locked_at`).Scan(&secs)
 	if err != nil || secs == nil {
 		return 0, err
 	}

@@ -149,8 +149,8 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 			res.Problems = append(res.Problems, fmt.Sprintf("fault %s never fired", name))
 		}
 	}
-	if r.sc.check != nil {
-		r.sc.check(ctx, runStage{r}, &res)
+	if r.sc.Check != nil {
+		r.sc.Check(ctx, runStage{r}, &res)
 	}
 	res.Valid = rep.Valid && len(res.Problems) == 0 && len(res.Inconclusive) == 0
 	return res
