@@ -10,6 +10,9 @@
 //		}}, suite.Options{})
 //	}
 //
+// A team's own scenarios, built as scenarios.Scenario values with their
+// own faults and checks, run the same way through Options.Custom.
+//
 // Each scenario is a subtest named for it, so `go test -run
 // 'TestOutbox/broker-down'` selects one; `-short` skips them all (they
 // start containers: PostgreSQL, RabbitMQ and toxiproxy from outboxlab's
@@ -59,9 +62,16 @@ type Target struct {
 // one-node catalogue once, on a seed from -outboxlab.seed or the clock.
 type Options struct {
 	// Scenarios names the scenarios to run; empty: the whole one-node
-	// catalogue (scenarios.Names). Cluster scenarios (cluster-...) run
-	// when named, on a cluster environment of their own.
+	// catalogue (scenarios.Names), unless Custom gives scenarios. Cluster
+	// scenarios (cluster-...) run when named, on a cluster environment of
+	// their own.
 	Scenarios []string
+	// Custom are scenarios of the team's own, built as scenarios.Scenario
+	// values (a workload, Faults, Check), run after the named ones, each
+	// as a subtest named for it: beside the catalogue's when Scenarios
+	// names some, instead of them when it names none. Their names must
+	// be set, and differ from each other's and the named scenarios'.
+	Custom []scenarios.Scenario
 	// Seed is the first seed; 0 takes -outboxlab.seed, else the clock.
 	Seed uint64
 	// Seeds is how many consecutive seeds each scenario runs on (default
@@ -84,18 +94,9 @@ var seedFlag = flag.String("outboxlab.seed", "", "the first seed of outboxlab's 
 // scenarios, one more when cluster scenarios are named).
 func Run(t *testing.T, target Target, opts Options) {
 	t.Helper()
-	names := opts.Scenarios
-	if len(names) == 0 {
-		names = scenarios.Names()
-	}
-	var scs []scenarios.Scenario
-	for _, n := range names {
-		sc, ok := scenarios.Lookup(n)
-		if !ok {
-			t.Fatalf("suite: no scenario %q (the catalogue: %s; the cluster tier: %s)", n,
-				strings.Join(scenarios.Names(), ", "), strings.Join(scenarios.ClusterNames(), ", "))
-		}
-		scs = append(scs, sc)
+	scs, err := selected(opts)
+	if err != nil {
+		t.Fatalf("suite: %v", err)
 	}
 	first, err := firstSeed(opts.Seed, time.Now())
 	if err != nil {
@@ -130,6 +131,40 @@ func Run(t *testing.T, target Target, opts Options) {
 			}
 		})
 	}
+}
+
+// selected returns the scenarios opts selects, in the order they run:
+// the named ones (the one-node catalogue when none is named and Custom is
+// empty), then Custom.
+func selected(opts Options) ([]scenarios.Scenario, error) {
+	names := opts.Scenarios
+	if len(names) == 0 && len(opts.Custom) == 0 {
+		names = scenarios.Names()
+	}
+	var scs []scenarios.Scenario
+	for _, n := range names {
+		sc, ok := scenarios.Lookup(n)
+		if !ok {
+			return nil, fmt.Errorf("no scenario %q (the catalogue: %s; the cluster tier: %s)", n,
+				strings.Join(scenarios.Names(), ", "), strings.Join(scenarios.ClusterNames(), ", "))
+		}
+		scs = append(scs, sc)
+	}
+	seen := map[string]bool{}
+	for _, sc := range scs {
+		seen[sc.Name] = true
+	}
+	for i, sc := range opts.Custom {
+		switch {
+		case sc.Name == "":
+			return nil, fmt.Errorf("Options.Custom[%d] has no Name", i)
+		case seen[sc.Name]:
+			return nil, fmt.Errorf("scenario %q is selected twice: subtests and their replays need distinct names", sc.Name)
+		}
+		seen[sc.Name] = true
+		scs = append(scs, sc)
+	}
+	return scs, nil
 }
 
 // reporter is what judge needs of a subtest (*testing.T).

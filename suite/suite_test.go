@@ -149,3 +149,45 @@ func TestReplayOfAGoSchemaTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestSelected: no name and no custom scenario run the one-node
+// catalogue; custom scenarios run instead of it, or after the named
+// ones; a custom scenario without a name, or with one already selected,
+// is refused, as is an unknown name.
+func TestSelected(t *testing.T) {
+	mine := scenarios.Scenario{Name: "relay-paused", Safety: time.Second}
+	names := func(scs []scenarios.Scenario) string {
+		var out []string
+		for _, sc := range scs {
+			out = append(out, sc.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		name string
+		opts Options
+		want string // the names selected, or the error
+	}{
+		{"the catalogue", Options{}, strings.Join(scenarios.Names(), ",")},
+		{"custom alone", Options{Custom: []scenarios.Scenario{mine}}, "relay-paused"},
+		{"named then custom", Options{Scenarios: []string{scenarios.BrokerDown}, Custom: []scenarios.Scenario{mine}}, "broker-down,relay-paused"},
+		{"a custom scenario without a name", Options{Custom: []scenarios.Scenario{{}}}, "Options.Custom[0] has no Name"},
+		{"a name twice", Options{Scenarios: []string{scenarios.BrokerDown}, Custom: []scenarios.Scenario{{Name: scenarios.BrokerDown}}}, `scenario "broker-down" is selected twice`},
+		{"an unknown name", Options{Scenarios: []string{"relay-paused"}}, `no scenario "relay-paused"`},
+	} {
+		scs, err := selected(c.opts)
+		got, ok := names(scs), false
+		if err != nil {
+			got, ok = err.Error(), strings.HasPrefix(err.Error(), c.want)
+		} else {
+			ok = got == c.want
+		}
+		if !ok {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	scs, _ := selected(Options{Custom: []scenarios.Scenario{mine}})
+	if scs[0].Safety != time.Second {
+		t.Errorf("the custom scenario was not run as given: %+v", scs[0])
+	}
+}
