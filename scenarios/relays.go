@@ -108,70 +108,47 @@ func (s *Replica) handle() relayHandle {
 	return s.h
 }
 
-// running returns the replica's current process, or an error when it has
+// act calls f on the replica's current process, or fails when it has
 // none (before its first start, or between two lifetimes).
-func (s *Replica) running() (relayHandle, error) {
-	if h := s.handle(); h != nil {
-		return h, nil
+func (s *Replica) act(f func(h relayHandle) error) error {
+	h := s.handle()
+	if h == nil {
+		return fmt.Errorf("relay %s has no process running", s.name)
 	}
-	return nil, fmt.Errorf("relay %s has no process running", s.name)
+	return f(h)
 }
 
 // Kill sends the replica's process SIGKILL.
 func (s *Replica) Kill(ctx context.Context) error {
-	h, err := s.running()
-	if err != nil {
-		return err
-	}
-	return h.Kill(ctx)
+	return s.act(func(h relayHandle) error { return h.Kill(ctx) })
 }
 
 // Start starts the replica's stopped or killed process again, with the
 // environment of its lifetime.
 func (s *Replica) Start(ctx context.Context) error {
-	h, err := s.running()
-	if err != nil {
-		return err
-	}
-	return h.Start(ctx)
+	return s.act(func(h relayHandle) error { return h.Start(ctx) })
 }
 
 // Pause freezes the replica's process (docker pause, or SIGSTOP on the
 // host); it holds its connections and claims while frozen.
 func (s *Replica) Pause(ctx context.Context) error {
-	h, err := s.running()
-	if err != nil {
-		return err
-	}
-	return h.Pause(ctx)
+	return s.act(func(h relayHandle) error { return h.Pause(ctx) })
 }
 
 // Unpause thaws the replica's process.
 func (s *Replica) Unpause(ctx context.Context) error {
-	h, err := s.running()
-	if err != nil {
-		return err
-	}
-	return h.Unpause(ctx)
+	return s.act(func(h relayHandle) error { return h.Unpause(ctx) })
 }
 
 // Restart stops the replica's process (SIGTERM, then SIGKILL) and starts
 // it again.
 func (s *Replica) Restart(ctx context.Context) error {
-	h, err := s.running()
-	if err != nil {
-		return err
-	}
-	return h.Restart(ctx)
+	return s.act(func(h relayHandle) error { return h.Restart(ctx) })
 }
 
 // Stop sends the replica's process SIGTERM, and SIGKILL after timeout.
 func (s *Replica) Stop(ctx context.Context, timeout time.Duration) error {
-	h, err := s.running()
-	if err != nil {
-		return err
-	}
-	return h.Stop(ctx, timeout)
+	return s.act(func(h relayHandle) error { return h.Stop(ctx, timeout) })
 }
 
 // start starts a new lifetime of the replica with extra added to its
