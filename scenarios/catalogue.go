@@ -187,7 +187,8 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // Step is one window of fault f in a schedule Scenario.Faults returns: f
 // is injected at (from the start of the safety phase's fault clock,
-// which starts with the first event delivered) and healed d later. f
+// which starts with the first event delivered, or 10 s into the phase)
+// and healed d later. f
 // must be registered with Stage.AddFault; a one-shot fault (a restart)
 // takes a short d.
 func Step(f chaos.Fault, at, d time.Duration) chaos.Step {

@@ -17,8 +17,8 @@ import (
 // fault, the services, and the nemesis they register faults with. They
 // see nothing else of the run, so that a hook, the catalogue's or one
 // written in another module, cannot come to depend on the runner's
-// bookkeeping. Run gives every hook the Stage of its run; nothing else
-// makes one.
+// bookkeeping. Run gives every hook the Stage of its run; a test of a
+// hook may give it a fake.
 type Stage interface {
 	// Seed is the run's seed. The rng Faults gets is drawn from it
 	// already; a hook that needs more randomness draws it from
