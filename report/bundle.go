@@ -91,7 +91,10 @@ type ScenarioRun struct {
 	Seed     uint64 `json:"seed"`
 	// Queue is the consumer queues' type of a run on a broker cluster
 	// (quorum, or classic for the contrast); empty on one node.
-	Queue    string   `json:"queue,omitempty"`
+	Queue string `json:"queue,omitempty"`
+	// Subject is what the scenario put under test: empty for the relay,
+	// "consumers" for the consumers' scenarios (scenarios.Result.Subject).
+	Subject  string   `json:"subject,omitempty"`
 	Valid    bool     `json:"valid"`
 	Problems []string `json:"problems,omitempty"`
 	// Inconclusive lists the faults that could not bite, for a run that
@@ -338,6 +341,9 @@ type Bundle struct {
 	// Relays are the scenario runs of other relays than Scenarios's, one
 	// file per relay, merged from bundles by Merge; empty for one bundle.
 	Relays []*ScenarioFile
+	// Consumers are the campaigns of the scenarios that put the
+	// consumers under test, one file per relay.
+	Consumers []*ScenarioFile
 	// Cluster are the broker cluster campaigns, one file per relay and
 	// queue type, merged from bundles by Merge; empty for one bundle.
 	Cluster []*ScenarioFile
@@ -784,7 +790,7 @@ func (b Bundle) Inputs() []string {
 			out = append(out, filepath.Join(b.Dir, rel))
 		}
 	}
-	for _, f := range append([]*ScenarioFile{b.Scenarios, b.Demo}, append(b.Relays, b.Cluster...)...) {
+	for _, f := range append([]*ScenarioFile{b.Scenarios, b.Demo}, append(append(b.Relays, b.Cluster...), b.Consumers...)...) {
 		if f == nil {
 			continue
 		}

@@ -141,6 +141,9 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 	if len(b.Relays) > 0 {
 		writeRelays(&s, b.Relays, meta)
 	}
+	if len(b.Consumers) > 0 {
+		writeConsumers(&s, b.Consumers, meta)
+	}
 	if len(cluster) > 0 {
 		replays = writeCluster(&s, cluster, meta, replays)
 	}
@@ -496,6 +499,23 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 	}
 }
 
+// writeConsumers renders the campaigns of the scenarios that put the
+// consumers under test (two consumers applying one event at the same
+// moment), one per relay that fed them: a row per scenario over its
+// seeds, then what each run's notes say it exercised.
+func writeConsumers(s *strings.Builder, files []*ScenarioFile, meta Meta) {
+	s.WriteString("## The consumers under concurrent duplicates\n\n")
+	for _, f := range files {
+		fmt.Fprintf(s, "### Fed by %s\n\n", mdCode(relayOf(f)))
+		sectionMeta(s, f.Meta, meta)
+		writeParts(s, f.Part, f.Parts)
+		writeUnfinished(s, f)
+		writeSeedTable(s, f.Runs, false)
+		s.WriteString("\n")
+		writeNotes(s, f.Runs, "What the runs say they judged and exercised (the first run of each scenario):")
+	}
+}
+
 // campaignSeeds returns the smallest seed of runs and whether some
 // scenario ran on more than one seed (a campaign over seeds).
 func campaignSeeds(runs []ScenarioRun) (first uint64, many bool) {
@@ -597,6 +617,13 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 // nothing by and what that left out: the notes most such runs share
 // once, then each scenario's others (from its first run that has some).
 func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
+	writeNotes(s, runs, "Judged from the final rows and the broker, without the relay's records:")
+}
+
+// writeNotes lists the runs' notes (ScenarioRun.Unchecked) under heading:
+// a note most of them share once, then each scenario's first other
+// notes with their seed.
+func writeNotes(s *strings.Builder, runs []ScenarioRun, heading string) {
 	var with []ScenarioRun
 	for _, r := range runs {
 		if len(r.Unchecked) > 0 {
@@ -616,7 +643,7 @@ func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
 			}
 		}
 	}
-	s.WriteString("Judged from the final rows and the broker, without the relay's records:\n\n")
+	s.WriteString(heading + "\n\n")
 	for _, u := range common {
 		fmt.Fprintf(s, "- %s\n", u)
 	}

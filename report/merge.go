@@ -83,9 +83,12 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 		if err != nil {
 			return Bundle{}, err
 		}
-		if queueOf(f) != "" {
+		switch {
+		case queueOf(f) != "":
 			out.Cluster = append(out.Cluster, f)
-		} else {
+		case subjectOf(f) != "":
+			out.Consumers = append(out.Consumers, f)
+		default:
 			out.Relays = append(out.Relays, f)
 		}
 	}
@@ -273,6 +276,15 @@ func queueOf(f *ScenarioFile) string {
 	return f.Runs[0].Queue
 }
 
+// subjectOf returns what a file's runs put under test: empty for the
+// relay, "consumers" for the consumers' scenarios.
+func subjectOf(f *ScenarioFile) string {
+	if f == nil || len(f.Runs) == 0 {
+		return ""
+	}
+	return f.Runs[0].Subject
+}
+
 // byRelay groups the bundles' scenario files by the relay they ran
 // against and, for broker cluster campaigns, the queue type, each group a
 // campaign of its own to merge: ours on one node first (or the first
@@ -283,6 +295,9 @@ func byRelay(bundles []Bundle) [][]Bundle {
 	key := func(f *ScenarioFile) string {
 		if q := queueOf(f); q != "" {
 			return relayOf(f) + " on a cluster, " + q + " queues"
+		}
+		if sub := subjectOf(f); sub != "" {
+			return relayOf(f) + ", " + sub + " under test"
 		}
 		return relayOf(f)
 	}

@@ -408,3 +408,42 @@ func TestMergeKeepsEveryBenchRun(t *testing.T) {
 		t.Error("the runs are not in the order given")
 	}
 }
+
+// TestConsumersRunsAreKeptApart: a campaign of the consumers' scenario
+// against our relay is not merged with the relay's catalogue (they are
+// two campaigns of the same relay); the report shows it in a section of
+// its own, with the notes its runs give.
+func TestConsumersRunsAreKeptApart(t *testing.T) {
+	meta := Meta{Date: "2026-01-02T03:04:05Z", Commit: "abc", Machine: Machine{Cores: 2, OS: "Debian", Go: "go1.26"}}
+	file := func(campaign string, runs ...ScenarioRun) Bundle {
+		return Bundle{Dir: t.TempDir(), Scenarios: &ScenarioFile{Meta: meta, Part: &Part{Shard: "1/1", Campaign: campaign, Cells: len(runs)}, Runs: runs}}
+	}
+	relay := file("go run ./cmd/outboxlab run --scenario baseline", ScenarioRun{Scenario: "baseline", Relay: "ours", Seed: 1, Valid: true})
+	consumers := file("go run ./cmd/outboxlab run --scenario concurrent-duplicates --seeds 2",
+		ScenarioRun{Scenario: "concurrent-duplicates", Relay: "ours", Subject: "consumers", Seed: 1, Valid: true,
+			Unchecked: []string{"concurrent-duplicates: 4 event(s) applied by two consumers at the same moment (e1)"}},
+		ScenarioRun{Scenario: "concurrent-duplicates", Relay: "ours", Subject: "consumers", Seed: 2, Valid: true,
+			Unchecked: []string{"concurrent-duplicates: 3 event(s) applied by two consumers at the same moment (e2)"}})
+	b, err := Merge([]Bundle{relay, consumers}, MergeOptions{})
+	if err != nil {
+		t.Fatalf("merging a relay's catalogue and its consumers' campaign: %v", err)
+	}
+	if len(b.Consumers) != 1 || len(b.Consumers[0].Runs) != 2 || b.Scenarios == nil || len(b.Scenarios.Runs) != 1 {
+		t.Fatalf("consumers %v, scenarios %v: want the two apart", b.Consumers, b.Scenarios)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, b); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	sec := strings.Index(out, "## The consumers under concurrent duplicates")
+	if sec < 0 {
+		t.Fatalf("no consumers' section:\n%s", out)
+	}
+	if !strings.Contains(out[sec:], "| concurrent-duplicates | 1..2 | 2 | 0 | 0 |") || !strings.Contains(out[sec:], "4 event(s) applied by two consumers at the same moment") {
+		t.Errorf("the consumers' section does not show the campaign and its notes:\n%s", out[sec:])
+	}
+	if strings.Contains(out[:sec], "concurrent-duplicates") {
+		t.Errorf("the consumers' runs are in the relay's tables:\n%s", out[:sec])
+	}
+}

@@ -61,6 +61,11 @@ type Scenario struct {
 	// RelayEnv is what the scenario sets of every replica's OUTBOX_*
 	// settings, over TimingEnv; the relay under test's own Env still wins.
 	RelayEnv map[string]string
+	// Subject is what the scenario puts under test: empty for the relay
+	// (the catalogue), SubjectConsumers for the consumers
+	// (ConsumerCatalogue). Results carry it, so that reports keep the
+	// consumers' runs apart from the relay's.
+	Subject string
 	// ConsumerPrefetch is the consumers' prefetch (default 8).
 	ConsumerPrefetch int
 	// ApplyHold is about how long every consumer's effect keeps its

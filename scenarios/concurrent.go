@@ -21,6 +21,10 @@ import (
 // consumer, whatever relay runs); ConsumerCatalogue and Lookup find it.
 const ConcurrentDuplicates = "concurrent-duplicates"
 
+// SubjectConsumers is the Subject of the scenarios that put the
+// consumers under test rather than the relay.
+const SubjectConsumers = "consumers"
+
 // ConsumerCatalogue returns the scenarios that put the consumers under
 // test rather than the relay.
 func ConsumerCatalogue() []Scenario {
@@ -44,7 +48,8 @@ const applyHold = 150 * time.Millisecond
 
 func concurrentDuplicates() Scenario {
 	return Scenario{
-		Name: ConcurrentDuplicates,
+		Name:    ConcurrentDuplicates,
+		Subject: SubjectConsumers,
 		Summary: "each consumer's own link to the broker is cut while it applies an event, so the broker requeues the event to the other consumer, " +
 			"which applies it while the first one's transaction is still open: the inbox must absorb the duplicate",
 		Workload: defaultWorkload(),

@@ -373,7 +373,7 @@ func (r *run) applicable() error {
 func (r *run) baseResult() Result {
 	res := Result{
 		Scenario: r.sc.Name, Relay: r.relay.Name, Variant: string(r.mode), Seed: r.opts.Seed,
-		Events: r.plan.Total, Safety: r.safety,
+		Events: r.plan.Total, Safety: r.safety, Subject: r.sc.Subject,
 	}
 	if r.sc.BrokerNodes > 1 {
 		res.Queue = r.queueType()

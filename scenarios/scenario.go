@@ -113,6 +113,9 @@ type Result struct {
 	// Queue is the consumer queues' type on a broker cluster (quorum, or
 	// classic for the contrast); empty on one node.
 	Queue string `json:"queue,omitempty"`
+	// Subject is what the scenario puts under test (Scenario.Subject):
+	// empty for the relay, SubjectConsumers for the consumers.
+	Subject string `json:"subject,omitempty"`
 	// ConfirmStall is, on a broker cluster, the longest time from the
 	// start of a node fault without any publish confirmed by the broker
 	// (ack), measured from the relays' records up to the last confirm of
