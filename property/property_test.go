@@ -18,6 +18,13 @@ import (
 // machines they run are in sim_test.go (over the simulation) and
 // infra_test.go (over PostgreSQL and RabbitMQ).
 
+// shrinkTime bounds rapid's shrinking in the tests that hold a shrunk
+// counterexample to a length: that length is the shrinker's doing, not
+// the machine's, so a slow or busy machine (make test runs these tests
+// at the lowest priority beside the container tests) gets the time to
+// finish. Shrinking takes seconds when it has a core.
+const shrinkTime = "10m"
+
 // TestSimProperty: whatever the actions, the production relay and
 // consumer lose nothing, invent nothing and apply nothing twice.
 func TestSimProperty(t *testing.T) {
@@ -34,6 +41,7 @@ func TestSimProperty(t *testing.T) {
 // and its trace is what rapid shrank.
 func TestMarkBeforePublishIsCaught(t *testing.T) {
 	setRapidFlag(t, "rapid.checks", "200")
+	setRapidFlag(t, "rapid.shrinktime", shrinkTime)
 	v := lookupMutant(t, "mark-before-publish").Variant()
 	var last *simCase
 	rec := checkFails(t, "a relay that marks rows before publishing them", func(rt *rapid.T) {
@@ -67,6 +75,7 @@ func TestMutantsShrinkWithRapid(t *testing.T) {
 	// 2000 cases about half the time, so it gets ten times as many (a
 	// mutant that fails early stops at once, so the others do not pay).
 	setRapidFlag(t, "rapid.checks", "20000")
+	setRapidFlag(t, "rapid.shrinktime", shrinkTime)
 	skip := map[string]string{
 		"ignore-return": "no unbind action",
 		"offset-claim":  "no held transaction",
