@@ -486,13 +486,7 @@ func writeCluster(s *strings.Builder, files []*ScenarioFile, meta Meta, replays 
 func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 	s.WriteString("## Other relays under the catalogue\n\n")
 	for _, f := range relays {
-		fmt.Fprintf(s, "### %s\n\n", mdCode(relayOf(f)))
-		sectionMeta(s, f.Meta, meta)
-		writeParts(s, f.Part, f.Parts)
-		writeUnfinished(s, f)
-		writeSeedTable(s, f.Runs, false)
-		s.WriteString("\n")
-		writeUnchecked(s, f.Runs)
+		writeCampaign(s, f, mdCode(relayOf(f)), meta, "Judged from the final rows and the broker, without the relay's records:")
 		if f.Findings != "" {
 			fmt.Fprintf(s, "#### Findings\n\n_What reading these runs' histories showed (%s of the bundle)._\n\n%s\n\n", mdCode(FileFindings), f.Findings)
 		}
@@ -506,14 +500,21 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 func writeConsumers(s *strings.Builder, files []*ScenarioFile, meta Meta) {
 	s.WriteString("## The consumers under concurrent duplicates\n\n")
 	for _, f := range files {
-		fmt.Fprintf(s, "### Fed by %s\n\n", mdCode(relayOf(f)))
-		sectionMeta(s, f.Meta, meta)
-		writeParts(s, f.Part, f.Parts)
-		writeUnfinished(s, f)
-		writeSeedTable(s, f.Runs, false)
-		s.WriteString("\n")
-		writeNotes(s, f.Runs, "What the runs say they judged and exercised (the first run of each scenario):")
+		writeCampaign(s, f, "Fed by "+mdCode(relayOf(f)), meta, "What the runs say they judged and exercised (the first run of each scenario):")
 	}
+}
+
+// writeCampaign renders one campaign of a section under its heading: its
+// runs' metadata, parts and unfinished cells, the table of its scenarios
+// over their seeds, and its runs' notes under notes.
+func writeCampaign(s *strings.Builder, f *ScenarioFile, heading string, meta Meta, notes string) {
+	fmt.Fprintf(s, "### %s\n\n", heading)
+	sectionMeta(s, f.Meta, meta)
+	writeParts(s, f.Part, f.Parts)
+	writeUnfinished(s, f)
+	writeSeedTable(s, f.Runs, false)
+	s.WriteString("\n")
+	writeNotes(s, f.Runs, notes)
 }
 
 // campaignSeeds returns the smallest seed of runs and whether some
@@ -611,13 +612,6 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 		}
 		fmt.Fprintf(s, "| **all %d cells** | | **%d** | **%d** | **%d** | | | | | | | | |\n", cells, pass, fail, inconcl)
 	}
-}
-
-// writeUnchecked lists what the checkers judged a relay that records
-// nothing by and what that left out: the notes most such runs share
-// once, then each scenario's others (from its first run that has some).
-func writeUnchecked(s *strings.Builder, runs []ScenarioRun) {
-	writeNotes(s, runs, "Judged from the final rows and the broker, without the relay's records:")
 }
 
 // writeNotes lists the runs' notes (ScenarioRun.Unchecked) under heading:
