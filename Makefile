@@ -189,7 +189,7 @@ TEST_PKGS = $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./
 # one-at-a-time phase at the lowest priority (nice 19): they take the CPU
 # the phase's waits leave idle, and the phase's chaos timings keep the
 # cores first. The phase then runs only these packages' container tests.
-BG_PKGS            := ./sim/ ./property/ ./mutant/generated/
+BG_PKGS            := ./internal/sim/ ./property/ ./internal/mutant/generated/
 BG_CONTAINER_TESTS := ^(TestBrokerSuiteRabbitMQ|TestDeliverySuiteRabbitMQ|TestInfraProperty|TestContainerTier)$$
 HAVE_PG_BINARIES   := $(wildcard /usr/lib/postgresql/*/bin/initdb)
 BG_LOG             := $(BUILD)/test-background.log

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bound"
+	"github.com/outboxlab/outboxlab/internal/bound"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bound"
+	"github.com/outboxlab/outboxlab/internal/bound"
 	"github.com/outboxlab/outboxlab/relay"
 
 	amqp "github.com/rabbitmq/amqp091-go"

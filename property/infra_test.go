@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/fixture"
-	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/internal/sim"
 
 	"github.com/outboxlab/outboxlab/workload"
 
@@ -21,7 +21,7 @@ import (
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/internal/mutant"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/scenarios"

@@ -9,8 +9,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/outboxlab/outboxlab/mutant"
-	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/sim"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 

@@ -3,7 +3,7 @@ package property
 import (
 	"pgregory.net/rapid"
 
-	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/internal/sim"
 )
 
 // simCase is one case of the rapid state machine over the simulation:

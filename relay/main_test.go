@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/mutant/generated"
+	"github.com/outboxlab/outboxlab/internal/mutant/generated"
 )
 
 // TestMain runs the tests, removes the shared environment, and fails the

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/sim"
 	"github.com/outboxlab/outboxlab/relay"
-	"github.com/outboxlab/outboxlab/sim"
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
 )
 

@@ -15,7 +15,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/outboxlab/outboxlab/mutant/generated"
+	"github.com/outboxlab/outboxlab/internal/mutant/generated"
 )
 
 func main() {

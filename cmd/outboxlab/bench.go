@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bench"
-	"github.com/outboxlab/outboxlab/bench/result"
+	"github.com/outboxlab/outboxlab/internal/bench"
+	"github.com/outboxlab/outboxlab/internal/bench/result"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/relay"
-	"github.com/outboxlab/outboxlab/report"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/bench"
-	"github.com/outboxlab/outboxlab/bench/result"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/bench"
+	"github.com/outboxlab/outboxlab/internal/bench/result"
+	"github.com/outboxlab/outboxlab/internal/report"
 )
 
 // fakeBench returns d with a benchmark that returns r or err after

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/campaign"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/campaign"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 

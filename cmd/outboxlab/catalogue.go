@@ -3,8 +3,8 @@ package main
 import (
 	"strings"
 
-	"github.com/outboxlab/outboxlab/mutant"
-	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/sim"
 )
 
 // mutantCatalogue is the mutant catalogue as the simulation verb uses it:

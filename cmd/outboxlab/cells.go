@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/outboxlab/outboxlab/campaign"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/campaign"
+	"github.com/outboxlab/outboxlab/internal/report"
 )
 
 // cellWriter keeps the results bundle of a chaos run true while its cells

@@ -20,10 +20,10 @@ import (
 
 	"github.com/outboxlab/outboxlab/workload"
 
-	"github.com/outboxlab/outboxlab/mutant"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/report"
+	"github.com/outboxlab/outboxlab/internal/sim"
 	"github.com/outboxlab/outboxlab/scenarios"
-	"github.com/outboxlab/outboxlab/sim"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/workload"
 
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 

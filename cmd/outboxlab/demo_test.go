@@ -11,9 +11,9 @@ import (
 
 	"github.com/outboxlab/outboxlab/workload"
 
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/report"
+	"github.com/outboxlab/outboxlab/internal/sim"
 	"github.com/outboxlab/outboxlab/scenarios"
-	"github.com/outboxlab/outboxlab/sim"
 )
 
 // simScenarios returns d with a stand-in for the container runner: each

@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/outboxlab/outboxlab/campaign"
+	"github.com/outboxlab/outboxlab/internal/campaign"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/outboxlab/outboxlab/mutant/generated"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/mutant/generated"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/mutant/generated"
+	"github.com/outboxlab/outboxlab/internal/mutant/generated"
 )
 
 // TestGeneratedSummaryJSON checks what mutants --generated --json prints:

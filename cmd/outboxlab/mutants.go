@@ -10,10 +10,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/outboxlab/outboxlab/campaign"
-	"github.com/outboxlab/outboxlab/mutant"
-	"github.com/outboxlab/outboxlab/mutant/infra"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/campaign"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/mutant/infra"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/report"
 )
 
 // TestMutantsJSONIsTheMatrix: --json prints the kill matrix as a JSON

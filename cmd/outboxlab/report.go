@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/report"
 )
 
 func reportVerb() verb {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/report"
 )
 
 // failingSimBundle writes the bundle of a simulation batch whose seeds

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/report"
 )
 
 // makeReportArgs returns the arguments `make report` passes to the report

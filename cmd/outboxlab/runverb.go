@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxlab/outboxlab/campaign"
 	"github.com/outboxlab/outboxlab/contract"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/campaign"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/workload"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/workload"
 
-	"github.com/outboxlab/outboxlab/mutant"
-	"github.com/outboxlab/outboxlab/mutant/infra"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/mutant/infra"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 	wmtarget "github.com/outboxlab/outboxlab/target/watermill"
 	"github.com/outboxlab/outboxlab/testenv"

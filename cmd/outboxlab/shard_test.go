@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/internal/sim"
 )
 
 // simShardJSON is what the tests read of `sim --json`.

@@ -16,9 +16,9 @@ import (
 
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
 
-	"github.com/outboxlab/outboxlab/campaign"
-	"github.com/outboxlab/outboxlab/report"
-	"github.com/outboxlab/outboxlab/sim"
+	"github.com/outboxlab/outboxlab/internal/campaign"
+	"github.com/outboxlab/outboxlab/internal/report"
+	"github.com/outboxlab/outboxlab/internal/sim"
 )
 
 // simReportRuns bounds the failing seeds drawn in the HTML report.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bench"
-	"github.com/outboxlab/outboxlab/bench/result"
-	"github.com/outboxlab/outboxlab/report"
+	"github.com/outboxlab/outboxlab/internal/bench"
+	"github.com/outboxlab/outboxlab/internal/bench/result"
+	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 

@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/outboxlab/outboxlab/bench"
-	"github.com/outboxlab/outboxlab/bench/result"
+	"github.com/outboxlab/outboxlab/internal/bench"
+	"github.com/outboxlab/outboxlab/internal/bench/result"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )

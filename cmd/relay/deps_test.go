@@ -11,10 +11,10 @@ import (
 // writes (OUTBOX_RECORDS) it links package oplog, the record format, and
 // not package history, which records and reads histories of them.
 var harnessPackages = []string{
-	"github.com/outboxlab/outboxlab/sim",
+	"github.com/outboxlab/outboxlab/internal/sim",
 	"github.com/outboxlab/outboxlab/checker",
 	"github.com/outboxlab/outboxlab/history",
-	"github.com/outboxlab/outboxlab/mutant",
+	"github.com/outboxlab/outboxlab/internal/mutant",
 }
 
 // listDeps returns what `go list -deps` prints for this package built
@@ -46,7 +46,7 @@ func TestRelayBinaryLinksNoHarness(t *testing.T) {
 		}
 	}
 	tagged := listDeps(t, "-tags", "mutants")
-	if !strings.Contains(" "+strings.Join(tagged, " ")+" ", " github.com/outboxlab/outboxlab/mutant ") {
+	if !strings.Contains(" "+strings.Join(tagged, " ")+" ", " github.com/outboxlab/outboxlab/internal/mutant ") {
 		t.Errorf("the build with -tags mutants does not list package mutant: %v", tagged)
 	}
 }

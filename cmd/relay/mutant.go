@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxlab/outboxlab/mutant"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/internal/sim"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
-	"github.com/outboxlab/outboxlab/sim"
 )
 
 // relayMutant is the relay-side mutant that OUTBOX_MUTANT selects, for the

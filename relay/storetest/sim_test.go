@@ -6,9 +6,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxlab/outboxlab/internal/sim"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay/storetest"
-	"github.com/outboxlab/outboxlab/sim"
 )
 
 // TestSimStore runs the suite against the simulation's in-memory store.

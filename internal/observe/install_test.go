@@ -1,0 +1,134 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/internal/observe"
+	"github.com/outboxlab/outboxlab/outbox"
+	"github.com/outboxlab/outboxlab/relay"
+)
+
+// TestInstallIsIdempotentAndUninstallRemovesIt installs the observation
+// twice (one trigger, each change logged once), checks that a replica's
+// role can drain the table but neither read nor write the log, that an
+// unqualified name is observed in the schema the database finds it in,
+// that a table without the contract's columns is refused with their
+// names, and that Uninstall removes the trigger, its function and the
+// log, and may run again.
+func TestInstallIsIdempotentAndUninstallRemovesIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	table := e.outboxTable(t, ctx, "obs_install.outbox")
+	if err := observe.Install(ctx, e.admin, table); err != nil {
+		t.Fatalf("installing again: %v", err)
+	}
+	if n := triggers(t, ctx, e.admin, table); n != 1 {
+		t.Fatalf("%d observation triggers on %s after two installs, want 1", n, table)
+	}
+	_, pool := e.replica(t, ctx, table, "relay-a")
+	ids, _ := e.stage(t, ctx, table, 1)
+	claimed, err := relay.NewPGStore(pool, table).Claim(ctx, "relay-a", 10, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("relay-a claiming with its role's grants: %v, %v", claimed, err)
+	}
+	ts, err := observe.Read(ctx, e.admin, table, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0].Kind != observe.Inserted || ts[1].Kind != observe.Claimed || ts[1].ID != ids[0].String() {
+		t.Fatalf("changes after a stage and a claim: %+v, want one insert and one claim of %s", ts, ids[0])
+	}
+	log := observe.ObservedTable(table).Ident()
+	for _, stmt := range []string{
+		`SELECT count(*) FROM ` + log,
+		`INSERT INTO ` + log + ` (at, tx_time, xid, pid, session_user_name, application_name, op) VALUES (now(), now(), 1, 1, 'x', 'x', 'DELETE')`,
+	} {
+		_, err := pool.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("a replica's role ran %q: %v, want permission denied", stmt, err)
+		}
+	}
+
+	// An unqualified name, found in public.
+	bare := outbox.MustParseTable("obs_bare")
+	if err := outbox.Migrate(ctx, e.admin, bare); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outbox.Drop(context.Background(), e.admin, bare, false) })
+	if err := observe.Install(ctx, e.admin, bare); err != nil {
+		t.Fatal(err)
+	}
+	e.stage(t, ctx, outbox.MustParseTable("public.obs_bare"), 2)
+	if ts, err := observe.Read(ctx, e.admin, bare, 0); err != nil || len(ts) != 2 {
+		t.Errorf("changes of %s staged as public.obs_bare: %d, %v; want 2", bare, len(ts), err)
+	}
+	var where string
+	if err := e.admin.QueryRow(ctx, `SELECT to_regclass('public.obs_bare_observed')::text`).Scan(&where); err != nil || where == "" {
+		t.Errorf("the log of %s is not public.obs_bare_observed: %q, %v", bare, where, err)
+	}
+	if err := observe.Uninstall(ctx, e.admin, bare); err != nil {
+		t.Fatal(err)
+	}
+
+	// A table without the contract's columns.
+	other := outbox.MustParseTable("obs_install.other")
+	if _, err := e.admin.Exec(ctx, `CREATE TABLE `+other.Ident()+` (id uuid PRIMARY KEY, processed_at timestamptz, attempts int)`); err != nil {
+		t.Fatal(err)
+	}
+	err = observe.Install(ctx, e.admin, other)
+	if err == nil || !strings.Contains(err.Error(), "no column faulted_at, locked_by, locked_at, locked_until") {
+		t.Errorf("installing on a table without the lease columns: %v", err)
+	}
+	if n := triggers(t, ctx, e.admin, other); n != 0 {
+		t.Errorf("%d triggers on %s after a refused install", n, other)
+	}
+
+	if err := observe.Uninstall(ctx, e.admin, table); err != nil {
+		t.Fatal(err)
+	}
+	if n := triggers(t, ctx, e.admin, table); n != 0 {
+		t.Errorf("%d observation triggers on %s after Uninstall", n, table)
+	}
+	var left []string
+	if err := e.admin.QueryRow(ctx, `SELECT array_remove(ARRAY[to_regclass($1)::text, to_regproc($2)::text], NULL)`,
+		observe.ObservedTable(table).String(), "obs_install.obs_install_outbox_observe_fn").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("left after Uninstall: %v", left)
+	}
+	e.stage(t, ctx, table, 1)
+	if err := observe.Uninstall(ctx, e.admin, table); err != nil {
+		t.Errorf("uninstalling again: %v", err)
+	}
+	if _, err := observe.Read(ctx, e.admin, table, 0); err == nil {
+		t.Error("reading the observations of an uninstalled table: no error")
+	}
+	if err := outbox.Drop(ctx, e.admin, table, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := observe.Uninstall(ctx, e.admin, table); err != nil {
+		t.Errorf("uninstalling from a dropped schema: %v", err)
+	}
+}
+
+// triggers counts the observation triggers on table.
+func triggers(t *testing.T, ctx context.Context, db *pgxpool.Pool, table outbox.Table) int {
+	t.Helper()
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2`,
+		table.Ident(), observe.TriggerName).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,115 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/internal/observe"
+	"github.com/outboxlab/outboxlab/outbox"
+)
+
+// TestLocksShowsRowLockRelays runs the claim of a relay that holds row
+// locks while it publishes: each replica, with its role, opens a
+// transaction that selects the oldest pending rows FOR UPDATE SKIP
+// LOCKED and keeps it open. Locks must name which replica holds which
+// rows, idle in its transaction, while the log shows no change at all;
+// a row no one locks is never reported, and a lock goes with its
+// transaction.
+func TestLocksShowsRowLockRelays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	table := e.outboxTable(t, ctx, "obs_locks.outbox")
+	roleA, poolA := e.replica(t, ctx, table, "relay-a")
+	roleB, poolB := e.replica(t, ctx, table, "relay-b")
+	ids, _ := e.stage(t, ctx, table, 4)
+	before, err := observe.Read(ctx, e.admin, table, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if locks, err := observe.Locks(ctx, e.admin, table); errors.Is(err, observe.ErrRowLocksUnavailable) {
+		t.Skipf("no pgrowlocks on this server: %v", err)
+	} else if err != nil || len(locks) != 0 {
+		t.Fatalf("locks before any claim: %+v, %v", locks, err)
+	}
+
+	txA, pidA, gotA := lockOldest(t, ctx, poolA, table, 2)
+	defer txA.Rollback(context.Background())
+	txB, pidB, gotB := lockOldest(t, ctx, poolB, table, 1)
+	defer txB.Rollback(context.Background())
+	if !slices.Equal(gotA, []string{ids[0].String(), ids[1].String()}) || !slices.Equal(gotB, []string{ids[2].String()}) {
+		t.Fatalf("relay-a locked %v and relay-b %v, want e1, e2 and e3", gotA, gotB)
+	}
+
+	locks, err := observe.Locks(ctx, e.admin, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := observe.Held(locks)
+	want := map[string][]string{roleA.Name: gotA, roleB.Name: gotB}
+	if len(held) != len(want) || !slices.Equal(held[roleA.Name], gotA) || !slices.Equal(held[roleB.Name], gotB) {
+		t.Errorf("rows held: %v, want %v", held, want)
+	}
+	for _, l := range locks {
+		wantPID := map[string]int32{roleA.Name: pidA, roleB.Name: pidB}[l.Session]
+		if l.PID != wantPID || l.Mode != "For Update" || l.State != "idle in transaction" || l.App != "relay" || l.XactStart.IsZero() || l.CTID == "" {
+			t.Errorf("lock of %s: %+v, want pid %d, For Update, idle in transaction", l.ID, l, wantPID)
+		}
+	}
+	after, err := observe.Read(ctx, e.admin, table, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the log grew by %d changes for row locks, which change no column", len(after)-len(before))
+	}
+
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locks, err = observe.Locks(ctx, e.admin, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := observe.Held(locks); len(held) != 1 || !slices.Equal(held[roleB.Name], gotB) {
+		t.Errorf("rows held after relay-a's commit: %v, want only relay-b's e3", held)
+	}
+	if err := txB.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if locks, err := observe.Locks(ctx, e.admin, table); err != nil || len(locks) != 0 {
+		t.Errorf("locks after both transactions ended: %+v, %v", locks, err)
+	}
+}
+
+// lockOldest opens a transaction on pool that locks the n oldest pending
+// rows it can, as a row-lock relay's claim does, and returns it open with
+// its session's pid and the ids it locked.
+func lockOldest(t *testing.T, ctx context.Context, pool *pgxpool.Pool, table outbox.Table, n int) (pgx.Tx, int32, []string) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT id::text FROM `+table.Ident()+`
+WHERE processed_at IS NULL AND faulted_at IS NULL ORDER BY occurred_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid, ids
+}
