@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,79 @@ func triggers(t *testing.T, ctx context.Context, db *pgxpool.Pool, table outbox.
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestInstallViewObservesATableOfItsOwn observes a table with columns of
+// its own, a bigint identity key and no lease columns (a relay that holds
+// row locks), through the rows view a target gives: the changes are
+// logged in the contract's columns, the lease columns as NULL, a row the
+// view filters out is not logged, and a view that does not read its
+// table through the name it is given, or shows no id, is refused.
+func TestInstallViewObservesATableOfItsOwn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	table := outbox.MustParseTable("obs_view.events")
+	for _, stmt := range []string{
+		`CREATE SCHEMA obs_view`,
+		`CREATE TABLE ` + table.Ident() + ` (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			kind text NOT NULL, sent timestamptz, dead timestamptz, tries int NOT NULL DEFAULT 0)`,
+	} {
+		if _, err := e.admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(tb outbox.Table) string {
+		return `SELECT seq AS id, kind AS message_type, sent AS processed_at, dead AS faulted_at, tries AS attempts
+FROM ` + tb.Ident() + ` ev WHERE kind <> 'hidden'`
+	}
+	if err := observe.InstallView(ctx, e.admin, table, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO ` + table.Ident() + ` (kind) VALUES ('a'), ('b'), ('hidden')`,
+		`UPDATE ` + table.Ident() + ` SET tries = 1 WHERE seq = 2`,
+		`UPDATE ` + table.Ident() + ` SET sent = now() WHERE seq = 1`,
+		`UPDATE ` + table.Ident() + ` SET tries = 2, dead = now() WHERE seq = 2`,
+		`UPDATE ` + table.Ident() + ` SET tries = 5 WHERE seq = 3`,
+		`DELETE FROM ` + table.Ident() + ` WHERE seq = 1`,
+	} {
+		if _, err := e.admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, err := observe.Read(ctx, e.admin, table, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tr := range ts {
+		s := fmt.Sprintf("%s %s", tr.Kind, tr.ID)
+		if tr.New != nil {
+			s += fmt.Sprintf(" attempts=%d leased=%v", tr.New.Attempts, tr.New.LockedBy != "" || !tr.New.LockedUntil.IsZero())
+		}
+		got = append(got, s)
+	}
+	want := []string{
+		"inserted 1 attempts=0 leased=false",
+		"inserted 2 attempts=0 leased=false",
+		"retried 2 attempts=1 leased=false",
+		"marked 1 attempts=0 leased=false",
+		"parked 2 attempts=2 leased=false",
+		"deleted 1",
+	}
+	diffLines(t, "changes observed through the view", got, want)
+
+	for _, c := range []struct {
+		name string
+		rows func(outbox.Table) string
+		want string
+	}{
+		{"a view of a table named in full", func(outbox.Table) string { return `SELECT seq AS id FROM ` + table.Ident() }, "does not read the table through the name it is given"},
+		{"a view without id", func(tb outbox.Table) string { return `SELECT kind AS message_type FROM ` + tb.Ident() }, "shows no column id"},
+	} {
+		if err := observe.InstallView(ctx, e.admin, table, c.rows); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("installing through %s: %v, want an error saying it %s", c.name, err, c.want)
+		}
+	}
 }

@@ -77,6 +77,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -140,11 +141,31 @@ WHERE c.oid = to_regclass($1)`, table.Ident()).Scan(&schema)
 // exist and have the contract's Columns; the trigger function runs as the
 // role that calls Install, which must own the table.
 func Install(ctx context.Context, db DB, table outbox.Table) error {
+	return InstallView(ctx, db, table, nil)
+}
+
+// InstallView is Install for an outbox whose table has columns of its
+// own: rows returns the SELECT that shows the rows of the table it is
+// given in the contract's columns (outbox.Schema.Rows, a target's rows
+// view). The trigger logs each changed row as that SELECT shows it: it
+// runs the SELECT over a relation holding only the row before or after
+// the change, named in place of the table, so the SELECT must read the
+// table through the name it is given (a target's {table}). The SELECT
+// must show id; a contract column it does not show is logged as NULL
+// (a relay that holds row locks has no lease columns). A change the
+// SELECT shows no row for, before and after, is not logged. rows nil is
+// Install.
+func InstallView(ctx context.Context, db DB, table outbox.Table, rows func(outbox.Table) string) error {
 	table, err := qualify(ctx, db, table)
 	if err != nil {
 		return fmt.Errorf("observing %s: %w", table, err)
 	}
-	if err := checkColumns(ctx, db, table); err != nil {
+	var src source
+	if rows == nil {
+		if err := checkColumns(ctx, db, table); err != nil {
+			return fmt.Errorf("observing %s: %w", table, err)
+		}
+	} else if src, err = viewSource(ctx, db, table, rows); err != nil {
 		return fmt.Errorf("observing %s: %w", table, err)
 	}
 	tx, err := db.Begin(ctx)
@@ -155,7 +176,7 @@ func Install(ctx context.Context, db DB, table outbox.Table) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('outboxlab.observe'))`); err != nil {
 		return fmt.Errorf("observing %s: locking: %w", table, err)
 	}
-	for _, stmt := range installSQL(table) {
+	for _, stmt := range installSQL(table, src) {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("observing %s: %w", table, err)
 		}
@@ -164,6 +185,47 @@ func Install(ctx context.Context, db DB, table outbox.Table) error {
 		return fmt.Errorf("observing %s: commit: %w", table, err)
 	}
 	return nil
+}
+
+// source is how the trigger reads the contract's columns of a changed
+// row: straight from the table's row (the zero value), or through a
+// rows view over a relation that holds only that row.
+type source struct {
+	// view is the rows SELECT over viewRow; "" reads the table's row.
+	view string
+	// has names the contract's Columns the view shows.
+	has map[string]bool
+}
+
+// viewRow names the one-row relation a rows view reads in the trigger.
+var viewRow = outbox.MustParseTable("outboxlab_observed_row")
+
+// viewSource checks a rows view of table and says which of the
+// contract's Columns it shows.
+func viewSource(ctx context.Context, db DB, table outbox.Table, rows func(outbox.Table) string) (source, error) {
+	view := rows(viewRow)
+	if !strings.Contains(view, viewRow.Ident()) {
+		return source{}, errors.New("its rows view does not read the table through the name it is given ({table}), so the trigger cannot show it a changed row")
+	}
+	r, err := db.Query(ctx, `SELECT * FROM (`+rows(table)+`) AS v LIMIT 0`)
+	if err != nil {
+		return source{}, fmt.Errorf("reading the columns of its rows view: %w", err)
+	}
+	fields := r.FieldDescriptions()
+	r.Close()
+	if err := r.Err(); err != nil {
+		return source{}, fmt.Errorf("reading the columns of its rows view: %w", err)
+	}
+	src := source{view: view, has: map[string]bool{}}
+	for _, f := range fields {
+		if slices.Contains(Columns, f.Name) {
+			src.has[f.Name] = true
+		}
+	}
+	if !src.has["id"] {
+		return source{}, errors.New("its rows view shows no column id")
+	}
+	return src, nil
 }
 
 // checkColumns fails when table lacks one of Columns, naming every one
@@ -188,8 +250,9 @@ ORDER BY array_position($2::text[], want)`, table.Ident(), Columns)
 }
 
 // installSQL returns the statements that install the log and trigger of
-// table, which is schema-qualified. Every name is quoted.
-func installSQL(table outbox.Table) []string {
+// table, which is schema-qualified, reading rows through src. Every name
+// is quoted.
+func installSQL(table outbox.Table, src source) []string {
 	log := ObservedTable(table).Ident()
 	fn := observeFunc(table).Ident()
 	trg := pgx.Identifier{TriggerName}.Sanitize()
@@ -198,16 +261,58 @@ func installSQL(table outbox.Table) []string {
 		new_id, new_processed_at, new_faulted_at, new_attempts, new_locked_by, new_locked_at, new_locked_until`
 	head := `clock_timestamp(), now(), pg_current_xact_id()::text::bigint, pg_backend_pid(), session_user::text,
 			coalesce(current_setting('application_name', true), ''), TG_OP`
+	types := []string{"text", "timestamptz", "timestamptz", "integer", "text", "timestamptz", "timestamptz"}
 	vals := func(rec string) string {
-		if rec == "" {
-			return `NULL, NULL, NULL, NULL, NULL, NULL, NULL`
+		out := make([]string, len(Columns))
+		for i, c := range Columns {
+			if rec == "" || (src.view != "" && !src.has[c]) {
+				out[i] = `NULL::` + types[i]
+			} else {
+				out[i] = rec + `.` + c + `::` + types[i]
+			}
 		}
-		return rec + `.id::text, ` + rec + `.processed_at, ` + rec + `.faulted_at, ` + rec + `.attempts, ` +
-			rec + `.locked_by::text, ` + rec + `.locked_at, ` + rec + `.locked_until`
+		return strings.Join(out, ", ")
 	}
 	insert := func(old, new string) string {
 		return `INSERT INTO ` + log + ` (` + cols + `)
 		VALUES (` + head + `, ` + vals(old) + `, ` + vals(new) + `);`
+	}
+	decl, body := "", `
+	IF TG_OP = 'INSERT' THEN
+		`+insert("", "NEW")+`
+	ELSIF TG_OP = 'UPDATE' THEN
+		`+insert("OLD", "NEW")+`
+	ELSE
+		`+insert("OLD", "")+`
+	END IF;`
+	if src.view != "" {
+		// The view's row before and after the change, each read from a
+		// relation that holds only the table's row.
+		through := func(rec, into string) string {
+			return `SELECT * INTO ` + into + ` FROM (WITH ` + viewRow.Ident() + ` AS (SELECT ` + rec + `.*) ` +
+				src.view + `) AS v LIMIT 1;
+		has_` + into + ` := FOUND;`
+		}
+		decl = `
+DECLARE
+	o record;
+	n record;
+	has_o boolean := false;
+	has_n boolean := false;`
+		body = `
+	IF TG_OP <> 'INSERT' THEN
+		` + through("OLD", "o") + `
+	END IF;
+	IF TG_OP <> 'DELETE' THEN
+		` + through("NEW", "n") + `
+	END IF;
+	IF has_o AND has_n THEN
+		` + insert("o", "n") + `
+	ELSIF has_n THEN
+		` + insert("", "n") + `
+	ELSIF has_o THEN
+		` + insert("o", "") + `
+	END IF;`
 	}
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + log + ` (
@@ -225,15 +330,8 @@ func installSQL(table outbox.Table) []string {
 	new_locked_by text, new_locked_at timestamptz, new_locked_until timestamptz)`,
 		`REVOKE ALL ON ` + log + ` FROM PUBLIC`,
 		`CREATE OR REPLACE FUNCTION ` + fn + `() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $observe$
-BEGIN
-	IF TG_OP = 'INSERT' THEN
-		` + insert("", "NEW") + `
-	ELSIF TG_OP = 'UPDATE' THEN
-		` + insert("OLD", "NEW") + `
-	ELSE
-		` + insert("OLD", "") + `
-	END IF;
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $observe$` + decl + `
+BEGIN` + body + `
 	RETURN NULL;
 END
 $observe$`,
