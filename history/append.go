@@ -1,4 +1,4 @@
-package oplog
+package history
 
 import (
 	"encoding/json"
@@ -8,10 +8,10 @@ import (
 )
 
 // AppendJSON appends op to buf as one line of a history file, exactly as
-// history.WriteJSONL writes it (encoding/json's bytes and a newline), without
+// WriteJSONL writes it (encoding/json's bytes and a newline), without
 // reflection: the simulation hashes every history and a relay writes its
 // records on its hot path, and encoding/json was the largest cost of both.
-// Tests in history, sim and relay hold the two to the same bytes.
+// Tests in sim and relay hold the two to the same bytes.
 func AppendJSON(buf []byte, op *Op) []byte {
 	buf = append(buf, `{"index":`...)
 	buf = strconv.AppendInt(buf, op.Index, 10)

@@ -1,13 +1,4 @@
-// Package oplog is the record format every process of a run writes: the
-// operations of the Jepsen model (a process invokes an operation, and later
-// completes it as ok, fail or info) with their typed metadata and faults,
-// and their encoding as JSON Lines under a versioned header. Producers,
-// relays, consumers and the fault injector describe what they did in it; a
-// relay writes its own records file (OUTBOX_RECORDS) in it. Package history
-// records and reads histories of these operations; oplog imports nothing
-// but the standard library, so the production relay links the format and
-// none of the harness.
-package oplog
+package history
 
 import (
 	"fmt"
@@ -314,8 +305,8 @@ func (m Meta) String() string {
 
 // Version is the version of the record format. The first line of a history
 // file, and of every lifetime in a records file, is the header
-// {"outboxlab_history":Version}; package history's readers refuse any
-// other version.
+// {"outboxlab_history":Version}; ReadJSONL and ReadRecords refuse any other
+// version.
 const Version = 2
 
 // Header is the first line of a history file and of each lifetime of a

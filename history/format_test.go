@@ -1,4 +1,4 @@
-package oplog
+package history
 
 import "testing"
 

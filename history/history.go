@@ -1,11 +1,28 @@
-// Package history records what happened during a run as a sequence of
-// operations, in the model of Jepsen: a process invokes an operation, and
-// later the same process completes it as ok, fail or info (outcome unknown).
-// Producers, relays, consumers and the fault injector all record into one
-// History, which checkers read after the run. Histories are written and read
-// as JSON Lines. The operations and their encoding are the record format of
-// package oplog; history records them, writes and reads history files, reads
-// the records files processes write, merges and renders them.
+// Package history holds the record format every process of a run writes,
+// and records and reads histories in it.
+//
+// The record format follows the model of Jepsen: a process invokes an
+// operation, and later the same process completes it as ok, fail or info
+// (outcome unknown). An operation (Op) carries its typed metadata (Meta) and,
+// for the fault injector's records, the identity of a fault (Fault: name,
+// kind, class, targets). Producers, relays, consumers and the fault injector
+// all describe what they did in this format, and a relay writes its own
+// records file (OUTBOX_RECORDS) in it.
+//
+// Operations are encoded as JSON Lines under a versioned header: the first
+// line of a history file, and of every lifetime of a records file, is Header,
+// and the readers refuse any other Version. WriteJSONL writes a history file
+// and AppendJSON appends one record without reflection, to the same bytes.
+//
+// A Recorder, safe for concurrent use, records the operations of a run into
+// one history, which checkers read after the run. ReadJSONL reads a history
+// file back, ReadRecords reads a records file lifetime by lifetime, Merge
+// merges the records of several processes by time, and Pairs and ByEvent
+// arrange a history into timelines.
+//
+// Package history imports nothing but the standard library, so the
+// production relay links it cheaply: it gets the record format and none of
+// the harness.
 package history
 
 import (

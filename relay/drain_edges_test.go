@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxlab/outboxlab/oplog"
+	"github.com/outboxlab/outboxlab/history"
 )
 
 // callLog is the order of a drain's calls, as "claim N", "publish N" and
@@ -473,7 +473,7 @@ func TestRelayRecordsOnlyClaimsThatLeasedOrFailed(t *testing.T) {
 	}
 	var claims []string
 	for _, op := range rec.all() {
-		if op.F == oplog.Claim {
+		if op.F == history.Claim {
 			claims = append(claims, fmt.Sprintf("%s %d", op.Type, len(op.Events)))
 		}
 	}
@@ -591,7 +591,7 @@ func TestRelayRecordsItsSweeps(t *testing.T) {
 			}
 			var got []string
 			for _, op := range rec.all() {
-				if op.F == oplog.Sweep {
+				if op.F == history.Sweep {
 					got = append(got, string(op.Type))
 				}
 			}
@@ -614,7 +614,7 @@ func TestRelayRecordsTheSweepsCutoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, op := range rec.all() {
-		if op.F == oplog.Sweep && op.Type == oplog.OK {
+		if op.F == history.Sweep && op.Type == history.OK {
 			if len(op.Events) != 2 || !op.DBTime.Equal(at) || !op.Cutoff.Equal(at.Add(-7*24*time.Hour)) {
 				t.Fatalf("sweep record %+v, want the 2 rows deleted at %s with the cutoff a week before", op, at)
 			}

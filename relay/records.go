@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/oplog"
+	"github.com/outboxlab/outboxlab/history"
 )
 
 // Records receives what a relay does, as it does it, as operations of
-// package oplog, the record format: Claim (invoke, then ok with the rows
+// package history, the record format: Claim (invoke, then ok with the rows
 // claimed, their lease on the database clock in DBTime and Until, or info
 // when it failed), Publish (an
 // invoke per row sent, then ok once confirmed, fail when nacked, returned
@@ -34,16 +34,16 @@ import (
 // stop: what was recorded before it must survive the process being
 // killed right after.
 type Records interface {
-	Record(op oplog.Op)
+	Record(op history.Op)
 	Flush()
 }
 
 // record hands op to the relay's Records, if any.
-func (r *Relay) record(t oplog.Type, f oplog.Func, ids []string, m oplog.Meta, err error) {
+func (r *Relay) record(t history.Type, f history.Func, ids []string, m history.Meta, err error) {
 	if r.rec == nil {
 		return
 	}
-	op := oplog.Op{Type: t, F: f, Events: ids, Meta: m}
+	op := history.Op{Type: t, F: f, Events: ids, Meta: m}
 	if err != nil {
 		op.Error = err.Error()
 	}
@@ -78,25 +78,25 @@ func rowIDStrings(rows []Row) []string {
 
 // confirmOutcome classifies a confirm's error for a Publish record: the
 // record's type and Meta.Confirm.
-func confirmOutcome(err error) (oplog.Type, string) {
+func confirmOutcome(err error) (history.Type, string) {
 	switch {
 	case err == nil:
-		return oplog.OK, oplog.ConfirmAck
+		return history.OK, history.ConfirmAck
 	case errors.Is(err, ErrNacked):
-		return oplog.Fail, oplog.ConfirmNack
+		return history.Fail, history.ConfirmNack
 	case errors.Is(err, ErrReturned):
-		return oplog.Fail, oplog.ConfirmReturn
+		return history.Fail, history.ConfirmReturn
 	case errors.Is(err, context.DeadlineExceeded):
-		return oplog.Info, oplog.ConfirmTimeout
+		return history.Info, history.ConfirmTimeout
 	case Classify(err) == ClassBroker:
-		return oplog.Info, oplog.ConfirmClosed
+		return history.Info, history.ConfirmClosed
 	}
-	return oplog.Fail, ""
+	return history.Fail, ""
 }
 
 // FileRecords writes a relay's records to a records file as JSON Lines
-// of package oplog: it opens the file for appending, starts the
-// lifetime with the header line oplog.Header (after a newline when the
+// of package history: it opens the file for appending, starts the
+// lifetime with the header line history.Header (after a newline when the
 // file ends in a line cut short), and writes one op per line, stamped with
 // the host's wall clock (time.Now, never an offset process clock, so
 // that a harness on the same host can merge the records with its own),
@@ -134,7 +134,7 @@ func OpenFileRecords(path, process string) (*FileRecords, error) {
 	if torn {
 		_ = fr.w.WriteByte('\n')
 	}
-	_, _ = fr.w.WriteString(oplog.Header + "\n")
+	_, _ = fr.w.WriteString(history.Header + "\n")
 	if err := fr.w.Flush(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("writing records file %s: %w", path, err)
@@ -156,7 +156,7 @@ func endsTorn(f *os.File) (bool, error) {
 }
 
 // Record implements Records.
-func (fr *FileRecords) Record(op oplog.Op) {
+func (fr *FileRecords) Record(op history.Op) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.err != nil {
@@ -168,7 +168,7 @@ func (fr *FileRecords) Record(op oplog.Op) {
 	op.Index = fr.index
 	fr.index++
 	op.Process = fr.process
-	fr.buf = oplog.AppendJSON(fr.buf[:0], &op)
+	fr.buf = history.AppendJSON(fr.buf[:0], &op)
 	if _, err := fr.w.Write(fr.buf); err != nil {
 		fr.err = err
 	}

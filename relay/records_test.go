@@ -17,17 +17,16 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/oplog"
 )
 
 // memRecords keeps the records of a relay in memory.
 type memRecords struct {
 	mu      sync.Mutex
-	ops     []oplog.Op
+	ops     []history.Op
 	flushes int
 }
 
-func (m *memRecords) Record(op oplog.Op) {
+func (m *memRecords) Record(op history.Op) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ops = append(m.ops, op)
@@ -39,36 +38,36 @@ func (m *memRecords) Flush() {
 	m.flushes++
 }
 
-func (m *memRecords) all() []oplog.Op {
+func (m *memRecords) all() []history.Op {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]oplog.Op(nil), m.ops...)
+	return append([]history.Op(nil), m.ops...)
 }
 
 // TestRecordsEncodeAsJSON: the encoding of a record is the bytes
-// encoding/json writes for the same oplog.Op, for every field a relay
+// encoding/json writes for the same history.Op, for every field a relay
 // records and for one it does not.
 func TestRecordsEncodeAsJSON(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
-	for _, op := range []oplog.Op{
-		{Index: 3, Time: at, Process: "relay-a", Type: oplog.Invoke, F: oplog.Claim},
-		{Index: 4, Time: at, Process: "relay-a", Type: oplog.OK, F: oplog.Claim, Events: []string{"a", "b"},
-			Meta: oplog.Meta{DBTime: at, Until: at.Add(time.Minute)}},
-		{Time: at, Process: "relay-a", Type: oplog.Info, F: oplog.Publish, Events: []string{"a"},
-			Meta: oplog.Meta{Confirm: oplog.ConfirmTimeout}, Error: `confirming "a": context deadline exceeded`},
-		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Retry, Events: []string{"a"},
-			Meta: oplog.Meta{Attempts: 5, Parked: true, DBTime: at, Until: at.Add(time.Hour)}},
-		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Mark, Meta: oplog.Meta{Fenced: 2}},
-		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Sweep, Events: []string{"x"}, Meta: oplog.Meta{DBTime: at, Cutoff: at.Add(-time.Hour)}},
-		{Time: at.In(time.FixedZone("x", 3600)), Process: "r", Type: oplog.OK, F: oplog.Failpoint, Meta: oplog.Meta{Failpoint: "after-claim", Detail: "<&>"}},
-		{Time: at, Process: "r", Type: oplog.OK, F: oplog.Deliver, Meta: oplog.Meta{Redelivered: true}},
+	for _, op := range []history.Op{
+		{Index: 3, Time: at, Process: "relay-a", Type: history.Invoke, F: history.Claim},
+		{Index: 4, Time: at, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"a", "b"},
+			Meta: history.Meta{DBTime: at, Until: at.Add(time.Minute)}},
+		{Time: at, Process: "relay-a", Type: history.Info, F: history.Publish, Events: []string{"a"},
+			Meta: history.Meta{Confirm: history.ConfirmTimeout}, Error: `confirming "a": context deadline exceeded`},
+		{Time: at, Process: "r", Type: history.OK, F: history.Retry, Events: []string{"a"},
+			Meta: history.Meta{Attempts: 5, Parked: true, DBTime: at, Until: at.Add(time.Hour)}},
+		{Time: at, Process: "r", Type: history.OK, F: history.Mark, Meta: history.Meta{Fenced: 2}},
+		{Time: at, Process: "r", Type: history.OK, F: history.Sweep, Events: []string{"x"}, Meta: history.Meta{DBTime: at, Cutoff: at.Add(-time.Hour)}},
+		{Time: at.In(time.FixedZone("x", 3600)), Process: "r", Type: history.OK, F: history.Failpoint, Meta: history.Meta{Failpoint: "after-claim", Detail: "<&>"}},
+		{Time: at, Process: "r", Type: history.OK, F: history.Deliver, Meta: history.Meta{Redelivered: true}},
 	} {
 		want, err := json.Marshal(op)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, '\n')
-		if got := oplog.AppendJSON(nil, &op); !bytes.Equal(got, want) {
+		if got := history.AppendJSON(nil, &op); !bytes.Equal(got, want) {
 			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
 		}
 	}
@@ -138,7 +137,7 @@ func TestRelayRecordsWhatItDoes(t *testing.T) {
 	if len(claim.Events) != 3 || !claim.DBTime.Equal(db) || !claim.Until.Equal(db.Add(time.Minute)) {
 		t.Errorf("claim ok = %v, want 3 rows leased from %s to %s", claim, db, db.Add(time.Minute))
 	}
-	if ops[5].Confirm != oplog.ConfirmReturn || ops[5].Events[0] != rows[0].ID.String() {
+	if ops[5].Confirm != history.ConfirmReturn || ops[5].Events[0] != rows[0].ID.String() {
 		t.Errorf("first confirm = %v, want a return of %s", ops[5], rows[0].ID)
 	}
 	if ops[7].Attempts != 1 || ops[7].Events[0] != rows[0].ID.String() {
@@ -157,7 +156,7 @@ func TestRelayRecordsWhatItDoes(t *testing.T) {
 	if err := r.Run(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if last := rec.all()[len(rec.all())-1]; last.F != oplog.Stop {
+	if last := rec.all()[len(rec.all())-1]; last.F != history.Stop {
 		t.Errorf("last record after Run = %v, want a stop", last)
 	}
 }
@@ -190,7 +189,7 @@ func TestRelayRecordsFencedMarks(t *testing.T) {
 	}
 	ops := rec.all()
 	last := ops[len(ops)-1]
-	if last.F != oplog.Mark || last.Type != oplog.OK || len(last.Events) != 0 || last.Fenced != 2 {
+	if last.F != history.Mark || last.Type != history.OK || len(last.Events) != 0 || last.Fenced != 2 {
 		t.Fatalf("last record = %v, want a mark ok of no row with 2 fenced", last)
 	}
 }
@@ -205,11 +204,11 @@ func TestFileRecordsLifetimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr.Record(oplog.Op{Type: oplog.Invoke, F: oplog.Claim})
-	fr.Record(oplog.Op{Type: oplog.OK, F: oplog.Claim, Events: []string{"e1"}})
+	fr.Record(history.Op{Type: history.Invoke, F: history.Claim})
+	fr.Record(history.Op{Type: history.OK, F: history.Claim, Events: []string{"e1"}})
 	fr.Flush()
 	// Buffered and never flushed: lost with the process.
-	fr.Record(oplog.Op{Type: oplog.Invoke, F: oplog.Publish, Events: []string{"e1"}})
+	fr.Record(history.Op{Type: history.Invoke, F: history.Publish, Events: []string{"e1"}})
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +222,7 @@ func TestFileRecordsLifetimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr2.Record(oplog.Op{Type: oplog.OK, F: oplog.Stop})
+	fr2.Record(history.Op{Type: history.OK, F: history.Stop})
 	if err := fr2.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,15 +271,15 @@ func TestFileRecordsLifetimes(t *testing.T) {
 func TestConfirmOutcome(t *testing.T) {
 	for _, c := range []struct {
 		err     error
-		typ     oplog.Type
+		typ     history.Type
 		confirm string
 	}{
-		{nil, oplog.OK, oplog.ConfirmAck},
-		{fmt.Errorf("x: %w", ErrNacked), oplog.Fail, oplog.ConfirmNack},
-		{fmt.Errorf("x: %w", ErrReturned), oplog.Fail, oplog.ConfirmReturn},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), oplog.Info, oplog.ConfirmTimeout},
-		{fmt.Errorf("x: %w", ErrBrokerUnavailable), oplog.Info, oplog.ConfirmClosed},
-		{errors.New("something else"), oplog.Fail, ""},
+		{nil, history.OK, history.ConfirmAck},
+		{fmt.Errorf("x: %w", ErrNacked), history.Fail, history.ConfirmNack},
+		{fmt.Errorf("x: %w", ErrReturned), history.Fail, history.ConfirmReturn},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), history.Info, history.ConfirmTimeout},
+		{fmt.Errorf("x: %w", ErrBrokerUnavailable), history.Info, history.ConfirmClosed},
+		{errors.New("something else"), history.Fail, ""},
 	} {
 		if typ, confirm := confirmOutcome(c.err); typ != c.typ || confirm != c.confirm {
 			t.Errorf("confirmOutcome(%v) = %v, %q; want %v, %q", c.err, typ, confirm, c.typ, c.confirm)
@@ -391,9 +390,9 @@ func TestRelayRecordsDatabaseTimes(t *testing.T) {
 			}
 			continue
 		}
-		var mark *oplog.Op
+		var mark *history.Op
 		for _, op := range rec.all() {
-			if op.F == oplog.Mark && op.Type == oplog.OK {
+			if op.F == history.Mark && op.Type == history.OK {
 				mark = &op
 			}
 		}
@@ -426,12 +425,12 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space
 // take is reported by Err at once, and nothing more is written after it.
 func TestFileRecordsKeepTheFirstWriteError(t *testing.T) {
 	fr := &FileRecords{process: "relay-a", now: time.Now, w: bufio.NewWriterSize(failingWriter{}, 16)}
-	fr.Record(oplog.Op{Type: oplog.Invoke, F: oplog.Claim, Events: []string{"a record longer than the buffer"}})
+	fr.Record(history.Op{Type: history.Invoke, F: history.Claim, Events: []string{"a record longer than the buffer"}})
 	if err := fr.Err(); err == nil || !strings.Contains(err.Error(), "no space") {
 		t.Fatalf("Err after a failed write = %v, want the write's error", err)
 	}
 	index := fr.index
-	fr.Record(oplog.Op{Type: oplog.OK, F: oplog.Claim})
+	fr.Record(history.Op{Type: history.OK, F: history.Claim})
 	if fr.index != index {
 		t.Errorf("a record after the failure was written (index %d, was %d)", fr.index, index)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/oplog"
+	"github.com/outboxlab/outboxlab/history"
 )
 
 // Options carries a relay's optional collaborators. The zero value is
@@ -40,7 +40,7 @@ type Options struct {
 	// real one (time.NewTimer). The simulation's timers run on its clock
 	// and hand the baton back to its scheduler where Run waits.
 	NewTimer func(d time.Duration) Timer
-	// Records, when set, receives what the relay does as oplog
+	// Records, when set, receives what the relay does as history
 	// operations (see Records); nil records nothing and costs nothing.
 	Records Records
 }
@@ -179,7 +179,7 @@ func (r *Relay) Run(ctx context.Context, wake <-chan struct{}) error {
 	work, release := afterShutdown(ctx, r.cfg.PublishTimeout)
 	defer release()
 	defer func() {
-		r.record(oplog.OK, oplog.Stop, nil, oplog.Meta{}, nil)
+		r.record(history.OK, history.Stop, nil, history.Meta{}, nil)
 		r.flushRecords()
 	}()
 	timer := r.newTimer(0)
@@ -683,12 +683,12 @@ func (d *drain) publish(f *flight, rows []Row) error {
 		var ids []string
 		if r.rec != nil {
 			ids = []string{row.ID.String()}
-			r.record(oplog.Invoke, oplog.Publish, ids, oplog.Meta{}, nil)
+			r.record(history.Invoke, history.Publish, ids, history.Meta{}, nil)
 		}
 		conf, perr := r.pub.Publish(dl.ctx, MessageOf(row))
 		if perr != nil {
 			// Not sent.
-			r.record(oplog.Fail, oplog.Publish, ids, oplog.Meta{}, perr)
+			r.record(history.Fail, history.Publish, ids, history.Meta{}, perr)
 			d.release(dl)
 			r.confirmFailed(perr)
 			if Classify(perr) == ClassBroker {
@@ -720,7 +720,7 @@ func (d *drain) settle() error {
 	p.f.open--
 	if r.rec != nil {
 		t, c := confirmOutcome(werr)
-		r.record(t, oplog.Publish, p.ids, oplog.Meta{Confirm: c}, werr)
+		r.record(t, history.Publish, p.ids, history.Meta{Confirm: c}, werr)
 	}
 	switch {
 	case werr == nil:
@@ -831,7 +831,7 @@ func (d *drain) abort(err error) error {
 	for _, p := range d.pending {
 		d.release(p.dl)
 		r := d.r
-		r.record(oplog.Info, oplog.Publish, p.ids, oplog.Meta{}, errNotAwaited)
+		r.record(history.Info, history.Publish, p.ids, history.Meta{}, errNotAwaited)
 	}
 	d.pending = nil
 	for _, m := range d.marks {
@@ -914,15 +914,15 @@ func (r *Relay) rowFailed(ctx context.Context, row Row, cause error, res *TickRe
 		ids = []string{row.ID.String()}
 	}
 	if Classify(cause) == ClassPoison {
-		r.record(oplog.Invoke, oplog.Park, ids, oplog.Meta{}, nil)
+		r.record(history.Invoke, history.Park, ids, history.Meta{}, nil)
 		ok, err := r.store.Park(sctx, r.cfg.RelayID, row.ID, cause.Error())
 		switch {
 		case err != nil:
-			r.record(oplog.Info, oplog.Park, ids, oplog.Meta{}, err)
+			r.record(history.Info, history.Park, ids, history.Meta{}, err)
 		case !ok:
-			r.record(oplog.Fail, oplog.Park, ids, oplog.Meta{Fenced: 1}, ErrLeaseLost)
+			r.record(history.Fail, history.Park, ids, history.Meta{Fenced: 1}, ErrLeaseLost)
 		default:
-			r.record(oplog.OK, oplog.Park, ids, oplog.Meta{}, nil)
+			r.record(history.OK, history.Park, ids, history.Meta{}, nil)
 		}
 		switch {
 		case err != nil:
@@ -939,15 +939,15 @@ func (r *Relay) rowFailed(ctx context.Context, row Row, cause error, res *TickRe
 		}
 		return
 	}
-	r.record(oplog.Invoke, oplog.Retry, ids, oplog.Meta{}, nil)
+	r.record(history.Invoke, history.Retry, ids, history.Meta{}, nil)
 	out, err := r.store.Retry(sctx, r.cfg.RelayID, row.ID, r.cfg.Policy(), cause.Error())
 	switch {
 	case err != nil:
-		r.record(oplog.Info, oplog.Retry, ids, oplog.Meta{}, err)
+		r.record(history.Info, history.Retry, ids, history.Meta{}, err)
 	case !out.Applied:
-		r.record(oplog.Fail, oplog.Retry, ids, oplog.Meta{Fenced: 1}, ErrLeaseLost)
+		r.record(history.Fail, history.Retry, ids, history.Meta{Fenced: 1}, ErrLeaseLost)
 	default:
-		r.record(oplog.OK, oplog.Retry, ids, oplog.Meta{Attempts: out.Attempts, Parked: out.Parked, DBTime: out.At, Until: out.Until}, nil)
+		r.record(history.OK, history.Retry, ids, history.Meta{Attempts: out.Attempts, Parked: out.Parked, DBTime: out.At, Until: out.Until}, nil)
 	}
 	switch {
 	case err != nil:
@@ -1033,7 +1033,7 @@ func (r *Relay) failpoint(ctx context.Context, name string) error {
 	}
 	if r.rec != nil {
 		// Durable before the failpoint acts: it may kill the process.
-		r.record(oplog.OK, oplog.Failpoint, nil, oplog.Meta{Failpoint: name}, nil)
+		r.record(history.OK, history.Failpoint, nil, history.Meta{Failpoint: name}, nil)
 		r.rec.Flush()
 	}
 	if err := r.fp.Inject(ctx, name); err != nil {
@@ -1064,13 +1064,13 @@ var errNotAwaited = errors.New("confirm not awaited")
 // recordClaim records a claim that leased rows or failed: an invoke and
 // its completion, both when the statement returned.
 func (r *Relay) recordClaim(rows []Row, err error) {
-	r.record(oplog.Invoke, oplog.Claim, nil, oplog.Meta{}, nil)
+	r.record(history.Invoke, history.Claim, nil, history.Meta{}, nil)
 	if err != nil {
 		// A claim cut short may have committed: its outcome is unknown.
-		r.record(oplog.Info, oplog.Claim, nil, oplog.Meta{}, err)
+		r.record(history.Info, history.Claim, nil, history.Meta{}, err)
 	} else {
-		r.record(oplog.OK, oplog.Claim, rowIDStrings(rows),
-			oplog.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}, nil)
+		r.record(history.OK, history.Claim, rowIDStrings(rows),
+			history.Meta{DBTime: rows[0].LockedAt, Until: rows[0].LockedUntil}, nil)
 	}
 	r.rec.Flush()
 }
@@ -1082,7 +1082,7 @@ func (r *Relay) mark(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) 
 		return r.store.Mark(ctx, r.cfg.RelayID, ids)
 	}
 	strs := idStrings(ids)
-	r.record(oplog.Invoke, oplog.Mark, strs, oplog.Meta{}, nil)
+	r.record(history.Invoke, history.Mark, strs, history.Meta{}, nil)
 	var (
 		marked []uuid.UUID
 		at     time.Time
@@ -1095,14 +1095,14 @@ func (r *Relay) mark(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) 
 	}
 	if err != nil {
 		// The statement may have committed before it failed.
-		r.record(oplog.Info, oplog.Mark, strs, oplog.Meta{}, err)
+		r.record(history.Info, history.Mark, strs, history.Meta{}, err)
 		return marked, err
 	}
 	done := strs
 	if len(marked) != len(ids) {
 		done = idStrings(marked)
 	}
-	r.record(oplog.OK, oplog.Mark, done, oplog.Meta{DBTime: at, Fenced: len(ids) - len(marked)}, nil)
+	r.record(history.OK, history.Mark, done, history.Meta{DBTime: at, Fenced: len(ids) - len(marked)}, nil)
 	return marked, nil
 }
 
@@ -1127,15 +1127,15 @@ func (r *Relay) sweepOnce(ctx context.Context) (int, error) {
 	}
 	switch {
 	case err != nil:
-		r.record(oplog.Invoke, oplog.Sweep, nil, oplog.Meta{}, nil)
-		r.record(oplog.Info, oplog.Sweep, nil, oplog.Meta{}, err)
+		r.record(history.Invoke, history.Sweep, nil, history.Meta{}, nil)
+		r.record(history.Info, history.Sweep, nil, history.Meta{}, err)
 	case n > 0:
-		m := oplog.Meta{DBTime: at}
+		m := history.Meta{DBTime: at}
 		if !at.IsZero() {
 			m.Cutoff = at.Add(-r.cfg.Retention)
 		}
-		r.record(oplog.Invoke, oplog.Sweep, nil, oplog.Meta{}, nil)
-		r.record(oplog.OK, oplog.Sweep, ids, m, nil)
+		r.record(history.Invoke, history.Sweep, nil, history.Meta{}, nil)
+		r.record(history.OK, history.Sweep, ids, m, nil)
 	}
 	return n, err
 }

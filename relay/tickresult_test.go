@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxlab/outboxlab/oplog"
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -84,7 +84,7 @@ func TestTickCountsItsOutcomes(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, op := range rec.ops {
-		if op.Type != oplog.Invoke && (op.F == oplog.Park || op.F == oplog.Retry) {
+		if op.Type != history.Invoke && (op.F == history.Park || op.F == history.Retry) {
 			for _, id := range op.Events {
 				got[id] += fmt.Sprintf("%s %s;", op.F, op.Type)
 			}

@@ -7,13 +7,12 @@ import (
 )
 
 // harnessPackages are the packages of the harness that the relay binary
-// must not link: the relay image carries the relay only. Of the records it
-// writes (OUTBOX_RECORDS) it links package oplog, the record format, and
-// not package history, which records and reads histories of them.
+// must not link: the relay image carries the relay only. For the records
+// it writes (OUTBOX_RECORDS) it links package history, the record format,
+// which imports only the standard library.
 var harnessPackages = []string{
 	"github.com/outboxlab/outboxlab/internal/sim",
 	"github.com/outboxlab/outboxlab/checker",
-	"github.com/outboxlab/outboxlab/history",
 	"github.com/outboxlab/outboxlab/internal/mutant",
 }
 
@@ -34,7 +33,7 @@ func listDeps(t *testing.T, flags ...string) []string {
 }
 
 // TestRelayBinaryLinksNoHarness: `go list -deps .` of the relay lists
-// none of sim, checker, history and mutant. The build with the mutants
+// none of sim, checker and mutant. The build with the mutants
 // tag lists mutant, so the check sees an import when there is one.
 func TestRelayBinaryLinksNoHarness(t *testing.T) {
 	deps := listDeps(t)

@@ -35,17 +35,17 @@
 // OUTBOX_RECORDS names a file the relay appends its own operations to
 // (claims with their lease on the database clock, publishes and their
 // confirms, marks, retries, parks, sweeps, failpoints reached and its
-// clean stop), as JSON Lines of package oplog, the record format, one
-// lifetime after another, each starting with the header oplog.Header
-// (package history reads them back); a file it cannot open
+// clean stop), as JSON Lines of package history, the record format, one
+// lifetime after another, each starting with the header history.Header
+// (history.ReadRecords reads them back); a file it cannot open
 // is a configuration error. OUTBOX_LOG_LEVEL is debug, info, warn or error; OUTBOX_TYPES lists the
 // known message types (see typeDecoder), every type being accepted when it
 // is unset. OUTBOX_MUTANT runs a relay-side mutant of package mutant, a
 // relay broken on purpose for the harness's kill matrix, but only in a
 // binary built with `-tags mutants` (the image outboxlab/relay-mutants:dev);
 // the relay binary itself, and its image outboxlab/relay:dev, link no
-// mutant, simulation or checker code (only package oplog, the format of
-// its records) and reject the variable as a configuration error. Logs are JSON lines on stderr, passwords redacted.
+// mutant, simulation or checker code (only package history, the format
+// of its records) and reject the variable as a configuration error. Logs are JSON lines on stderr, passwords redacted.
 package main
 
 import (
@@ -68,7 +68,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/outboxlab/outboxlab/contract"
-	"github.com/outboxlab/outboxlab/oplog"
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -237,7 +237,7 @@ func serve(ctx context.Context, s settings, log *slog.Logger, mut relayMutant) (
 		}
 		defer func() {
 			if !ran {
-				op := oplog.Op{Type: oplog.OK, F: oplog.Stop}
+				op := history.Op{Type: history.OK, F: history.Stop}
 				if err != nil {
 					op.Error = err.Error()
 				}

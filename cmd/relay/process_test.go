@@ -19,7 +19,6 @@ import (
 
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
-	"github.com/outboxlab/outboxlab/oplog"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -342,25 +341,25 @@ func checkCrashRecords(t *testing.T, path string, ids []string) {
 	if killed.Stopped() {
 		t.Error("the killed lifetime recorded a clean stop")
 	}
-	var last oplog.Op
+	var last history.Op
 	claimed, confirmed := map[string]bool{}, 0
 	for _, op := range killed.Ops {
 		if op.Process != "relay-crash" {
 			t.Errorf("record of process %q, want relay-crash", op.Process)
 		}
 		switch {
-		case op.F == oplog.Failpoint:
+		case op.F == history.Failpoint:
 			last = op
-		case op.F == oplog.Claim && op.Type == oplog.OK:
+		case op.F == history.Claim && op.Type == history.OK:
 			if op.DBTime.IsZero() || op.Until.Sub(op.DBTime) != 5*time.Second {
 				t.Errorf("claim %v: want locked_at and a 5s lease on the database clock", op)
 			}
 			for _, id := range op.Events {
 				claimed[id] = true
 			}
-		case op.F == oplog.Publish && op.Type == oplog.OK && op.Confirm == oplog.ConfirmAck:
+		case op.F == history.Publish && op.Type == history.OK && op.Confirm == history.ConfirmAck:
 			confirmed++
-		case op.F == oplog.Mark:
+		case op.F == history.Mark:
 			t.Errorf("the killed lifetime recorded a mark: %v", op)
 		}
 	}
@@ -375,7 +374,7 @@ func checkCrashRecords(t *testing.T, path string, ids []string) {
 	}
 	marked := 0
 	for _, op := range restarted.Ops {
-		if op.F == oplog.Mark && op.Type == oplog.OK {
+		if op.F == history.Mark && op.Type == history.OK {
 			if op.DBTime.IsZero() {
 				t.Errorf("mark %v without its processed_at", op)
 			}
