@@ -284,7 +284,7 @@ func TestRecordsNameTheDatabasesIDs(t *testing.T) {
 	}
 	r := &run{rec: &history.Recorder{}, recordsDir: dir}
 	r.contexts = []*boundedCtx{{ids: ids, relays: []*Replica{{name: "relay-a", records: []string{path}}}}}
-	h, _ := r.history()
+	h, _, _, _ := r.history(context.Background())
 	if len(h) != 2 || !slices.Equal(h[0].Events, []string{e.String(), "8"}) {
 		t.Errorf("merged history %+v; want the claim of %s and 8", h, e)
 	}

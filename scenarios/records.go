@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -126,9 +127,10 @@ func readRecordsFile(path string) ([]history.Lifetime, error) {
 }
 
 // history returns the run's history: the harness's own records merged
-// with the relays' records by time, and what the relays' records
-// brought.
-func (r *run) history() ([]history.Op, RelayRecords) {
+// by time with the relays' records, or, for a relay that records
+// nothing, with what was observed of it on the database; what the
+// relays' records brought; and what was observed, with its operations.
+func (r *run) history(ctx context.Context) ([]history.Op, RelayRecords, Observed, []history.Op) {
 	base := r.rec.Ops()
 	for i := range base {
 		// Compared with the relays' times by the wall clock alone.
@@ -136,10 +138,22 @@ func (r *run) history() ([]history.Op, RelayRecords) {
 	}
 	sources, sum, problems := r.readRelayRecords(base)
 	r.problems = append(r.problems, problems...)
-	if len(sources) == 0 {
-		return base, sum
+	observed, obs, err := r.readObserved(ctx)
+	if err != nil {
+		r.problems = append(r.problems, err.Error())
 	}
-	return history.Merge(append([][]history.Op{base}, sources...)...), sum
+	var observedOps []history.Op
+	if len(observed) > 0 {
+		observedOps = history.Merge(observed...)
+	}
+	if !sum.Known && err == nil && obs.Known {
+		sources = append(sources, observed...)
+		obs.Merged = true
+	}
+	if len(sources) == 0 {
+		return base, sum, obs, observedOps
+	}
+	return history.Merge(append([][]history.Op{base}, sources...)...), sum, obs, observedOps
 }
 
 // lastLifetime returns the last lifetime in the records file at path,

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 	r.rec.Record(history.Op{Time: t0, Process: "producer-1", Type: history.OK, F: history.Commit, Events: []string{"e1"}})
 	r.rec.Record(history.Op{Time: t0.Add(3 * time.Millisecond), Process: "consumer-1", Type: history.OK, F: history.Deliver, Events: []string{"e1"}})
 	r.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-a", records: paths}}}}
-	h, sum := r.history()
+	h, sum, _, _ := r.history(context.Background())
 	want := RelayRecords{Known: true, Lifetimes: 2, Ops: 3, Torn: 1, Died: 1, Missing: 1}
 	if sum != want {
 		t.Errorf("summary %+v, want %+v", sum, want)
@@ -66,7 +67,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 	r2 := &run{rec: &history.Recorder{}, recordsDir: dir}
 	r2.rec.Record(history.Op{Time: t0.Add(4 * time.Millisecond), Process: "relay-a", Type: history.Info, F: history.Crash})
 	r2.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-a", records: paths[:2]}}}}
-	h2, _ := r2.history()
+	h2, _, _, _ := r2.history(context.Background())
 	crashes := 0
 	for _, op := range h2 {
 		if op.F == history.Crash {
@@ -84,7 +85,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 	}
 	r3 := &run{rec: &history.Recorder{}, recordsDir: dir}
 	r3.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-b", records: []string{bad}}}}}
-	if _, sum := r3.history(); sum.Unreadable != 1 || len(r3.problems) != 1 {
+	if _, sum, _, _ := r3.history(context.Background()); sum.Unreadable != 1 || len(r3.problems) != 1 {
 		t.Errorf("garbage in a records file: summary %+v, problems %v; want it unreadable and a problem", sum, r3.problems)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/internal/observe"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -73,6 +74,10 @@ type Replica struct {
 	// records are the host paths of the records files of every lifetime
 	// so far, the current one last; empty when the relay records nothing.
 	records []string
+	// role is the login role the replica's database URL logs in as, so
+	// that the observation of its outbox names it; nil when the run does
+	// not observe.
+	role *observe.Role
 }
 
 var _ chaos.Container = (*Replica)(nil)
@@ -174,6 +179,16 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 			binds = []string{dir + ":" + recordsMount}
 		}
 	}
+	dbURL := s.r.env.DatabaseURL(testenv.LinkRelayDB)
+	if s.r.relay.Image != "" {
+		dbURL = s.r.env.ContainerDatabaseURL(testenv.LinkRelayDB)
+	}
+	if s.role != nil {
+		if dbURL, err = observe.RoleURL(dbURL, *s.role); err != nil {
+			return fmt.Errorf("starting relay %s: %w", s.name, err)
+		}
+	}
+	env[contract.EnvDatabaseURL] = dbURL
 	if s.r.relay.Image != "" {
 		var c *testenv.Container
 		c, err = s.r.env.StartRelay(ctx, testenv.RelaySpec{
@@ -183,7 +198,6 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 			h = containerHandle{c}
 		}
 	} else {
-		env[contract.EnvDatabaseURL] = s.r.env.DatabaseURL(testenv.LinkRelayDB)
 		env[contract.EnvAMQPURL] = s.r.env.AMQPURL(testenv.LinkRelayBroker)
 		env[contract.EnvRelayID] = s.name
 		var p *procRelay

@@ -163,6 +163,12 @@ type Result struct {
 	// Records sums up what the relays recorded of their own operations,
 	// when they record (contract.Promises.Records).
 	Records RelayRecords `json:"relay_records"`
+	// Observed sums up what the harness observed of the relays from the
+	// database, and ObservedOps are the operations it observed: the
+	// relays' in History when they record nothing, kept apart from their
+	// records when they do.
+	Observed    Observed     `json:"observed"`
+	ObservedOps []history.Op `json:"-"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`
 	// Safety is the planned length of the safety phase; a fault that a

@@ -129,10 +129,25 @@ func TestCatalogue(t *testing.T) {
 				if (sc.Faults != nil || len(sc.WorkloadFaults) > 0) && len(res.Faults) == 0 {
 					t.Errorf("%s reports no fault at all", sc.Name)
 				}
+				requireObservedAgrees(t, res)
 			}
 		})
 	}
 	sum.print(t, time.Since(began))
+}
+
+// requireObservedAgrees fails t unless the run observed the outbox and
+// what it observed of our relay agrees with the relay's own records.
+func requireObservedAgrees(t *testing.T, res Result) {
+	t.Helper()
+	o := res.Observed
+	if !o.Known || o.Merged || o.Ops == 0 {
+		t.Errorf("SEED=%d %s: observed %+v; want the outbox observed, %d relay operations seen, kept apart from the relay's records", res.Seed, res.Scenario, o, o.Ops)
+	}
+	if len(o.Disagreements) > 0 {
+		t.Errorf("SEED=%d %s: what was observed of the relay disagrees with its records in %d places:\n  %s", res.Seed, res.Scenario,
+			len(o.Disagreements), strings.Join(o.Disagreements, "\n  "))
+	}
 }
 
 // requireValid fails t unless res passed with every fault fired.

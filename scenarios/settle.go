@@ -284,6 +284,9 @@ func (r *run) teardown() {
 		}
 	}
 	wg.Wait()
+	if err := r.dropRoles(ctx); err != nil {
+		r.logf("teardown: %v", err)
+	}
 	if err := r.resetEnv(ctx); err != nil {
 		r.logf("teardown: %v", err)
 	}

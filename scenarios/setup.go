@@ -71,6 +71,9 @@ func (r *run) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.observeOutboxes(sctx); err != nil {
+		return err
+	}
 	if err := r.startRelays(sctx); err != nil {
 		return err
 	}
@@ -178,6 +181,9 @@ func (r *run) startRelays(ctx context.Context) error {
 		}
 	}
 	for _, s := range slots {
+		if err := r.createRole(ctx, s); err != nil {
+			return err
+		}
 		if r.sc.Prepare != nil {
 			r.sc.Prepare(runStage{r}, s)
 		}

@@ -81,12 +81,19 @@ func (r *run) checkerConfig() checker.Config {
 }
 
 // unchecked says what the checkers judge the relays by, and what they
-// cannot judge without relay records.
-func (r *run) unchecked(rep checker.Report) []string {
+// cannot judge without relay records or observations.
+func (r *run) unchecked(rep checker.Report, obs Observed, h []history.Op) []string {
 	var out []string
-	if r.mode == workload.Outbox && r.recordsDir != "" {
+	switch {
+	case r.mode != workload.Outbox:
+	case r.recordsDir != "":
 		out = append(out, "relays: judged from their own records (claims, publishes, confirms, marks, retries, parks, sweeps) merged into the history, and from the final rows")
-	} else if r.mode == workload.Outbox {
+	case obs.Merged:
+		out = append(out, "relays: judged from what the outbox table showed of them (their claims, marks, retries, parks and sweeps, logged by a trigger on the database clock, each replica logged in as a role of its own) merged into the history, and from the final rows")
+		if !observedClaims(h) {
+			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks leaves no trace of its claims in the table), and publishes are not observed; a duplicate delivery is explained by a requeue or a consumer fault, or, as a second publish, by a fault (not clock) that hit a relay while the event was in flight")
+		}
+	default:
 		out = append(out,
 			"fencing: the relays run outside the harness's process and record no claims or marks; lease-expiry judges fencing on the rows a paused replica held",
 			"parking: attempts consumed during broker outages and the spacing of retries need relay retry records; the final rows are judged (poison parked within the attempt limit, healthy rows never parked)",
@@ -106,13 +113,16 @@ func (r *run) unchecked(rep checker.Report) []string {
 // result.
 func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration, steps []chaos.Step) Result {
 	res := r.baseResult()
-	h, recs := r.history()
-	res.History, res.Records = h, recs
+	h, recs, obs, observedOps := r.history(ctx)
+	res.History, res.Records, res.Observed, res.ObservedOps = h, recs, obs, observedOps
+	if recs.Known && obs.Known {
+		res.Observed.Disagreements = compareObserved(h, observedOps)
+	}
 	cfg := r.checkerConfig()
 	rep := checker.Check(h, st, cfg)
 	res.Report, res.Counts = rep, rep.Counts
 	res.DrainTime = drain
-	res.Unchecked = r.unchecked(rep)
+	res.Unchecked = r.unchecked(rep, obs, h)
 	res.Problems = append(res.Problems, r.problems...)
 	for _, f := range rep.Failed() {
 		line := fmt.Sprintf("%s: %s", f.Checker, f.Detail)
@@ -204,4 +214,9 @@ func (r *run) workloadHits(h []history.Op) map[string]int {
 		}
 	}
 	return out
+}
+
+// observedClaims reports whether h has a claim of a relay.
+func observedClaims(h []history.Op) bool {
+	return slices.ContainsFunc(h, func(op history.Op) bool { return op.F == history.Claim && op.Type == history.OK })
 }

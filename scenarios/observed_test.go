@@ -1,0 +1,69 @@
+package scenarios
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/history"
+)
+
+// TestCompareObserved feeds compareObserved records and observations
+// that disagree, with and without a cause in the history, and checks that
+// it reports exactly the disagreements nothing explains.
+func TestCompareObserved(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	ok := func(s int, p string, f history.Func, events ...string) history.Op {
+		return history.Op{Time: at(s), Process: p, Type: history.OK, F: f, Events: events}
+	}
+	parkedRetry := ok(5, "relay-a", history.Retry, "e5")
+	parkedRetry.Parked = true
+	dbKill := history.Op{Time: at(20), Process: "nemesis", Type: history.Info, F: history.FaultStart,
+		Meta: history.Meta{Fault: &history.Fault{Name: "db-kill", Kind: "kill", Class: history.ClassDB}}}
+	recorded := []history.Op{
+		ok(1, "relay-a", history.Claim, "e1", "e2"),
+		ok(2, "relay-a", history.Mark, "e1", "e2"),
+		ok(3, "relay-b", history.Claim, "e3"),
+		ok(4, "relay-b", history.Mark, "e3"),  // not observed: nothing explains it
+		parkedRetry,                           // observed as a park
+		ok(21, "relay-a", history.Mark, "e6"), // not observed, and after the db fault began
+		{Time: at(8), Process: "relay-b", Type: history.Invoke, F: history.Mark, Events: []string{"e7"}},
+		{Time: at(9), Process: "relay-b", Type: history.Info, F: history.Mark, Events: []string{"e7"}},
+		dbKill,
+		ok(22, "relay-a", history.Claim, "e8"), // after the db fault began: not explained
+		{Time: at(30), Process: "relay-a", Type: history.Info, F: history.Crash},
+	}
+	observed := []history.Op{
+		ok(1, "relay-a", history.Claim, "e1", "e2"),
+		ok(2, "relay-a", history.Mark, "e1", "e2"),
+		ok(3, "relay-b", history.Claim, "e3"),
+		ok(5, "relay-a", history.Park, "e5"),
+		ok(9, "relay-b", history.Mark, "e7"),   // recorded with an unknown outcome
+		ok(12, "relay-b", history.Claim, "e9"), // not recorded: nothing explains it
+		ok(25, "relay-a", history.Claim, "e4"), // not recorded, but relay-a crashed after it
+	}
+	got := compareObserved(recorded, observed)
+	want := []string{
+		"relay-a claim of e8: recorded 1 times, observed 0",
+		"relay-a mark of e6: recorded 1 times, observed 0",
+		"relay-b claim of e9: observed 1 times, recorded 0",
+		"relay-b mark of e3: recorded 1 times, observed 0",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("disagreements:\n got %q\nwant %q", got, want)
+	}
+
+	// A database fault soon after a record explains that it was not
+	// observed; one long after it does not.
+	recorded = append(recorded, history.Op{Time: at(23), Process: "nemesis", Type: history.Info, F: history.FaultStart,
+		Meta: history.Meta{Fault: &history.Fault{Name: "db-restart", Kind: "restart", Class: history.ClassDB}}})
+	got = compareObserved(recorded, observed)
+	want = []string{"relay-b claim of e9: observed 1 times, recorded 0", "relay-b mark of e3: recorded 1 times, observed 0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("disagreements with a database fault after every record:\n got %q\nwant %q", got, want)
+	}
+	if got := compareObserved(observed, observed); len(got) != 0 {
+		t.Errorf("records that are the observations disagree with them: %q", got)
+	}
+}
