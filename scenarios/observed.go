@@ -17,8 +17,10 @@ import (
 // each outbox table logged, on the database clock, each replica logged in
 // as a role of its own (package observe).
 type Observed struct {
-	// Known reports that the run observed its outbox tables.
-	Known bool `json:"known"`
+	// Known reports that the run observed its outbox tables; when it
+	// could not, Unobserved says why.
+	Known      bool   `json:"known"`
+	Unobserved string `json:"unobserved,omitempty"`
 	// Changes counts the logged changes of outbox rows (stages included),
 	// and Ops the claims, marks, retries, parks and sweeps made of them
 	// by the replicas.
@@ -40,22 +42,30 @@ type Observed struct {
 }
 
 // observing reports whether the run observes its outbox tables: every
-// run with a relay.
-func (r *run) observing() bool { return r.mode == workload.Outbox }
+// run with a relay whose outbox could be observed.
+func (r *run) observing() bool { return r.mode == workload.Outbox && r.unobserved == "" }
 
 // observeOutboxes puts the observation trigger on every outbox table of
 // the run, through the relay's rows view when its outbox has columns of
-// its own.
-func (r *run) observeOutboxes(ctx context.Context) error {
+// its own. An outbox that cannot be observed (its rows view does not
+// read the table the harness names, say) leaves the whole run
+// unobserved, judged as before from the relay's records, if it writes
+// them, and the final rows: r.unobserved says why, and the run's
+// unchecked notes repeat it.
+func (r *run) observeOutboxes(ctx context.Context) {
 	if !r.observing() {
-		return nil
+		return
 	}
 	for _, bc := range r.contexts {
 		if err := observe.InstallView(ctx, r.fx.Admin, bc.table, r.relay.Outbox.Rows); err != nil {
-			return fmt.Errorf("setup: %w", err)
+			r.unobserved = err.Error()
+			r.logf("the outbox cannot be observed: %v", err)
+			for _, done := range r.contexts {
+				_ = observe.Uninstall(ctx, r.fx.Admin, done.table)
+			}
+			return
 		}
 	}
-	return nil
 }
 
 // createRole gives replica s a login role of its own over its context's
@@ -93,7 +103,7 @@ func (r *run) dropRoles(ctx context.Context) error {
 // returns the replicas' operations, one slice per context, with their
 // events named by their own ids (nameEvents), and a summary.
 func (r *run) readObserved(ctx context.Context) ([][]history.Op, Observed, error) {
-	sum := Observed{Known: r.observing() && r.fx != nil}
+	sum := Observed{Known: r.observing() && r.fx != nil, Unobserved: r.unobserved}
 	if !sum.Known {
 		return nil, sum, nil
 	}

@@ -124,6 +124,9 @@ type run struct {
 	// recordsDir holds the relays' records files, one per lifetime of
 	// each replica; "" when the relay records nothing.
 	recordsDir string
+	// unobserved says why the run's outbox tables could not be observed
+	// (observeOutboxes); "" when they are, or when no relay runs.
+	unobserved string
 
 	// fx holds the run's schema, tables, topology and pools.
 	fx       *fixture.Fixture

@@ -71,9 +71,7 @@ func (r *run) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.observeOutboxes(sctx); err != nil {
-		return err
-	}
+	r.observeOutboxes(sctx)
 	if err := r.startRelays(sctx); err != nil {
 		return err
 	}

@@ -84,6 +84,9 @@ func (r *run) checkerConfig() checker.Config {
 // cannot judge without relay records or observations.
 func (r *run) unchecked(rep checker.Report, obs Observed, h []history.Op) []string {
 	var out []string
+	if r.mode == workload.Outbox && obs.Unobserved != "" {
+		out = append(out, "observation: the outbox could not be observed: "+obs.Unobserved)
+	}
 	switch {
 	case r.mode != workload.Outbox:
 	case r.recordsDir != "":
