@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -15,19 +16,23 @@ import (
 // cell finishes, so that an interrupt, a crash or an error in a later cell
 // leaves every finished cell in the bundle and names the others.
 type cellWriter struct {
-	dir   string
+	dir string
+	// relay names the relay under test, for a cell that did not run and
+	// whose outcome does not name it.
+	relay string
 	cells []campaign.Cell
 	file  report.ScenarioFile
 	// finished marks the cells that finished, by index in cells.
 	finished []bool
-	// runs are the finished runs, for run.html.
+	// runs are the finished runs, and the cells that did not run, for
+	// run.html.
 	runs []report.Run
 }
 
-// newCellWriter writes the bundle of a run of cells, none finished yet,
-// into dir.
-func newCellWriter(dir string, meta report.Meta, part report.Part, cells []campaign.Cell) (*cellWriter, error) {
-	w := &cellWriter{dir: dir, cells: cells, finished: make([]bool, len(cells)),
+// newCellWriter writes the bundle of a run of cells against relay, none
+// finished yet, into dir.
+func newCellWriter(dir string, meta report.Meta, part report.Part, relay string, cells []campaign.Cell) (*cellWriter, error) {
+	w := &cellWriter{dir: dir, relay: relay, cells: cells, finished: make([]bool, len(cells)),
 		file: report.ScenarioFile{Meta: meta, Part: &part, Runs: []report.ScenarioRun{}}}
 	return w, w.write()
 }
@@ -40,8 +45,11 @@ func (w *cellWriter) done(i int, o runOutcome) error {
 	}
 	w.finished[i] = true
 	c := w.cells[i]
-	if o.NotApplicable != "" {
-		w.file.NotApplicable = append(w.file.NotApplicable, report.SkippedCell{Cell: c, Why: o.NotApplicable})
+	if why := o.skipped(); why != "" {
+		// Not run: its row in scenarios.json and run.html says why.
+		relay := cmp.Or(o.Result.Relay, w.relay)
+		w.file.NotApplicable = append(w.file.NotApplicable, report.SkippedCell{Cell: c, Relay: relay, Why: why})
+		w.runs = append(w.runs, report.NotApplicableRun(c.Scenario, relay, c.Seed, why))
 		return w.write()
 	}
 	r := o.Result

@@ -56,7 +56,8 @@ Every chosen scenario has a row in the results: one the relay cannot run
 (it needs a promise the relay does not declare) is N/A with the reason,
 one whose fault could not bite is INCONCLUSIVE (exit 3 when nothing
 failed); --require-all turns either into a failure (exit 1), for a CI
-that wants the whole catalogue judged.`,
+that wants the whole catalogue judged, and its last line names each with
+why.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
@@ -72,7 +73,7 @@ that wants the whole catalogue judged.`,
 			fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a table")
 			fs.StringVar(&o.out, "out", "", "write the results bundle (scenarios.json, histories, run.html) to `DIR`")
 			fs.BoolVar(&o.list, "list", false, "list the scenarios of the catalogue and exit")
-			fs.BoolVar(&o.requireAll, "require-all", false, "fail the run (exit 1) when a scenario is not applicable to the relay or inconclusive, instead of reporting it")
+			fs.BoolVar(&o.requireAll, "require-all", false, "fail the run (exit 1) when a scenario is not applicable to the relay or inconclusive, naming each with why, instead of reporting it")
 			fs.StringVar(&o.queue, "queue", "", "with cluster- scenarios only, the consumer queues' `TYPE`: quorum (default) or classic, the non-replicated contrast")
 			return o.run
 		},
@@ -211,7 +212,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	}
 	if o.out != "" {
 		part := report.Part{Shard: shard.String(), Campaign: o.campaignCommand(names, seed, relay), Cells: len(mine)}
-		if bundle, err = newCellWriter(o.out, report.CollectMeta(ctx, start), part, mine); err != nil {
+		if bundle, err = newCellWriter(o.out, report.CollectMeta(ctx, start), part, relay.Name, mine); err != nil {
 			return unavailable(std, "run", "%v", err)
 		}
 	}
@@ -233,9 +234,12 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	// were not applicable included: every chosen scenario has its row.
 	var rows []scenarios.Result
 	done := func(i int, out runOutcome) error {
-		r := out.Result
-		if out.NotApplicable != "" && r.NotApplicable == "" {
-			r.NotApplicable = out.NotApplicable
+		r := out.result()
+		if r.Scenario == "" {
+			r.Scenario, r.Seed = specs[i].Scenario, specs[i].Seed
+		}
+		if r.Relay == "" {
+			r.Relay = relay.Name
 		}
 		rows = append(rows, r)
 		if bundle != nil {
@@ -243,7 +247,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 		return nil
 	}
-	_, results, code, stopped := runScenarios(ctx, std, d, "run", specs, o.json, done)
+	_, _, code, stopped := runScenarios(ctx, std, d, "run", specs, o.json, done)
 	if bundle != nil {
 		path, err := bundle.finish(stopped)
 		switch {
@@ -260,9 +264,6 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if code != exitOK {
 		return code
 	}
-	if len(results) == 0 {
-		return unavailable(std, "run", "no scenario could run with relay %s", relay.Name)
-	}
 
 	failed, inconclusive, notApplicable := 0, 0, 0
 	for _, r := range rows {
@@ -276,7 +277,11 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 	}
 	if o.json {
-		b, err := json.MarshalIndent(rows, "", "  ")
+		out := make([]jsonResult, len(rows))
+		for i, r := range rows {
+			out[i] = jsonResult{Result: r, Verdict: r.Verdict()}
+		}
+		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			return unavailable(std, "run", "encoding results: %v", err)
 		}
@@ -312,23 +317,99 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if bundle != nil {
 		fmt.Fprintf(w, "\nHTML report: %s\n", bundle.file.HTML)
 	}
-	if failed > 0 {
+	// With --require-all, as suite.Options.RequireAll, a scenario that was
+	// not applicable or inconclusive fails the run: the summary names
+	// each with why.
+	unjudged := inconclusive + notApplicable
+	notJudged := func() string {
+		return fmt.Sprintf("%d of %d scenarios not judged (%d not applicable, %d inconclusive), and --require-all wants every one judged: %s",
+			unjudged, len(rows), notApplicable, inconclusive, unjudgedList(rows))
+	}
+	switch {
+	case failed > 0 && o.requireAll && unjudged > 0:
+		fmt.Fprintf(w, "%d of %d scenarios failed; %s\n", failed, len(rows), notJudged())
+		return exitFail
+	case failed > 0:
 		fmt.Fprintf(w, "%d of %d scenarios failed\n", failed, len(rows))
 		return exitFail
-	}
-	if o.requireAll && inconclusive+notApplicable > 0 {
-		fmt.Fprintf(w, "%d of %d scenarios not judged (%d not applicable, %d inconclusive), and --require-all wants every one judged\n",
-			inconclusive+notApplicable, len(rows), notApplicable, inconclusive)
+	case o.requireAll && unjudged > 0:
+		fmt.Fprintln(w, notJudged())
 		return exitFail
-	}
-	if inconclusive > 0 {
-		fmt.Fprintf(w, "%d of %d scenarios inconclusive, none failed\n", inconclusive, len(rows))
+	case notApplicable == len(rows):
+		// Nothing ran, so nothing passed: no verdict (exit 2), and each
+		// row above says why.
+		return unavailable(std, "run", "no scenario could run with relay %s: %s", relay.Name, unjudgedList(rows))
+	case inconclusive > 0:
+		fmt.Fprintf(w, "%d of %d scenarios inconclusive, none failed", inconclusive, len(rows))
+		if notApplicable > 0 {
+			fmt.Fprintf(w, ", %d not applicable to relay %s", notApplicable, relay.Name)
+		}
+		fmt.Fprintln(w)
 		return exitInconclusive
-	}
-	if notApplicable > 0 {
-		fmt.Fprintf(w, "%d of %d scenarios passed, %d not applicable to relay %s\n", len(rows)-notApplicable, len(rows), notApplicable, relay.Name)
+	case notApplicable > 0:
+		fmt.Fprintf(w, "%d of %d scenarios passed, %d not applicable to relay %s: %s\n", len(rows)-notApplicable, len(rows), notApplicable, relay.Name,
+			strings.Join(naNames(rows), ", "))
 	}
 	return exitOK
+}
+
+// jsonResult is a row of run --json: the scenario's result with its
+// verdict in a word (PASS, FAIL, INCONCLUSIVE or N/A).
+type jsonResult struct {
+	scenarios.Result
+	Verdict string `json:"verdict"`
+}
+
+// unjudgedList names the rows that were not applicable or inconclusive,
+// each with why: the seeds of one scenario that were not judged for one
+// reason are named together.
+func unjudgedList(rows []scenarios.Result) string {
+	type group struct {
+		scenario, verdict, why string
+		seeds                  []string
+	}
+	var groups []*group
+	for _, r := range rows {
+		var why string
+		switch r.Verdict() {
+		case scenarios.VerdictNotApplicable:
+			why = r.NotApplicable
+		case scenarios.VerdictInconclusive:
+			why = strings.Join(r.Inconclusive, "; ")
+		default:
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.scenario == r.Scenario && g.verdict == r.Verdict() && g.why == why })
+		if i < 0 {
+			groups = append(groups, &group{scenario: r.Scenario, verdict: r.Verdict(), why: why})
+			i = len(groups) - 1
+		}
+		groups[i].seeds = append(groups[i].seeds, fmt.Sprint(r.Seed))
+	}
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		seeds := "seed " + g.seeds[0]
+		if len(g.seeds) > 1 {
+			seeds = "seeds " + strings.Join(g.seeds, ", ")
+		}
+		verdict := "not applicable"
+		if g.verdict == scenarios.VerdictInconclusive {
+			verdict = "inconclusive"
+		}
+		parts[i] = fmt.Sprintf("%s (%s) %s: %s", g.scenario, seeds, verdict, g.why)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// naNames names the scenarios of rows that were not applicable, each once.
+func naNames(rows []scenarios.Result) []string {
+	var names []string
+	for _, r := range rows {
+		if r.Verdict() == scenarios.VerdictNotApplicable && !slices.Contains(names, r.Scenario) {
+			names = append(names, r.Scenario)
+		}
+	}
+	return names
 }
 
 // clusterListNote follows each broker cluster scenario that `run --list`

@@ -40,8 +40,27 @@ type runSpec struct {
 type runOutcome struct {
 	Result scenarios.Result
 	// NotApplicable says why the spec did not run: the scenario cannot
-	// run with this relay or producer variant.
+	// run with this relay or producer variant (the text of the
+	// scenarios.ErrNotApplicable that said so).
 	NotApplicable string
+}
+
+// skipped says why the spec did not run, "" when it ran: the result's
+// reason (scenarios.Result.NotApplicable), else the outcome's, without
+// the "scenario not applicable: " that opens the error's text.
+func (o runOutcome) skipped() string {
+	if o.Result.NotApplicable != "" {
+		return o.Result.NotApplicable
+	}
+	return strings.TrimPrefix(o.NotApplicable, scenarios.ErrNotApplicable.Error()+": ")
+}
+
+// result is the outcome's result, with why it did not run, if it did
+// not: its verdict is then N/A whichever field of the outcome said so.
+func (o runOutcome) result() scenarios.Result {
+	r := o.Result
+	r.NotApplicable = o.skipped()
+	return r
 }
 
 // parseRelay reads --relay: "ours", "watermill" for watermill's SQL
@@ -150,9 +169,9 @@ func runScenarios(ctx context.Context, std *stdio, d deps, verb string, specs []
 			return fmt.Errorf("the runner finished run %d out of order (run %d was next)", i+1, handed+1)
 		}
 		handed++
-		if o.NotApplicable != "" {
+		if why := o.skipped(); why != "" {
 			pr.Clear()
-			fmt.Fprintf(std.err, "skip %s: not applicable: %s\n", label(i), o.NotApplicable)
+			fmt.Fprintf(std.err, "skip %s: not applicable: %s\n", label(i), why)
 		} else {
 			ran = append(ran, specs[i])
 			results = append(results, o.Result)

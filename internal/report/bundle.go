@@ -161,7 +161,99 @@ type ScenarioFile struct {
 // SkippedCell is a cell that did not run, and why.
 type SkippedCell struct {
 	campaign.Cell
-	Why string `json:"why"`
+	// Relay is the relay the cell was not run against; empty in a file
+	// written before cells named it (every cell of a file has one relay).
+	Relay string `json:"relay,omitempty"`
+	Why   string `json:"why"`
+}
+
+// notApplicablePrefix opens the text of scenarios.ErrNotApplicable, which
+// the reason of a cell written by an older outboxlab repeats.
+const notApplicablePrefix = "scenario not applicable: "
+
+// Reason is why the cell did not run, without the "scenario not
+// applicable: " that older files repeat before it.
+func (c SkippedCell) Reason() string { return strings.TrimPrefix(c.Why, notApplicablePrefix) }
+
+// CellRow is one cell of a chaos campaign as the report's tables show it:
+// a run, or a cell that did not run, which NotApplicable says why. Every
+// cell of a file has its row.
+type CellRow struct {
+	ScenarioRun
+	// NotApplicable is why the cell did not run; empty for a run.
+	NotApplicable string
+}
+
+// Verdict is the row's verdict in a word: N/A for a cell that did not
+// run, else its run's PASS, FAIL or INCONCLUSIVE.
+func (r CellRow) Verdict() string {
+	if r.NotApplicable != "" {
+		return VerdictNotApplicable
+	}
+	return verdictOf(r.Valid, r.Problems, r.Inconclusive)
+}
+
+// Rows returns a row for every cell of f that finished: its runs, and
+// the cells that did not run (NotApplicable), those named by the relay,
+// producer variant and queue of f's runs where the file does not say.
+// With cells that did not run, the rows follow the order of the cells of
+// f's campaign when its parts name them all; otherwise, and always for a
+// file with none, the runs keep their order and the others follow.
+func (f *ScenarioFile) Rows() []CellRow {
+	if f == nil {
+		return nil
+	}
+	rows := make([]CellRow, 0, len(f.Runs)+len(f.NotApplicable))
+	for _, r := range f.Runs {
+		rows = append(rows, CellRow{ScenarioRun: r})
+	}
+	if len(f.NotApplicable) == 0 {
+		return rows
+	}
+	for _, c := range f.NotApplicable {
+		r := ScenarioRun{Scenario: c.Scenario, Seed: c.Seed, Relay: c.Relay}
+		if r.Relay == "" {
+			r.Relay = relayOf(f)
+		}
+		for _, run := range f.Runs {
+			if run.Relay == r.Relay {
+				r.Variant = run.Variant
+				break
+			}
+		}
+		for _, run := range f.Runs {
+			if run.Scenario == r.Scenario {
+				r.Queue, r.Subject = run.Queue, run.Subject
+				break
+			}
+		}
+		rows = append(rows, CellRow{ScenarioRun: r, NotApplicable: orValue(c.Reason(), "not run")})
+	}
+	parts := f.Parts
+	if len(parts) == 0 && f.Part != nil {
+		parts = []Part{*f.Part}
+	}
+	order := map[campaign.Cell]int{}
+	for _, p := range parts {
+		cells, ok := PartCells(p)
+		if !ok {
+			return rows
+		}
+		for _, c := range cells {
+			if _, ok := order[c]; !ok {
+				order[c] = len(order)
+			}
+		}
+	}
+	for _, r := range rows {
+		if _, ok := order[campaign.Cell{Scenario: r.Scenario, Seed: r.Seed}]; !ok {
+			return rows
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b CellRow) int {
+		return order[campaign.Cell{Scenario: a.Scenario, Seed: a.Seed}] - order[campaign.Cell{Scenario: b.Scenario, Seed: b.Seed}]
+	})
+	return rows
 }
 
 // Part says which share of a campaign a results file holds, so that

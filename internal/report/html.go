@@ -104,6 +104,10 @@ type windowView struct {
 }
 
 func newRunView(i int, r Run, limit int) runView {
+	if r.NotApplicable != "" {
+		// Nothing ran: no counts, checkers or timeline to draw.
+		return runView{Run: r, Anchor: fmt.Sprintf("run-%d", i+1)}
+	}
 	tl := BuildTimeline(r.History, r.Report, limit)
 	v := runView{
 		Run:        r,
@@ -188,7 +192,7 @@ code, .mono { font-family: "SFMono-Regular", Menlo, Consolas, "Liberation Mono",
 code.replay { display: block; background: #1d2433; color: #e8ecf3; padding: 8px 12px; border-radius: 6px; overflow-x: auto; white-space: pre; }
 section.run { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 18px 20px; margin: 22px 0; }
 .badge { display: inline-block; font-weight: 700; font-size: 12px; padding: 2px 9px; border-radius: 10px; color: #fff; vertical-align: 3px; margin-left: 10px; }
-.badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); } .badge.INCONCLUSIVE { background: #6b6f80; }
+.badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); } .badge.INCONCLUSIVE { background: #6b6f80; } .badge.NA { background: #9aa3b2; }
 .badge.expected { background: #8a5a00; }
 table { border-collapse: collapse; }
 th, td { text-align: left; padding: 4px 10px 4px 0; vertical-align: top; }
@@ -243,13 +247,17 @@ svg .latency-dot { fill: #4a78c2; fill-opacity: .7; }
 <h3>Runs side by side</h3>
 <table class="summary">
 <tr><th>run</th><th>verdict</th><th class="num">committed</th><th class="num">delivered</th><th class="num">lost</th><th class="num">phantom</th><th class="num">duplicate deliveries</th><th class="num">duplicate effects</th><th>what happened</th></tr>
-{{range .Runs}}<tr><td><a href="#{{.Anchor}}">{{.Title}}</a></td><td><span class="badge {{.Verdict}}">{{.Verdict}}</span></td><td class="num">{{.Counts.Committed}}</td><td class="num">{{.Counts.Delivered}}</td><td class="num{{if .Counts.Lost}} bad{{end}}">{{.Counts.Lost}}</td><td class="num{{if .Counts.Phantom}} bad{{end}}">{{.Counts.Phantom}}</td><td class="num">{{.Counts.DuplicateDeliveries}}</td><td class="num{{if .Counts.DuplicateEffects}} bad{{end}}">{{.Counts.DuplicateEffects}}</td><td>{{.Note}}</td></tr>
-{{end}}</table>
+{{range .Runs}}{{if .NotApplicable}}<tr><td><a href="#{{.Anchor}}">{{.Title}}</a></td><td><span class="badge {{.VerdictClass}}">{{.Verdict}}</span></td><td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td><td>not applicable, not run: {{.NotApplicable}}</td></tr>
+{{else}}<tr><td><a href="#{{.Anchor}}">{{.Title}}</a></td><td><span class="badge {{.VerdictClass}}">{{.Verdict}}</span></td><td class="num">{{.Counts.Committed}}</td><td class="num">{{.Counts.Delivered}}</td><td class="num{{if .Counts.Lost}} bad{{end}}">{{.Counts.Lost}}</td><td class="num{{if .Counts.Phantom}} bad{{end}}">{{.Counts.Phantom}}</td><td class="num">{{.Counts.DuplicateDeliveries}}</td><td class="num{{if .Counts.DuplicateEffects}} bad{{end}}">{{.Counts.DuplicateEffects}}</td><td>{{.Note}}</td></tr>
+{{end}}{{end}}</table>
 {{end}}
 <div class="legend-box">{{.Legend}}</div>
 {{range .Runs}}
 <section class="run" id="{{.Anchor}}">
-<h2>{{.Title}}</h2><span class="badge {{.Verdict}}">{{.Verdict}}</span>{{if and .ExpectFail (not .Valid)}}<span class="badge expected">expected: unsafe by design</span>{{end}}
+<h2>{{.Title}}</h2><span class="badge {{.VerdictClass}}">{{.Verdict}}</span>{{if .NotApplicable}}
+<div class="meta">{{if .Scenario}}scenario <b>{{.Scenario}}</b> · {{end}}{{if .Relay}}relay <b>{{.Relay}}</b> · {{end}}seed <b class="mono">{{.Seed}}</b></div>
+<p class="note">Not applicable: {{.NotApplicable}}. The scenario did not run against this relay, so nothing was judged.</p>
+{{else}}{{if and .ExpectFail (not .Valid)}}<span class="badge expected">expected: unsafe by design</span>{{end}}
 <div class="meta">{{if .Scenario}}scenario <b>{{.Scenario}}</b> · {{end}}{{if .Relay}}relay <b>{{.Relay}}</b> · {{end}}{{if .Variant}}producer <b>{{.Variant}}</b> · {{end}}seed <b class="mono">{{.Seed}}</b> · history {{len .History}} records over {{.Span}}</div>
 {{if .Detail}}<div class="meta mono">{{.Detail}}</div>{{end}}
 {{if .Note}}<div class="note">{{.Note}}</div>{{end}}
@@ -298,7 +306,7 @@ svg .latency-dot { fill: #4a78c2; fill-opacity: .7; }
 {{.Throughput}}{{.Latency}}
 <h3>Timeline: {{.Shown}} of {{.Total}} events{{if .Offending}}, {{.Offending}} offending (red){{end}}</h3>
 <div class="meta">One row per event, in order of first appearance; hover a mark for its record. Shaded bands are fault windows; dashed lines start the phases.</div>
-{{.Timeline}}
+{{.Timeline}}{{end}}
 </section>
 {{end}}
 {{range .Sections}}

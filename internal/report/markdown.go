@@ -86,9 +86,9 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 		sectionMeta(&s, b.Scenarios.Meta, meta)
 		writeParts(&s, b.Scenarios.Part, b.Scenarios.Parts)
 		writeUnfinished(&s, b.Scenarios)
-		detail := b.Scenarios.Runs
+		detail := b.Scenarios.Rows()
 		if first, many := campaignSeeds(detail); many {
-			if slices.ContainsFunc(detail, func(r ScenarioRun) bool { return r.Relay != "ours" }) {
+			if slices.ContainsFunc(detail, func(r CellRow) bool { return r.Relay != "ours" }) {
 				s.WriteString("### Per scenario, over the campaign's seeds\n\n")
 			} else {
 				s.WriteString("### False-verdict figure\n\n")
@@ -97,13 +97,19 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 			}
 			writeSeedTable(&s, detail, true)
 			fmt.Fprintf(&s, "\nThe table below shows every cell of seed %d and every cell of another seed that did not pass; `scenarios.json` of the bundle has them all.\n\n", first)
-			detail = slices.DeleteFunc(slices.Clone(detail), func(r ScenarioRun) bool {
-				return r.Seed != first && verdictOf(r.Valid, r.Problems, r.Inconclusive) == "PASS"
+			detail = slices.DeleteFunc(slices.Clone(detail), func(r CellRow) bool {
+				return r.Seed != first && r.Verdict() == "PASS"
 			})
 		}
 		s.WriteString("| scenario | relay | producer | seed | verdict | faults fired | committed | delivered | duplicate deliveries | unexplained | duplicate causes | lost | phantom | duplicate effects | drain time |\n")
 		s.WriteString("|---|---|---|--:|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
 		for _, r := range detail {
+			if r.NotApplicable != "" {
+				// Nothing ran: no count is a zero.
+				fmt.Fprintf(&s, "| %s | %s | %s | %d | %s | %s |%s\n", cell(r.Scenario), cell(orValue(r.Relay, "-")), cell(orValue(r.Variant, "-")), r.Seed,
+					mdVerdict(r.Verdict()), cell(naCell(r.NotApplicable)), strings.Repeat(" - |", 9))
+				continue
+			}
 			c := r.Counts
 			fmt.Fprintf(&s, "| %s | %s | %s | %d | %s | %s | %d | %d | %d | %d | %s | %d | %d | %d | %s |\n",
 				cell(r.Scenario), cell(r.Relay), cell(r.Variant), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)), cell(faultList(r.Faults)),
@@ -344,8 +350,6 @@ func writeParts(s *strings.Builder, single *Part, merged []Part) {
 	s.WriteString("\n\n")
 }
 
-// writeUnfinished lists the cells of a chaos run that did not finish, and
-// the ones that could not run.
 // writeSim renders a simulation batch, merged from shards or not, under
 // title, and returns replays with its replay commands added; notRun is
 // the command that fills a missing batch.
@@ -409,6 +413,7 @@ func splitCluster(b Bundle) (Bundle, []*ScenarioFile) {
 		}
 		one, cl := *f, *f
 		one.Runs, cl.Runs = nil, nil
+		one.NotApplicable, cl.NotApplicable = nil, nil
 		for _, r := range f.Runs {
 			if r.Queue != "" {
 				cl.Runs = append(cl.Runs, r)
@@ -416,8 +421,16 @@ func splitCluster(b Bundle) (Bundle, []*ScenarioFile) {
 				one.Runs = append(one.Runs, r)
 			}
 		}
+		// A cell that did not run goes with the runs of its scenario.
+		for _, c := range f.NotApplicable {
+			if slices.ContainsFunc(cl.Runs, func(r ScenarioRun) bool { return r.Scenario == c.Scenario }) {
+				cl.NotApplicable = append(cl.NotApplicable, c)
+			} else {
+				one.NotApplicable = append(one.NotApplicable, c)
+			}
+		}
 		cluster = append(cluster, &cl)
-		if len(one.Runs) == 0 {
+		if len(one.Runs) == 0 && len(one.NotApplicable) == 0 {
 			return nil
 		}
 		return &one
@@ -448,7 +461,13 @@ func writeCluster(s *strings.Builder, files []*ScenarioFile, meta Meta, replays 
 		writeUnfinished(s, f)
 		s.WriteString("| scenario | queue | relay | seed | verdict | faults fired | committed | delivered | duplicate deliveries | unexplained | duplicate causes | lost | phantom | duplicate effects | confirm stall | drain time |\n")
 		s.WriteString("|---|---|---|--:|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
-		for _, r := range f.Runs {
+		for _, r := range f.Rows() {
+			if r.NotApplicable != "" {
+				// Nothing ran: no count is a zero.
+				fmt.Fprintf(s, "| %s | %s | %s | %d | %s | %s |%s\n", cell(r.Scenario), cell(orValue(r.Queue, queueOf(f))), cell(orValue(r.Relay, "-")), r.Seed,
+					mdVerdict(r.Verdict()), cell(naCell(r.NotApplicable)), strings.Repeat(" - |", 10))
+				continue
+			}
 			c := r.Counts
 			stall := "-"
 			if r.ConfirmStall > 0 {
@@ -512,14 +531,14 @@ func writeCampaign(s *strings.Builder, f *ScenarioFile, heading string, meta Met
 	sectionMeta(s, f.Meta, meta)
 	writeParts(s, f.Part, f.Parts)
 	writeUnfinished(s, f)
-	writeSeedTable(s, f.Runs, false)
+	writeSeedTable(s, f.Rows(), false)
 	s.WriteString("\n")
 	writeNotes(s, f.Runs, notes)
 }
 
 // campaignSeeds returns the smallest seed of runs and whether some
 // scenario ran on more than one seed (a campaign over seeds).
-func campaignSeeds(runs []ScenarioRun) (first uint64, many bool) {
+func campaignSeeds(runs []CellRow) (first uint64, many bool) {
 	seen := map[string]uint64{}
 	for i, r := range runs {
 		if i == 0 || r.Seed < first {
@@ -537,7 +556,7 @@ func campaignSeeds(runs []ScenarioRun) (first uint64, many bool) {
 // seeds: the seeds run, how many passed, failed and were inconclusive, the
 // checkers that failed it with their first seed, and the replay of its
 // first failure; with total, a last row sums the cells.
-func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
+func writeSeedTable(s *strings.Builder, runs []CellRow, total bool) {
 	s.WriteString("| scenario | seeds | passed | failed | inconclusive | failed by (first seed) | replay of the first failure | committed | delivered | lost | phantom | duplicate deliveries (unexplained) | duplicate causes |\n")
 	s.WriteString("|---|---|--:|--:|--:|---|---|--:|--:|--:|--:|--:|---|\n")
 	type row struct {
@@ -549,6 +568,9 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 		// The counts of every seed, summed.
 		committed, delivered, lost, phantom, dups, unexplained int
 		causes                                                 map[string]int
+		// The seeds that did not run, and why, in the order met.
+		naSeeds []uint64
+		naWhy   []string
 	}
 	var order []string
 	rows := map[string]*row{}
@@ -560,13 +582,20 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 			order = append(order, r.Scenario)
 		}
 		w.seeds = append(w.seeds, r.Seed)
+		if r.NotApplicable != "" {
+			w.naSeeds = append(w.naSeeds, r.Seed)
+			if !slices.Contains(w.naWhy, r.NotApplicable) {
+				w.naWhy = append(w.naWhy, r.NotApplicable)
+			}
+			continue
+		}
 		c := r.Counts
 		w.committed, w.delivered, w.lost, w.phantom = w.committed+c.Committed, w.delivered+c.Delivered, w.lost+c.Lost, w.phantom+c.Phantom
 		w.dups, w.unexplained = w.dups+c.DuplicateDeliveries, w.unexplained+sumOf(c.UnexplainedBy)
 		for k, n := range c.DuplicatesBy {
 			w.causes[k] += n
 		}
-		switch verdictOf(r.Valid, r.Problems, r.Inconclusive) {
+		switch r.Verdict() {
 		case "PASS":
 			w.pass++
 		case "INCONCLUSIVE":
@@ -599,18 +628,35 @@ func writeSeedTable(s *strings.Builder, runs []ScenarioRun, total bool) {
 		for _, c := range w.checkers {
 			by = append(by, fmt.Sprintf("%s (%d)", c, w.firstFail[c]))
 		}
+		if len(w.naSeeds) > 0 {
+			// A cell that did not run is in the row, N/A with why.
+			na := "**N/A**"
+			if len(w.naSeeds) < len(w.seeds) {
+				na += " on seeds " + seedList(w.naSeeds)
+			}
+			by = append(by, na+": "+strings.Join(w.naWhy, "; "))
+		}
+		if len(w.naSeeds) == len(w.seeds) {
+			// Nothing ran: no count is a zero.
+			fmt.Fprintf(s, "| %s | %s | - | - | - | %s | - | - | - | - | - | - | - |\n", cell(sc), cell(seedList(w.seeds)), cell(strings.Join(by, ", ")))
+			continue
+		}
 		fmt.Fprintf(s, "| %s | %s | %d | %d | %d | %s | %s | %d | %d | %d | %d | %d (%d) | %s |\n", cell(sc), cell(seedList(w.seeds)), w.pass, w.fail, w.inconcl,
 			cell(orValue(strings.Join(by, ", "), "-")), replayCell(w.replay),
 			w.committed, w.delivered, w.lost, w.phantom, w.dups, w.unexplained, cell(orValue(causeList(w.causes), "-")))
 	}
 	if total {
-		var cells, pass, fail, inconcl int
+		var cells, pass, fail, inconcl, na int
 		for _, sc := range order {
 			w := rows[sc]
 			cells += len(w.seeds)
-			pass, fail, inconcl = pass+w.pass, fail+w.fail, inconcl+w.inconcl
+			pass, fail, inconcl, na = pass+w.pass, fail+w.fail, inconcl+w.inconcl, na+len(w.naSeeds)
 		}
-		fmt.Fprintf(s, "| **all %d cells** | | **%d** | **%d** | **%d** | | | | | | | | |\n", cells, pass, fail, inconcl)
+		label := fmt.Sprintf("all %d cells", cells)
+		if na > 0 {
+			label += fmt.Sprintf(", %d N/A", na)
+		}
+		fmt.Fprintf(s, "| **%s** | | **%d** | **%d** | **%d** | | | | | | | | |\n", label, pass, fail, inconcl)
 	}
 }
 
@@ -700,6 +746,8 @@ func seedList(seeds []uint64) string {
 	return strings.Join(parts, ", ")
 }
 
+// writeUnfinished lists the cells of a chaos run that did not finish; the
+// ones that could not run have their rows in the tables (CellRow).
 func writeUnfinished(s *strings.Builder, f *ScenarioFile) {
 	if len(f.Unfinished) > 0 {
 		var cells []string
@@ -715,10 +763,10 @@ func writeUnfinished(s *strings.Builder, f *ScenarioFile) {
 		}
 		s.WriteString("\n\n")
 	}
-	for _, c := range f.NotApplicable {
-		fmt.Fprintf(s, "Not applicable: %s: %s.\n\n", mdCode(c.String()), cell(c.Why))
-	}
 }
+
+// naCell is the cell of a table that says why a scenario did not run.
+func naCell(why string) string { return "not applicable: " + why }
 
 func plural(n int) string {
 	if n == 1 {

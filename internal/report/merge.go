@@ -259,12 +259,19 @@ func newest(metas []Meta) Meta {
 	return m
 }
 
-// relayOf names the relay of a scenario file's runs ("" for none).
+// relayOf names the relay of a scenario file's runs, or of a file
+// without runs its cells that did not run ("" for none, or cells that do
+// not name it).
 func relayOf(f *ScenarioFile) string {
-	if f == nil || len(f.Runs) == 0 {
+	switch {
+	case f == nil:
 		return ""
+	case len(f.Runs) > 0:
+		return f.Runs[0].Relay
+	case len(f.NotApplicable) > 0:
+		return f.NotApplicable[0].Relay
 	}
-	return f.Runs[0].Relay
+	return ""
 }
 
 // queueOf returns the queue type of a file's runs: set for a broker

@@ -14,20 +14,21 @@ const bundlePageSimRuns = 3
 
 // BundlePage returns the HTML page of a bundle, one read or several
 // merged: every demo and chaos scenario run, its timeline drawn from its
-// history file, and the first failing seeds of the simulation. The
-// checkers' offending events are the few each verdict keeps. The intro
-// names the shards the page holds and lacks, and the cells that did not
-// finish.
+// history file, every chaos cell that did not run (N/A, with why), and
+// the first failing seeds of the simulation. The checkers' offending
+// events are the few each verdict keeps. The intro names the shards the
+// page holds and lacks, and the cells that did not finish.
 func BundlePage(b Bundle) (Page, error) {
 	p := Page{Title: "outboxlab results"}
 	p.Meta, _ = b.newestMeta()
 	var intro []string
 	for _, f := range []*ScenarioFile{b.Demo, b.Scenarios} {
-		if f == nil {
-			continue
-		}
-		for _, r := range f.Runs {
-			run, err := b.scenarioRun(r)
+		for _, r := range f.Rows() {
+			if r.NotApplicable != "" {
+				p.Runs = append(p.Runs, NotApplicableRun(r.Scenario, r.Relay, r.Seed, r.NotApplicable))
+				continue
+			}
+			run, err := b.scenarioRun(r.ScenarioRun)
 			if err != nil {
 				return Page{}, err
 			}
@@ -109,6 +110,15 @@ func benchSections(b Bundle) []Section {
 		})
 	}
 	return out
+}
+
+// NotApplicableRun is the HTML report's run of a scenario that did not
+// run against relay on seed, and why: N/A, with nothing judged.
+func NotApplicableRun(scenario, relay string, seed uint64, why string) Run {
+	return Run{
+		Title:    fmt.Sprintf("%s (relay %s), seed %d", scenario, relay, seed),
+		Scenario: scenario, Relay: relay, Seed: seed, NotApplicable: why,
+	}
 }
 
 // scenarioRun rebuilds a scenario run of the bundle for the page, its

@@ -49,10 +49,33 @@ type Run struct {
 	// Expected marks a run that is meant to fail (an unsafe variant, a
 	// mutant): its failure is the lesson, not a regression.
 	ExpectFail bool
+	// NotApplicable, when set, says why the scenario did not run (it
+	// needs a promise the relay does not declare): the run judged
+	// nothing, has no counts or history, and its verdict is N/A.
+	NotApplicable string
 }
 
-// Verdict is the run's verdict in a word.
-func (r Run) Verdict() string { return verdictOf(r.Valid, r.Problems, r.Inconclusive) }
+// VerdictNotApplicable is the verdict of a cell that did not run, as
+// scenarios.VerdictNotApplicable.
+const VerdictNotApplicable = "N/A"
+
+// Verdict is the run's verdict in a word: N/A, PASS, FAIL or
+// INCONCLUSIVE.
+func (r Run) Verdict() string {
+	if r.NotApplicable != "" {
+		return VerdictNotApplicable
+	}
+	return verdictOf(r.Valid, r.Problems, r.Inconclusive)
+}
+
+// VerdictClass is the run's verdict as an HTML class name: Verdict, with
+// NA for N/A.
+func (r Run) VerdictClass() string {
+	if r.NotApplicable != "" {
+		return "NA"
+	}
+	return r.Verdict()
+}
 
 // verdictOf is PASS, FAIL, or INCONCLUSIVE for a run that failed nothing
 // but had a fault that could not bite.
