@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 
 	"context"
@@ -12,11 +13,6 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos/inproc"
 )
-
-// ClockOffsetEnv is the environment variable that gives a relay or
-// producer process its clock offset, as a Go duration such as "-5m"
-// (inproc.ClockOffsetEnv, which the relay binary reads).
-const ClockOffsetEnv = inproc.ClockOffsetEnv
 
 // Clock is a process clock skewed by an offset that can change at any
 // moment: Now returns time.Now() plus the offset. The zero value and a nil
@@ -34,12 +30,12 @@ func NewClock(offset time.Duration) *Clock {
 	return c
 }
 
-// ClockFromEnv returns a clock skewed by the offset in ClockOffsetEnv (no
+// ClockFromEnv returns a clock skewed by the offset in contract.EnvClockOffset (no
 // offset when the variable is unset or empty).
 func ClockFromEnv() (*Clock, error) {
-	d, err := ParseClockOffset(os.Getenv(ClockOffsetEnv))
+	d, err := ParseClockOffset(os.Getenv(contract.EnvClockOffset))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ClockOffsetEnv, err)
+		return nil, fmt.Errorf("%s: %w", contract.EnvClockOffset, err)
 	}
 	return NewClock(d), nil
 }
@@ -65,14 +61,14 @@ func (c *Clock) SetOffset(d time.Duration) time.Duration {
 	return time.Duration(c.offset.Swap(int64(d)))
 }
 
-// FormatClockOffset renders d as ClockOffsetEnv expects it: see
+// FormatClockOffset renders d as contract.EnvClockOffset expects it: see
 // inproc.FormatClockOffset.
 func FormatClockOffset(d time.Duration) string { return inproc.FormatClockOffset(d) }
 
 // ClockOffsetEnvVar returns "OUTBOX_CLOCK_OFFSET=<d>", ready for a
 // container's or command's environment.
 func ClockOffsetEnvVar(d time.Duration) string {
-	return ClockOffsetEnv + "=" + FormatClockOffset(d)
+	return contract.EnvClockOffset + "=" + FormatClockOffset(d)
 }
 
 // ParseClockOffset reads an offset written by FormatClockOffset or by hand

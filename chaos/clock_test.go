@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 
 	"context"
@@ -58,14 +59,14 @@ func TestClockOffsetEnv(t *testing.T) {
 	for _, d := range []time.Duration{0, -5 * time.Minute, 1500 * time.Millisecond, 36*time.Hour + time.Nanosecond} {
 		v := ClockOffsetEnvVar(d)
 		name, val, ok := strings.Cut(v, "=")
-		if !ok || name != ClockOffsetEnv {
+		if !ok || name != contract.EnvClockOffset {
 			t.Fatalf("ClockOffsetEnvVar(%s) = %q", d, v)
 		}
 		back, err := ParseClockOffset(val)
 		if err != nil || back != d {
 			t.Fatalf("round trip of %s through %q gave %s, %v", d, val, back, err)
 		}
-		t.Setenv(ClockOffsetEnv, val)
+		t.Setenv(contract.EnvClockOffset, val)
 		c, err := ClockFromEnv()
 		if err != nil || c.Offset() != d {
 			t.Fatalf("ClockFromEnv with %q: %v, %v", val, c.Offset(), err)
@@ -76,7 +77,7 @@ func TestClockOffsetEnv(t *testing.T) {
 			t.Fatalf("ParseClockOffset(%q): %v", s, err)
 		}
 	}
-	t.Setenv(ClockOffsetEnv, "five minutes")
+	t.Setenv(contract.EnvClockOffset, "five minutes")
 	if _, err := ClockFromEnv(); err == nil {
 		t.Fatal("bad offset accepted")
 	}

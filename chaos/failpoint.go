@@ -10,41 +10,14 @@ import (
 )
 
 // The failpoints themselves live in package inproc, which the relay binary
-// links without the harness; these names keep them in chaos's vocabulary
-// for the harness's fault code.
-
-// FailpointsEnv is the environment variable a relay process reads its
-// failpoint spec from (inproc.FailpointsEnv).
-const FailpointsEnv = inproc.FailpointsEnv
-
-// Failpoints is a set of named failpoints: see inproc.Failpoints.
-type Failpoints = inproc.Failpoints
-
-// Errors of failpoint actions: see inproc.
-var (
-	ErrInjected      = inproc.ErrInjected
-	ErrInjectedPanic = inproc.ErrInjectedPanic
-	ErrKilled        = inproc.ErrKilled
-)
-
-// NewFailpoints returns failpoints named names, none of them programmed:
-// see inproc.NewFailpoints.
-func NewFailpoints(names ...string) *Failpoints { return inproc.NewFailpoints(names...) }
-
-// ParseFailpoints parses a spec for the relay's failpoints: see
-// inproc.ParseFailpoints for the grammar.
-func ParseFailpoints(spec string) (*Failpoints, error) { return inproc.ParseFailpoints(spec) }
-
-// FailpointsFromEnv parses the spec in FailpointsEnv; nil when it is unset
-// or empty.
-func FailpointsFromEnv() (*Failpoints, error) { return inproc.FailpointsFromEnv() }
+// links without the harness; FailpointFault programs them as a fault.
 
 // FailpointFault programs a failpoint of an in-process relay or producer
 // for the length of a fault window: Inject sets the terms, Heal clears
 // them (releasing any pause).
 type FailpointFault struct {
 	marks
-	fp    *Failpoints
+	fp    *inproc.Failpoints
 	point string
 	terms string
 	class history.FaultClass
@@ -56,7 +29,7 @@ type FailpointFault struct {
 // passes the failpoint (history.ClassProcess when empty); targets names
 // those processes. Its hits are the failpoint's hits since the fault was
 // built.
-func NewFailpointFault(fp *Failpoints, name, terms string, class history.FaultClass, targets ...string) (*FailpointFault, error) {
+func NewFailpointFault(fp *inproc.Failpoints, name, terms string, class history.FaultClass, targets ...string) (*FailpointFault, error) {
 	if fp == nil {
 		return nil, errors.New("failpoint fault: nil failpoints")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/outboxlab/outboxlab/chaos/inproc"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -12,7 +13,7 @@ import (
 const afterClaim = relay.FailAfterClaim
 
 func TestFailpointFault(t *testing.T) {
-	fp := NewFailpoints()
+	fp := inproc.NewFailpoints()
 	f, err := NewFailpointFault(fp, afterClaim, "1*error->off", "")
 	if err != nil {
 		t.Fatal(err)
@@ -27,8 +28,8 @@ func TestFailpointFault(t *testing.T) {
 	if err := f.Inject(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := fp.Inject(ctx, afterClaim); !errors.Is(err, ErrInjected) {
-		t.Fatalf("got %v, want ErrInjected", err)
+	if err := fp.Inject(ctx, afterClaim); !errors.Is(err, inproc.ErrInjected) {
+		t.Fatalf("got %v, want inproc.ErrInjected", err)
 	}
 	if f.Hits() != 1 {
 		t.Fatalf("hits = %d", f.Hits())

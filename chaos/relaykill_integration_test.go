@@ -119,7 +119,7 @@ func (k *killSetup) relaySettings() map[string]string {
 		contract.EnvLease:          "3s",
 		contract.EnvPublishTimeout: "1s",
 		contract.EnvNotify:         "false",
-		chaos.ClockOffsetEnv:       chaos.FormatClockOffset(0),
+		contract.EnvClockOffset:    chaos.FormatClockOffset(0),
 	}
 }
 
@@ -172,7 +172,7 @@ func TestFailpointKillsRelayBetweenConfirmAndMark(t *testing.T) {
 			e = append(e, k+"="+v)
 		}
 		if failpoints != "" {
-			e = append(e, chaos.FailpointsEnv+"="+failpoints)
+			e = append(e, contract.EnvFailpoints+"="+failpoints)
 		}
 		return e
 	}
@@ -277,7 +277,7 @@ func TestFailpointKillsRelayContainer(t *testing.T) {
 	defer cancel()
 	k := newKillSetup(t, ctx, env)
 	settings := k.relaySettings()
-	settings[chaos.FailpointsEnv] = relay.FailAfterConfirmBeforeMark + "=kill"
+	settings[contract.EnvFailpoints] = relay.FailAfterConfirmBeforeMark + "=kill"
 	doomed, err := env.env.StartRelay(ctx, testenv.RelaySpec{Name: "relay-doomed", Env: settings})
 	if err != nil {
 		t.Fatal(err)

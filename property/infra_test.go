@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxlab/outboxlab/chaos/inproc"
 	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/internal/sim"
 
@@ -71,7 +72,7 @@ type infraRelay struct {
 	clock *chaos.Clock
 	pool  *pgxpool.Pool
 	pub   *relay.AMQPPublisher
-	fp    *chaos.Failpoints
+	fp    *inproc.Failpoints
 	r     *relay.Relay
 	// paused is set while a tick holds its claims at after-claim.
 	paused    bool
@@ -184,7 +185,7 @@ func (c *infraCase) build(ir *infraRelay) error {
 		return err
 	}
 	ir.pub = pub
-	ir.fp = chaos.NewFailpoints()
+	ir.fp = inproc.NewFailpoints()
 	ir.fp.SetKill(func() {}) // the kill action returns ErrKilled: the tick ends there
 	cfg := relay.Config{
 		RelayID: ir.name, PollInterval: 100 * time.Millisecond, BatchSize: 5, Lease: infraLease,

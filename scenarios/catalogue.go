@@ -302,7 +302,7 @@ func crashBeforeMark() Scenario {
 			// marked, and dies before marking the next.
 			if r == s.Replica(0, 0) {
 				passes := 1 + seed.Rand(s.Seed(), seed.Kill).IntN(3)
-				r.Setenv(chaos.FailpointsEnv, killSpec(relay.FailAfterConfirmBeforeMark, passes))
+				r.Setenv(contract.EnvFailpoints, killSpec(relay.FailAfterConfirmBeforeMark, passes))
 			}
 		},
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
@@ -338,7 +338,7 @@ func leaseExpiry() Scenario {
 			// The first replica lingers after each claim, so that the pause
 			// catches it holding a batch it has not published yet.
 			if r == s.Replica(0, 0) && s.Relay().Promises.Failpoints {
-				r.Setenv(chaos.FailpointsEnv, relay.FailAfterClaim+"=sleep(1500ms)")
+				r.Setenv(contract.EnvFailpoints, relay.FailAfterClaim+"=sleep(1500ms)")
 			}
 		},
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
@@ -398,7 +398,7 @@ func clockSkew() Scenario {
 			// them with its own clock, and the backward one's leases
 			// would have run out at once.
 			if (r == s.Replica(0, 0) || r == s.Replica(0, 1)) && s.Relay().Promises.Failpoints {
-				r.Setenv(chaos.FailpointsEnv, "after-claim=sleep(700ms)")
+				r.Setenv(contract.EnvFailpoints, "after-claim=sleep(700ms)")
 			}
 		},
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 )
 
@@ -93,9 +94,9 @@ func TestReplicaBeforeItStarts(t *testing.T) {
 			t.Errorf("%s before the start: %v", name, err)
 		}
 	}
-	r.Setenv(chaos.FailpointsEnv, "after-claim=sleep(1s)")
+	r.Setenv(contract.EnvFailpoints, "after-claim=sleep(1s)")
 	env := r.Env()
-	if env["OUTBOX_LEASE"] != "4s" || env[chaos.FailpointsEnv] != "after-claim=sleep(1s)" {
+	if env["OUTBOX_LEASE"] != "4s" || env[contract.EnvFailpoints] != "after-claim=sleep(1s)" {
 		t.Errorf("Env after Setenv: %v", env)
 	}
 	env["OUTBOX_LEASE"] = "1s"

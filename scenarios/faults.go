@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -121,7 +122,7 @@ func (f *failpointKill) Heal(ctx context.Context) error {
 	if !f.active.Load() {
 		return nil
 	}
-	if err := f.slot.recreate(ctx, map[string]string{chaos.FailpointsEnv: ""}); err != nil {
+	if err := f.slot.recreate(ctx, map[string]string{contract.EnvFailpoints: ""}); err != nil {
 		return err
 	}
 	f.rec.Record(history.Op{Process: f.slot.name, Type: history.Info, F: history.Restart})
@@ -430,7 +431,7 @@ func (f *relayClock) Kind() string              { return chaos.KindClockSkew }
 // Inject starts the replica with the offset.
 func (f *relayClock) Inject(ctx context.Context) error {
 	f.active.Store(true)
-	if err := f.slot.recreate(ctx, map[string]string{chaos.ClockOffsetEnv: chaos.FormatClockOffset(f.offset)}); err != nil {
+	if err := f.slot.recreate(ctx, map[string]string{contract.EnvClockOffset: chaos.FormatClockOffset(f.offset)}); err != nil {
 		return err
 	}
 	f.hits.Add(1)

@@ -11,18 +11,14 @@ import (
 	"github.com/outboxlab/outboxlab/workload"
 )
 
-// RelayRecords sums up what the relay replicas recorded of their own
-// operations over a run (see history.RecordsSummary).
-type RelayRecords = history.RecordsSummary
-
 // readRelayRecords reads every lifetime of every replica's records file
 // and returns them as history sources, with a summary and the problems
 // found; the events are named by their own ids (nameEvents). A lifetime
 // that ends without a Stop record gets a Crash of its process after its
 // last record, unless a harness op in base (a crash it caused, a restart
 // it made) already closes it before the process's next lifetime.
-func (r *run) readRelayRecords(base []history.Op) ([][]history.Op, RelayRecords, []string) {
-	sum := RelayRecords{Known: r.recordsDir != ""}
+func (r *run) readRelayRecords(base []history.Op) ([][]history.Op, history.RecordsSummary, []string) {
+	sum := history.RecordsSummary{Known: r.recordsDir != ""}
 	if !sum.Known {
 		return nil, sum, nil
 	}
@@ -130,7 +126,7 @@ func readRecordsFile(path string) ([]history.Lifetime, error) {
 // by time with the relays' records, or, for a relay that records
 // nothing, with what was observed of it on the database; what the
 // relays' records brought; and what was observed, with its operations.
-func (r *run) history(ctx context.Context) ([]history.Op, RelayRecords, Observed, []history.Op) {
+func (r *run) history(ctx context.Context) ([]history.Op, history.RecordsSummary, Observed, []history.Op) {
 	base := r.rec.Ops()
 	for i := range base {
 		// Compared with the relays' times by the wall clock alone.

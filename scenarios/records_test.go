@@ -44,7 +44,7 @@ func TestRunMergesRelayRecords(t *testing.T) {
 	r.rec.Record(history.Op{Time: t0.Add(3 * time.Millisecond), Process: "consumer-1", Type: history.OK, F: history.Deliver, Events: []string{"e1"}})
 	r.contexts = []*boundedCtx{{relays: []*Replica{{name: "relay-a", records: paths}}}}
 	h, sum, _, _ := r.history(context.Background())
-	want := RelayRecords{Known: true, Lifetimes: 2, Ops: 3, Torn: 1, Died: 1, Missing: 1}
+	want := history.RecordsSummary{Known: true, Lifetimes: 2, Ops: 3, Torn: 1, Died: 1, Missing: 1}
 	if sum != want {
 		t.Errorf("summary %+v, want %+v", sum, want)
 	}

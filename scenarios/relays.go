@@ -173,9 +173,9 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 		file := fmt.Sprintf("%s.%d.jsonl", s.name, len(s.records)+1)
 		s.mu.Unlock()
 		path = filepath.Join(dir, file)
-		env[RecordsEnv] = path
+		env[contract.EnvRecords] = path
 		if s.r.relay.Image != "" {
-			env[RecordsEnv] = recordsMount + "/" + file
+			env[contract.EnvRecords] = recordsMount + "/" + file
 			binds = []string{dir + ":" + recordsMount}
 		}
 	}
@@ -289,7 +289,7 @@ func (s *Replica) ensureRunning(ctx context.Context) error {
 	}
 	// A replica that died (a failpoint kill) runs again without
 	// failpoints.
-	return s.recreate(ctx, map[string]string{chaos.FailpointsEnv: ""})
+	return s.recreate(ctx, map[string]string{contract.EnvFailpoints: ""})
 }
 
 // recordsFiles returns the host paths of the records files of every
@@ -310,10 +310,6 @@ func (s *Replica) currentRecords() string {
 	}
 	return s.records[len(s.records)-1]
 }
-
-// RecordsEnv is the contract's optional variable naming the records file
-// a relay appends its operations to (see CapRecords).
-const RecordsEnv = contract.EnvRecords
 
 // recordsMount is where a relay container sees the run's records
 // directory.

@@ -162,7 +162,7 @@ type Result struct {
 	Unchecked []string `json:"unchecked,omitempty"`
 	// Records sums up what the relays recorded of their own operations,
 	// when they record (contract.Promises.Records).
-	Records RelayRecords `json:"relay_records"`
+	Records history.RecordsSummary `json:"relay_records"`
 	// Observed sums up what the harness observed of the relays from the
 	// database, and ObservedOps are the operations it observed: the
 	// relays' in History when they record nothing, kept apart from their

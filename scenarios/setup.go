@@ -160,9 +160,9 @@ func (r *run) startRelays(ctx context.Context) error {
 				}
 			}
 			base := map[string]string{
-				contract.EnvTable:    bc.table.String(),
-				contract.EnvExchange: bc.exchange,
-				chaos.ClockOffsetEnv: chaos.FormatClockOffset(0),
+				contract.EnvTable:       bc.table.String(),
+				contract.EnvExchange:    bc.exchange,
+				contract.EnvClockOffset: chaos.FormatClockOffset(0),
 			}
 			for k, v := range TimingEnv() {
 				base[k] = v

@@ -123,11 +123,6 @@ func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
 // order of their values (stageArgs).
 var stageParams = []string{"id", "type", "payload", "correlation_id", "occurred_at"}
 
-// RowColumns are the columns the harness reads, by name, from the view it
-// makes of a target's outbox.rows: the columns of package outbox's table
-// (outbox.Schema.Rows, fixture.RowColumns).
-var RowColumns = fixture.RowColumns
-
 // TargetError is a refused target file: every problem found in it, each
 // naming its field.
 type TargetError struct {
@@ -172,7 +167,7 @@ type TargetCheck struct {
 	// its text names them.
 	Rows []string
 	// RowsUnsure says why the text of outbox.rows cannot tell whether it
-	// gives every column of RowColumns; empty when it can tell, and then
+	// gives every column of fixture.RowColumns; empty when it can tell, and then
 	// it gives them all (else CheckTarget refuses the file). PostgreSQL
 	// tells when a run sets up.
 	RowsUnsure string
@@ -197,7 +192,7 @@ func LoadTarget(path string) (RelayUnderTest, error) {
 // checks more without a database: that some statement of outbox.stage
 // keeps the event's id (:id) or returns the one the database gives its
 // row (RETURNING), and that the SELECT of outbox.rows gives
-// every column of RowColumns, as far as its text tells (the columns
+// every column of fixture.RowColumns, as far as its text tells (the columns
 // named with AS, and bare column names, of its first select list;
 // TargetCheck.RowsUnsure says when the text cannot tell). It returns
 // every problem it finds in a *TargetError. Whether a command's program
@@ -285,7 +280,7 @@ func parseTarget(data []byte, dir string) (TargetCheck, []error) {
 
 // strict returns what CheckTarget refuses beyond ParseTarget: a stage
 // that neither uses :id nor returns the database's id, and a rows SELECT
-// whose text shows that a column of RowColumns is missing or given twice
+// whose text shows that a column of fixture.RowColumns is missing or given twice
 // (of other names PostgreSQL tells, since the text may name them
 // otherwise than it does).
 func (c TargetCheck) strict() []error {
@@ -295,7 +290,7 @@ func (c TargetCheck) strict() []error {
 	}
 	var twice []string
 	for i, n := range c.Rows {
-		if slices.Contains(RowColumns, n) && slices.Index(c.Rows, n) != i && !slices.Contains(twice, n) {
+		if slices.Contains(fixture.RowColumns, n) && slices.Index(c.Rows, n) != i && !slices.Contains(twice, n) {
 			twice = append(twice, n)
 		}
 	}
@@ -304,14 +299,14 @@ func (c TargetCheck) strict() []error {
 	}
 	if c.RowsUnsure == "" && len(c.Rows) > 0 {
 		var missing []string
-		for _, n := range RowColumns {
+		for _, n := range fixture.RowColumns {
 			if !slices.Contains(c.Rows, n) {
 				missing = append(missing, n)
 			}
 		}
 		if len(missing) > 0 {
 			problems = append(problems, fmt.Errorf("outbox.rows: the SELECT gives no column %s (it gives %s); the harness reads %s by name: give each, NULL of its type where the outbox keeps no such column (0 for attempts)",
-				strings.Join(missing, ", "), strings.Join(c.Rows, ", "), strings.Join(RowColumns, ", ")))
+				strings.Join(missing, ", "), strings.Join(c.Rows, ", "), strings.Join(fixture.RowColumns, ", ")))
 		}
 	}
 	return problems
@@ -877,7 +872,7 @@ var rowsSample = outbox.MustParseTable("sc_check.orders_outbox")
 // WITH's queries), each the name after AS, a bare alias after a column,
 // literal, function call or parenthesised expression, or the column name
 // of a column reference (cast to a one-word type or not). unsure says why
-// the text cannot tell whether every column of RowColumns is among them:
+// the text cannot tell whether every column of fixture.RowColumns is among them:
 // a * or an expression without a name among the items, or a text that is
 // not such a SELECT; it is empty when the named columns hold them all, or
 // when the text shows that some are missing.
@@ -953,9 +948,9 @@ func rowsColumns(sql string) (names []string, unsure string) {
 			unnamed = append(unnamed, fmt.Sprintf("item %d (%s)", k+1, tokensText(it)))
 		}
 	}
-	if len(unnamed) > 0 && slices.ContainsFunc(RowColumns, func(c string) bool { return !slices.Contains(names, c) }) {
+	if len(unnamed) > 0 && slices.ContainsFunc(fixture.RowColumns, func(c string) bool { return !slices.Contains(names, c) }) {
 		return names, fmt.Sprintf("its select list has %s, whose name the text does not settle, and it names no %s: name each column with AS",
-			strings.Join(unnamed, ", "), strings.Join(slices.DeleteFunc(slices.Clone(RowColumns), func(c string) bool { return slices.Contains(names, c) }), ", "))
+			strings.Join(unnamed, ", "), strings.Join(slices.DeleteFunc(slices.Clone(fixture.RowColumns), func(c string) bool { return slices.Contains(names, c) }), ", "))
 	}
 	return names, ""
 }
@@ -1234,7 +1229,7 @@ func sqlTokensAt(sql string) (toks []sqlToken, at []span, ok bool) {
 				toks, i = append(toks, sqlToken{'l', sql[i:k]}), k
 			case (w == "u" || w == "U") && (strings.HasPrefix(sql[j:], "&'") || strings.HasPrefix(sql[j:], `&"`)):
 				// U&'...' and U&"...": a quoted name with escapes is not
-				// decoded, so it names no column of RowColumns.
+				// decoded, so it names no column of fixture.RowColumns.
 				k, ok := quotedEnd(sql, j+1, false)
 				if !ok {
 					return nil, nil, false

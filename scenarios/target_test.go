@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -307,7 +308,7 @@ func TestLoadTargetFindsARelativeProgramFromAnAbsolutePath(t *testing.T) {
 	}
 }
 
-// allColumns is a rows SELECT that gives every column of RowColumns.
+// allColumns is a rows SELECT that gives every column of fixture.RowColumns.
 const allColumns = `SELECT event_id AS id, kind AS message_type, sent_at AS processed_at, NULL::timestamptz AS faulted_at,
 	0 AS attempts, created_at AS occurred_at, NULL AS locked_by, NULL::timestamptz AS locked_at, NULL::timestamptz AS locked_until
 	FROM {table}`
@@ -318,11 +319,11 @@ func TestRowsColumns(t *testing.T) {
 		names     []string
 		unsure    bool
 	}{
-		{"AS aliases", allColumns, RowColumns, false},
+		{"AS aliases", allColumns, fixture.RowColumns, false},
 		{"bare names, qualified and quoted", `SELECT o.id, "message_type", processed_at::timestamptz, faulted_at, attempts::int, occurred_at,
-			locked_by, locked_at, o.locked_until FROM {table} o WHERE id IS NOT NULL`, RowColumns, false},
+			locked_by, locked_at, o.locked_until FROM {table} o WHERE id IS NOT NULL`, fixture.RowColumns, false},
 		{"bare aliases", `SELECT event_id id, 'x' message_type, now() processed_at, (NULL) faulted_at, 0 attempts, created_at occurred_at,
-			NULL locked_by, NULL locked_at, NULL locked_until FROM {table}`, RowColumns, false},
+			NULL locked_by, NULL locked_at, NULL locked_until FROM {table}`, fixture.RowColumns, false},
 		{"upper case folds, quoted keeps its case", `SELECT EVENT_ID AS ID, kind AS "Message_Type" FROM {table}`, []string{"id", "Message_Type"}, false},
 		{"nested parentheses, commas and keywords", `SELECT coalesce(a, (SELECT max(b) FROM t WHERE c IN (1, 2))) AS id,
 			a IS DISTINCT FROM b AS message_type, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS attempts FROM {table} ORDER BY 1`,
@@ -341,7 +342,7 @@ func TestRowsColumns(t *testing.T) {
 		{"a SELECT in parentheses", `(SELECT id FROM {table})`, nil, true},
 		{"unterminated", `SELECT 'id FROM {table}`, nil, true},
 		{"a star among every column", `SELECT *, event_id AS id, kind AS message_type, sent_at AS processed_at, dead_at AS faulted_at,
-			tries AS attempts, created_at AS occurred_at, owner AS locked_by, owned_at AS locked_at, lease_until AS locked_until FROM {table}`, RowColumns, false},
+			tries AS attempts, created_at AS occurred_at, owner AS locked_by, owned_at AS locked_at, lease_until AS locked_until FROM {table}`, fixture.RowColumns, false},
 	} {
 		names, unsure := rowsColumns(c.sql)
 		if !slices.Equal(names, c.names) || (unsure != "") != c.unsure {
@@ -364,7 +365,7 @@ func check(t *testing.T, text string) (TargetCheck, error) {
 // mistake at a time; each is refused naming its field.
 func TestCheckTargetRefuses(t *testing.T) {
 	good := strings.Replace(otherColumns, "rows: SELECT event_id AS id, kind AS message_type FROM {table}", "rows: |\n    "+strings.ReplaceAll(allColumns, "\n", "\n    "), 1)
-	if c, err := check(t, good); err != nil || c.RowsUnsure != "" || !slices.Equal(c.Rows, RowColumns) {
+	if c, err := check(t, good); err != nil || c.RowsUnsure != "" || !slices.Equal(c.Rows, fixture.RowColumns) {
 		t.Fatalf("the good file: %v, rows %q, unsure %q", err, c.Rows, c.RowsUnsure)
 	}
 	for _, c := range []struct{ name, from, to, want string }{
@@ -407,7 +408,7 @@ func TestCheckTargetAcceptsTheShippedTargets(t *testing.T) {
 			t.Error(err)
 			continue
 		}
-		if c.RowsUnsure != "" || !slices.Equal(c.Rows, RowColumns) {
+		if c.RowsUnsure != "" || !slices.Equal(c.Rows, fixture.RowColumns) {
 			t.Errorf("%s: rows %q, unsure %q: want every column told", f, c.Rows, c.RowsUnsure)
 		}
 	}

@@ -4,15 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/outboxlab/outboxlab/contract"
 )
 
-// ClockOffsetEnv is the environment variable that gives a relay or
-// producer process its clock offset, as a Go duration such as "-5m".
-const ClockOffsetEnv = contract.EnvClockOffset
-
-// FormatClockOffset renders d as ClockOffsetEnv expects it: a Go duration
+// FormatClockOffset renders d as contract.EnvClockOffset expects it: a Go duration
 // that time.ParseDuration reads back exactly ("-5m0s", "1.5s", "0s").
 func FormatClockOffset(d time.Duration) string { return d.String() }
 

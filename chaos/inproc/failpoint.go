@@ -16,10 +16,6 @@ import (
 	"github.com/outboxlab/outboxlab/relay"
 )
 
-// FailpointsEnv is the environment variable a relay process reads its
-// failpoint spec from.
-const FailpointsEnv = contract.EnvFailpoints
-
 // Errors of failpoint actions.
 var (
 	// ErrInjected is wrapped by the error an "error" action returns.
@@ -179,16 +175,16 @@ func ParseFailpoints(spec string) (*Failpoints, error) {
 	return f, nil
 }
 
-// FailpointsFromEnv parses the spec in FailpointsEnv; it returns nil (no
+// FailpointsFromEnv parses the spec in contract.EnvFailpoints; it returns nil (no
 // failpoints, zero cost) when the variable is unset or empty.
 func FailpointsFromEnv() (*Failpoints, error) {
-	spec := strings.TrimSpace(os.Getenv(FailpointsEnv))
+	spec := strings.TrimSpace(os.Getenv(contract.EnvFailpoints))
 	if spec == "" {
 		return nil, nil
 	}
 	f, err := ParseFailpoints(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", FailpointsEnv, err)
+		return nil, fmt.Errorf("%s: %w", contract.EnvFailpoints, err)
 	}
 	return f, nil
 }

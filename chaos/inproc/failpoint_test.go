@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/relay"
 )
 
@@ -310,18 +311,18 @@ func TestFailpointConcurrentCounts(t *testing.T) {
 }
 
 func TestFailpointsFromEnv(t *testing.T) {
-	t.Setenv(FailpointsEnv, "")
+	t.Setenv(contract.EnvFailpoints, "")
 	fp, err := FailpointsFromEnv()
 	if err != nil || fp != nil {
 		t.Fatalf("empty env: %v %v", fp, err)
 	}
-	t.Setenv(FailpointsEnv, "after-mark=2*off->error")
+	t.Setenv(contract.EnvFailpoints, "after-mark=2*off->error")
 	fp, err = FailpointsFromEnv()
 	if err != nil || fp.String() != "after-mark=2*off->error" {
 		t.Fatalf("got %v %v", fp, err)
 	}
-	t.Setenv(FailpointsEnv, "after-mark=explode")
-	if _, err := FailpointsFromEnv(); err == nil || !strings.Contains(err.Error(), FailpointsEnv) {
+	t.Setenv(contract.EnvFailpoints, "after-mark=explode")
+	if _, err := FailpointsFromEnv(); err == nil || !strings.Contains(err.Error(), contract.EnvFailpoints) {
 		t.Fatalf("bad env: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxlab/outboxlab/fixture"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -176,7 +177,7 @@ func targetSummary(path string, c scenarios.TargetCheck) string {
 	if c.RowsUnsure != "" {
 		b.WriteString("unchecked without a database")
 	} else {
-		fmt.Fprintf(&b, "give the %d columns", len(scenarios.RowColumns))
+		fmt.Fprintf(&b, "give the %d columns", len(fixture.RowColumns))
 	}
 	fmt.Fprintf(&b, "; delivery id %s", u.Identity)
 	return b.String()

@@ -205,15 +205,15 @@ func parseEnv(getenv func(string) string, hostname func() (string, error)) (sett
 		}
 		s.Relay.RelayID = h
 	}
-	if off, err := inproc.ParseClockOffset(get(inproc.ClockOffsetEnv)); err != nil {
-		bad(inproc.ClockOffsetEnv, err)
+	if off, err := inproc.ParseClockOffset(get(contract.EnvClockOffset)); err != nil {
+		bad(contract.EnvClockOffset, err)
 	} else {
 		s.ClockOffset = off
 	}
-	if s.FailpointSpec = get(inproc.FailpointsEnv); s.FailpointSpec != "" {
+	if s.FailpointSpec = get(contract.EnvFailpoints); s.FailpointSpec != "" {
 		fp, err := inproc.ParseFailpoints(s.FailpointSpec)
 		if err != nil {
-			bad(inproc.FailpointsEnv, err)
+			bad(contract.EnvFailpoints, err)
 		}
 		s.Failpoints = fp
 	}

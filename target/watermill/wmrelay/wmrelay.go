@@ -119,10 +119,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.PollInterval = d
 	}
-	if spec := strings.TrimSpace(getenv(inproc.FailpointsEnv)); spec != "" {
+	if spec := strings.TrimSpace(getenv(contract.EnvFailpoints)); spec != "" {
 		fp := inproc.NewFailpoints(FailpointNames...)
 		if err := fp.SetSpec(spec); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", inproc.FailpointsEnv, err))
+			errs = append(errs, fmt.Errorf("%s: %w", contract.EnvFailpoints, err))
 		}
 		c.Failpoints = fp
 	}
