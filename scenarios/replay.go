@@ -11,6 +11,7 @@ import (
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/testenv"
 )
 
@@ -27,7 +28,7 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 	if why := Unnamed(relay); why != "" {
 		return fmt.Sprintf("# outboxlab run cannot name relay %s (%s): run the Go test that ran %s again, on seed %d", relay.Name, why, scenario, seed)
 	}
-	cmd := fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", QuoteArg(scenario), seed)
+	cmd := fmt.Sprintf("go run ./cmd/outboxlab run --scenario %s --seed %d", argv.QuoteArg(scenario), seed)
 	ours := isOurs(relay)
 	switch {
 	case ours:
@@ -36,14 +37,14 @@ func ReplayCommand(scenario string, seed uint64, relay RelayUnderTest, events in
 		// A target file or a named target declares its own capabilities.
 		return cmd + " " + relay.Replay + sizeArgs(events, duration)
 	case len(relay.Command) > 0:
-		cmd += " --relay " + QuoteArg("cmd:"+JoinCommand(relay.Command))
+		cmd += " --relay " + argv.QuoteArg("cmd:"+argv.JoinCommand(relay.Command))
 	case relay.Image != "":
-		cmd += " --relay " + QuoteArg("image:"+relay.Image)
+		cmd += " --relay " + argv.QuoteArg("image:"+relay.Image)
 	case relay.Name != "":
-		cmd += " --relay " + QuoteArg(relay.Name)
+		cmd += " --relay " + argv.QuoteArg(relay.Name)
 	}
 	if !ours && (len(relay.Command) > 0 || relay.Image != "") && relay.Promises != (contract.Promises{}) {
-		cmd += " --capabilities " + QuoteArg(relay.Promises.String())
+		cmd += " --capabilities " + argv.QuoteArg(relay.Promises.String())
 	}
 	return cmd + sizeArgs(events, duration)
 }
@@ -104,7 +105,7 @@ func QueueArg(queueType string) string {
 	if queueType == "" {
 		return ""
 	}
-	return " --queue " + QuoteArg(queueType)
+	return " --queue " + argv.QuoteArg(queueType)
 }
 
 // catalogued reports whether sc is the scenario Lookup returns for its

@@ -23,6 +23,7 @@ import (
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -222,7 +223,7 @@ func readTarget(path string) (c TargetCheck, problems []error, err error) {
 		c.Relay.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 		c.Relay.Outbox.Name = c.Relay.Name
 	}
-	c.Relay.Replay = "--target " + QuoteArg(path)
+	c.Relay.Replay = "--target " + argv.QuoteArg(path)
 	return c, problems, nil
 }
 
@@ -457,7 +458,7 @@ func (r TargetRelay) resolve(dir string) (image string, command []string, err er
 		}
 		return r.Image, nil, nil
 	case r.Command != "":
-		args, err := SplitCommand(r.Command)
+		args, err := argv.SplitCommand(r.Command)
 		if err != nil {
 			return "", nil, fmt.Errorf("relay.command: %w", err)
 		}

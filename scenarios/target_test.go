@@ -13,6 +13,7 @@ import (
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -115,7 +116,7 @@ func TestLoadTargetNamesFileAndReplay(t *testing.T) {
 	if u.Name != "mine" {
 		t.Errorf("name %q, want the file's", u.Name)
 	}
-	if got := ReplayCommand("poison", 3, u, 0, 0); got != "go run ./cmd/outboxlab run --scenario poison --seed 3 --target "+QuoteArg(path) {
+	if got := ReplayCommand("poison", 3, u, 0, 0); got != "go run ./cmd/outboxlab run --scenario poison --seed 3 --target "+argv.QuoteArg(path) {
 		t.Errorf("replay %q", got)
 	}
 	if _, err := LoadTarget(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {

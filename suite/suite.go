@@ -39,6 +39,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -221,7 +222,7 @@ func testReplay(name string, seed, first uint64, fixed, long bool) string {
 	for i, p := range parts {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	fmt.Fprintf(&b, "go test %s -run %s -count=1", packageDir(), scenarios.QuoteArg(strings.Join(parts, "/")))
+	fmt.Fprintf(&b, "go test %s -run %s -count=1", packageDir(), argv.QuoteArg(strings.Join(parts, "/")))
 	switch {
 	case !fixed:
 		fmt.Fprintf(&b, " -args -outboxlab.seed=%d", seed)

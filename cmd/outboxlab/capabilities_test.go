@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 
@@ -33,7 +34,7 @@ func TestRunDeclaresCapabilitiesOfAnOtherRelay(t *testing.T) {
 	if !strings.Contains(replay, "--capabilities parks,fenced,lease=4s") {
 		t.Fatalf("the replay %q does not declare the capabilities", replay)
 	}
-	words, err := scenarios.SplitCommand(replay)
+	words, err := argv.SplitCommand(replay)
 	if err != nil {
 		t.Fatal(err)
 	}

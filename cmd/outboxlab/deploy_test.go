@@ -14,8 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/internal/campaign"
-	"github.com/outboxlab/outboxlab/scenarios"
 )
 
 // parseCommand parses an outboxlab command line (after "outboxlab" or
@@ -73,12 +73,12 @@ func outboxlabCommand(t *testing.T, script string, env map[string]string) []stri
 	}
 	cmd, _, _ = strings.Cut(cmd, "\n")
 	for k, v := range env {
-		cmd = strings.ReplaceAll(cmd, `"$`+k+`"`, scenarios.QuoteArg(v))
+		cmd = strings.ReplaceAll(cmd, `"$`+k+`"`, argv.QuoteArg(v))
 	}
 	if strings.Contains(cmd, "$") {
 		t.Fatalf("command %q uses a variable the test does not know", cmd)
 	}
-	args, err := scenarios.SplitCommand(cmd)
+	args, err := argv.SplitCommand(cmd)
 	if err != nil {
 		t.Fatalf("splitting %q: %v", cmd, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/internal/campaign"
 	"github.com/outboxlab/outboxlab/internal/mutant"
 	"github.com/outboxlab/outboxlab/internal/mutant/infra"
@@ -227,7 +228,7 @@ func (o *mutantsOptions) run(ctx context.Context, std *stdio, d deps) int {
 func (o *mutantsOptions) campaignCommand(first uint64) string {
 	cmd := fmt.Sprintf("%s mutants --tier %s", replayPrefix, o.tier)
 	for _, m := range o.mutants {
-		cmd += " --mutant " + scenarios.QuoteArg(m)
+		cmd += " --mutant " + argv.QuoteArg(m)
 	}
 	return cmd + fmt.Sprintf(" --seeds %d --seed %d", o.seeds, first)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -32,14 +33,14 @@ func TestSplitArgs(t *testing.T) {
 		"":                                nil,
 		"line\\\ncontinued":               {"linecontinued"},
 	} {
-		got, err := scenarios.SplitCommand(in)
+		got, err := argv.SplitCommand(in)
 		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("scenarios.SplitCommand(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("argv.SplitCommand(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{`'open`, `"open`, `trailing\`, `a "b\"`} {
-		if _, err := scenarios.SplitCommand(in); !errors.Is(err, scenarios.ErrBadQuoting) {
-			t.Errorf("scenarios.SplitCommand(%q) error %v, want scenarios.ErrBadQuoting", in, err)
+		if _, err := argv.SplitCommand(in); !errors.Is(err, argv.ErrBadQuoting) {
+			t.Errorf("argv.SplitCommand(%q) error %v, want argv.ErrBadQuoting", in, err)
 		}
 	}
 }
@@ -49,11 +50,11 @@ func TestSplitArgs(t *testing.T) {
 var awkwardArgv = []string{"./my relay", "--name", `it's "quoted"`, "--empty", "", `a\b`, "$HOME", "plain"}
 
 func TestQuoteArgIsWhatAShellSplits(t *testing.T) {
-	got, err := scenarios.SplitCommand(scenarios.JoinCommand(awkwardArgv))
+	got, err := argv.SplitCommand(argv.JoinCommand(awkwardArgv))
 	if err != nil || !slices.Equal(got, awkwardArgv) {
-		t.Fatalf("scenarios.SplitCommand(scenarios.JoinCommand(%q)) = %q, %v", awkwardArgv, got, err)
+		t.Fatalf("argv.SplitCommand(argv.JoinCommand(%q)) = %q, %v", awkwardArgv, got, err)
 	}
-	if scenarios.QuoteArg("plain") != "plain" || scenarios.QuoteArg("") != "''" || scenarios.QuoteArg("a b") != "'a b'" {
+	if argv.QuoteArg("plain") != "plain" || argv.QuoteArg("") != "''" || argv.QuoteArg("a b") != "'a b'" {
 		t.Errorf("quoteArg quotes what needs none, or not what does")
 	}
 	sh, err := exec.LookPath("sh")
@@ -61,7 +62,7 @@ func TestQuoteArgIsWhatAShellSplits(t *testing.T) {
 		t.Skip("no sh to compare with")
 	}
 	// A real shell splits the quoted line into the same words.
-	out, err := exec.Command(sh, "-c", `for a in `+scenarios.JoinCommand(awkwardArgv)+`; do printf '[%s]' "$a"; done`).Output()
+	out, err := exec.Command(sh, "-c", `for a in `+argv.JoinCommand(awkwardArgv)+`; do printf '[%s]' "$a"; done`).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestQuoteArgIsWhatAShellSplits(t *testing.T) {
 		want += "[" + a + "]"
 	}
 	if string(out) != want {
-		t.Errorf("sh splits %s into %s, want %s", scenarios.JoinCommand(awkwardArgv), out, want)
+		t.Errorf("sh splits %s into %s, want %s", argv.JoinCommand(awkwardArgv), out, want)
 	}
 }
 
@@ -99,7 +100,7 @@ func TestRelayCommandReplayRoundTrips(t *testing.T) {
 	var specs []runSpec
 	d := capturingRunner(testDeps(), &specs)
 	code, out, errOut := invokeWith(t, d, "run", "--scenario", "broker-down", "--seed", "7", "--events", "5", "--json",
-		"--relay", "cmd:"+scenarios.JoinCommand(awkwardArgv))
+		"--relay", "cmd:"+argv.JoinCommand(awkwardArgv))
 	if code != exitOK || len(specs) != 1 {
 		t.Fatalf("exit %d, %d specs\n%s%s", code, len(specs), out, errOut)
 	}
@@ -111,7 +112,7 @@ func TestRelayCommandReplayRoundTrips(t *testing.T) {
 		t.Fatalf("results: %v\n%s", err, out)
 	}
 	replay := results[0].Replay
-	words, err := scenarios.SplitCommand(replay)
+	words, err := argv.SplitCommand(replay)
 	if err != nil {
 		t.Fatalf("the replay %q does not split: %v", replay, err)
 	}
@@ -272,7 +273,7 @@ delivery:
 		strings.Join(u.Command, " ") != "/bin/true --flag" {
 		t.Errorf("the runner got %+v", u)
 	}
-	if !strings.Contains(out, "--target "+scenarios.QuoteArg(path)) {
+	if !strings.Contains(out, "--target "+argv.QuoteArg(path)) {
 		t.Errorf("the replay does not name the target file:\n%s", out)
 	}
 	for _, args := range [][]string{

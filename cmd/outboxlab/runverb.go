@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/internal/campaign"
 	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
@@ -439,7 +440,7 @@ func (o *runOptions) campaignCommand(names []string, seed uint64, relay scenario
 	cmd := scenarios.ReplayCommand(names[0], seed, relay, o.events, o.duration) + scenarios.QueueArg(o.queue)
 	var more strings.Builder
 	for _, n := range names[1:] {
-		more.WriteString(" --scenario " + scenarios.QuoteArg(n))
+		more.WriteString(" --scenario " + argv.QuoteArg(n))
 	}
 	fmt.Fprintf(&more, " --seeds %d --seed ", o.seeds)
 	return strings.Replace(cmd, " --seed ", more.String(), 1)

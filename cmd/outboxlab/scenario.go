@@ -14,6 +14,7 @@ import (
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/workload"
 
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/internal/mutant"
 	"github.com/outboxlab/outboxlab/internal/mutant/infra"
 	"github.com/outboxlab/outboxlab/internal/report"
@@ -83,14 +84,14 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		}
 		return scenarios.RelayUnderTest{Name: ref, Image: ref}, nil
 	case strings.HasPrefix(s, "cmd:"):
-		args, err := scenarios.SplitCommand(strings.TrimPrefix(s, "cmd:"))
+		args, err := argv.SplitCommand(strings.TrimPrefix(s, "cmd:"))
 		if err != nil {
 			return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %s: %w", s, err)
 		}
 		if len(args) == 0 || args[0] == "" {
 			return scenarios.RelayUnderTest{}, errors.New("--relay cmd:COMMAND needs a command")
 		}
-		return scenarios.RelayUnderTest{Name: scenarios.JoinCommand(args), Command: args}, nil
+		return scenarios.RelayUnderTest{Name: argv.JoinCommand(args), Command: args}, nil
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
@@ -117,9 +118,9 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 				return unavailable(std, verb, "target file %s: %s: fix the target's relay.command (outboxlab validate --target %s checks it)", file, programProblem(d, prog), file)
 			}
 			if strings.Contains(prog, "/") {
-				return unavailable(std, verb, "relay command %s: %v: give the path of an executable file (build ours with `go build -o bin/relay ./cmd/relay`, then --relay cmd:./bin/relay)", scenarios.QuoteArg(prog), err)
+				return unavailable(std, verb, "relay command %s: %v: give the path of an executable file (build ours with `go build -o bin/relay ./cmd/relay`, then --relay cmd:./bin/relay)", argv.QuoteArg(prog), err)
 			}
-			return unavailable(std, verb, "relay command %s is not on PATH (%v): give its path instead, e.g. --relay 'cmd:./bin/%s ...', or add its directory to PATH", scenarios.QuoteArg(prog), err, prog)
+			return unavailable(std, verb, "relay command %s is not on PATH (%v): give its path instead, e.g. --relay 'cmd:./bin/%s ...', or add its directory to PATH", argv.QuoteArg(prog), err, prog)
 		}
 		return exitOK
 	}

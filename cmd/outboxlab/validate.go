@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -130,9 +131,9 @@ func programProblem(d deps, prog string) string {
 	case err == nil:
 		return ""
 	case strings.Contains(prog, "/"):
-		return fmt.Sprintf("relay.command: the program %s is not an executable file (%v); a relative program path is taken relative to the target file's directory", scenarios.QuoteArg(prog), err)
+		return fmt.Sprintf("relay.command: the program %s is not an executable file (%v); a relative program path is taken relative to the target file's directory", argv.QuoteArg(prog), err)
 	}
-	return fmt.Sprintf("relay.command: the program %s is not on PATH (%v): give its path, such as ./bin/%s, relative to the target file's directory", scenarios.QuoteArg(prog), err, prog)
+	return fmt.Sprintf("relay.command: the program %s is not on PATH (%v): give its path, such as ./bin/%s, relative to the target file's directory", argv.QuoteArg(prog), err, prog)
 }
 
 // targetParts are the parts of a target file, in their order.
@@ -155,7 +156,7 @@ func targetSummary(path string, c scenarios.TargetCheck) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "target %s (%s) is valid: relay ", u.Name, path)
 	if len(u.Command) > 0 {
-		b.WriteString("command " + scenarios.JoinCommand(u.Command))
+		b.WriteString("command " + argv.JoinCommand(u.Command))
 	} else {
 		b.WriteString("image " + u.Image)
 	}

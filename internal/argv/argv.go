@@ -1,4 +1,7 @@
-package scenarios
+// Package argv splits a command line as a shell splits words, without
+// running a shell, and quotes arguments back into one: how target files,
+// --relay cmd: and replay commands carry a command.
+package argv
 
 import (
 	"errors"
