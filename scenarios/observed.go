@@ -43,7 +43,9 @@ type Observed struct {
 
 // observing reports whether the run observes its outbox tables: every
 // run with a relay whose outbox could be observed.
-func (r *run) observing() bool { return r.mode == workload.Outbox && r.unobserved == "" }
+func (r *run) observing() bool {
+	return r.mode == workload.Outbox && r.unobserved == "" && !r.opts.Unobserved
+}
 
 // observeOutboxes puts the observation trigger on every outbox table of
 // the run, through the relay's rows view when its outbox has columns of
@@ -104,6 +106,9 @@ func (r *run) dropRoles(ctx context.Context) error {
 // events named by their own ids (nameEvents), and a summary.
 func (r *run) readObserved(ctx context.Context) ([][]history.Op, Observed, error) {
 	sum := Observed{Known: r.observing() && r.fx != nil, Unobserved: r.unobserved}
+	if r.opts.Unobserved && r.mode == workload.Outbox {
+		sum.Unobserved = "observation turned off (Options.Unobserved)"
+	}
 	if !sum.Known {
 		return nil, sum, nil
 	}

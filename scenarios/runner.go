@@ -52,6 +52,10 @@ type Options struct {
 	// Consumer, when set, is a consumer under test other than ours: its
 	// decorator wraps every consumer's inbox.
 	Consumer *ConsumerUnderTest
+	// Unobserved runs without observing the outbox tables (no trigger, no
+	// role per replica): a relay without records is then judged from the
+	// final rows alone. For measuring what observing costs.
+	Unobserved bool
 	// Progress, when set, receives a snapshot about twice a second.
 	Progress func(Progress)
 	// Log receives the run's lines: SEED= first, then the phases, and on

@@ -427,3 +427,29 @@ func TestSetupProbeVariants(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkObservation runs the baseline scenario against our relay with
+// the outbox observed and without, side by side at one seed: the ratio of
+// their times is what observing costs a run. Both must pass.
+//
+//	go test -run '^$' -bench Observation -benchtime 3x ./scenarios/
+func BenchmarkObservation(b *testing.B) {
+	env := shared.Get(b)
+	sc, _ := Lookup(Baseline)
+	for _, c := range []struct {
+		name       string
+		unobserved bool
+	}{{"observed", false}, {"unobserved", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				res, err := Run(context.Background(), env, sc, Options{Seed: 1, Unobserved: c.unobserved})
+				if err != nil || !res.Valid {
+					b.Fatalf("baseline %s: %v %v", c.name, err, res.Problems)
+				}
+				if res.Observed.Known == c.unobserved {
+					b.Fatalf("baseline %s: observed %+v", c.name, res.Observed)
+				}
+			}
+		})
+	}
+}

@@ -85,7 +85,7 @@ func (r *run) checkerConfig() checker.Config {
 func (r *run) unchecked(rep checker.Report, obs Observed, h []history.Op) []string {
 	var out []string
 	if r.mode == workload.Outbox && obs.Unobserved != "" {
-		out = append(out, "observation: the outbox could not be observed: "+obs.Unobserved)
+		out = append(out, "observation: the outbox was not observed: "+obs.Unobserved)
 	}
 	switch {
 	case r.mode != workload.Outbox:
