@@ -168,6 +168,7 @@ $(CTX)/%.sum: $(CTX)/%
 .PHONY: build
 build:
 	$(GO) build ./...
+	$(GO) build -o .build/bin/rowlock-relay ./examples/rowlock
 
 # The relay's mutant tests are compiled only with the mutants tag, which
 # `go test ./...` does not set: both test targets run them on their own.

@@ -1,0 +1,75 @@
+// Package main_test puts the row-lock relay (rowlock-relay, this
+// directory's command) under outboxlab's chaos catalogue through the
+// public suite and its target file, as a team with a relay of its own
+// would. It is no part of the relay, which imports nothing of outboxlab.
+package main_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/suite"
+)
+
+// Target is the relay with its own outbox table, as target.yaml describes
+// it: the schema (a bigint identity key the stage returns), the staging
+// statement, the rows view, how a delivery names its event (message_id)
+// and what the relay promises: it parks poison rows within
+// OUTBOX_MAX_ATTEMPTS (3 under the harness) with the backoff of
+// OUTBOX_BACKOFF_BASE/_MAX (100ms/2s), and holds row locks while it
+// publishes (locking=rowlock), no lease. Unless the tests are short (which
+// skip every container test) the relay is built from this directory's
+// source into the test's temporary directory, so that the run tests this
+// source and not a binary that `make build` left.
+func Target(t *testing.T) suite.Target {
+	t.Helper()
+	u, err := scenarios.LoadTarget("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !testing.Short() {
+		bin := filepath.Join(t.TempDir(), "rowlock-relay")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Fatalf("building the relay: %v\n%s", err, out)
+		}
+		u.Command[0] = bin
+	}
+	return suite.Target{Relay: u}
+}
+
+// TestTargetFile: the target file loads (no Docker needed) and declares
+// what the relay does.
+func TestTargetFile(t *testing.T) {
+	u, err := scenarios.LoadTarget("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := u.Promises.String(), "parks,locking=rowlock,attempts=3,backoff=100ms/2s"; got != want {
+		t.Errorf("capabilities %s, want %s", got, want)
+	}
+	if !u.Outbox.ReturnsID {
+		t.Error("the stage does not return the id the database gives the row")
+	}
+	if len(u.Command) != 1 || !strings.HasSuffix(u.Command[0], filepath.Join(".build", "bin", "rowlock-relay")) {
+		t.Errorf("command %q, want the binary `make build` writes", u.Command)
+	}
+}
+
+// TestCatalogue runs every scenario of the one-node catalogue on seed 1
+// against the relay: those that need failpoints or leases of rows
+// (crash-between-publish-and-mark, lease-expiry, clock-skew) are not
+// applicable to a relay that declares row locks and no failpoints, and
+// are skipped with the reason. `outboxlab run --target
+// examples/rowlock/target.yaml` runs the same after `make build`. It
+// starts containers: skipped under -short, and without a Docker engine
+// unless OUTBOXLAB_REQUIRE_DOCKER is set.
+func TestCatalogue(t *testing.T) {
+	suite.Run(t, Target(t), suite.Options{
+		Seed:    1,
+		Timeout: 5 * time.Minute,
+	})
+}
