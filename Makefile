@@ -164,7 +164,7 @@ $(CTX)/watermill-relay/watermill-relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/wat
 $(CTX)/%.sum: $(CTX)/%
 	@:
 
-## build: compile every package and command (go build ./...)
+## build: compile every package and command (go build ./...) and the row-lock example relay into .build/bin
 .PHONY: build
 build:
 	$(GO) build ./...
