@@ -36,6 +36,35 @@ type RecordsSummary struct {
 	Unreadable int `json:"unreadable"`
 }
 
+// ObservedSummary sums up what a harness observed of the relays of a run
+// from the database, whatever they record themselves: the changes a trigger on
+// each outbox table logged, on the database clock, each replica logged in
+// as a role of its own (outboxlab's internal/observe).
+type ObservedSummary struct {
+	// Known reports that the run observed its outbox tables; when it
+	// could not, Unobserved says why.
+	Known      bool   `json:"known"`
+	Unobserved string `json:"unobserved,omitempty"`
+	// Changes counts the logged changes of outbox rows (stages included),
+	// and Ops the claims, marks, retries, parks and sweeps made of them
+	// by the replicas.
+	Changes int `json:"changes"`
+	Ops     int `json:"ops"`
+	// Others counts the changes, stages aside, made by sessions that are
+	// no replica's (the harness's own): they are no relay's operations.
+	Others int `json:"others,omitempty"`
+	// Merged reports that the observed operations are the relays' in the
+	// history the checkers judged: the relay writes no records of its
+	// own. For a relay that does, they are kept apart (scenarios.Result.ObservedOps)
+	// and its records are judged.
+	Merged bool `json:"merged"`
+	// Disagreements lists, for a relay that writes records, each of its
+	// recorded claims, marks, retries, parks and sweeps of a row that the
+	// observation does not show, or the other way round, with nothing in
+	// the history to explain it .
+	Disagreements []string `json:"disagreements,omitempty"`
+}
+
 // Lifetime is what one lifetime of a process recorded in a records file:
 // the ops after one header line, up to the next header or the end of the
 // file.

@@ -12,35 +12,6 @@ import (
 	"github.com/outboxlab/outboxlab/workload"
 )
 
-// Observed sums up what the harness observed of the relays from the
-// database, whatever they record themselves: the changes a trigger on
-// each outbox table logged, on the database clock, each replica logged in
-// as a role of its own (package observe).
-type Observed struct {
-	// Known reports that the run observed its outbox tables; when it
-	// could not, Unobserved says why.
-	Known      bool   `json:"known"`
-	Unobserved string `json:"unobserved,omitempty"`
-	// Changes counts the logged changes of outbox rows (stages included),
-	// and Ops the claims, marks, retries, parks and sweeps made of them
-	// by the replicas.
-	Changes int `json:"changes"`
-	Ops     int `json:"ops"`
-	// Others counts the changes, stages aside, made by sessions that are
-	// no replica's (the harness's own): they are no relay's operations.
-	Others int `json:"others,omitempty"`
-	// Merged reports that the observed operations are the relays' in the
-	// history the checkers judged: the relay writes no records of its
-	// own. For a relay that does, they are kept apart (Result.ObservedOps)
-	// and its records are judged.
-	Merged bool `json:"merged"`
-	// Disagreements lists, for a relay that writes records, each of its
-	// recorded claims, marks, retries, parks and sweeps of a row that the
-	// observation does not show, or the other way round, with nothing in
-	// the history to explain it (compareObserved).
-	Disagreements []string `json:"disagreements,omitempty"`
-}
-
 // observing reports whether the run observes its outbox tables: every
 // run with a relay whose outbox could be observed.
 func (r *run) observing() bool {
@@ -104,8 +75,8 @@ func (r *run) dropRoles(ctx context.Context) error {
 // readObserved reads what the trigger logged of every outbox table and
 // returns the replicas' operations, one slice per context, with their
 // events named by their own ids (nameEvents), and a summary.
-func (r *run) readObserved(ctx context.Context) ([][]history.Op, Observed, error) {
-	sum := Observed{Known: r.observing() && r.fx != nil, Unobserved: r.unobserved}
+func (r *run) readObserved(ctx context.Context) ([][]history.Op, history.ObservedSummary, error) {
+	sum := history.ObservedSummary{Known: r.observing() && r.fx != nil, Unobserved: r.unobserved}
 	if r.opts.Unobserved && r.mode == workload.Outbox {
 		sum.Unobserved = "observation turned off (Options.Unobserved)"
 	}

@@ -126,7 +126,7 @@ func readRecordsFile(path string) ([]history.Lifetime, error) {
 // by time with the relays' records, or, for a relay that records
 // nothing, with what was observed of it on the database; what the
 // relays' records brought; and what was observed, with its operations.
-func (r *run) history(ctx context.Context) ([]history.Op, history.RecordsSummary, Observed, []history.Op) {
+func (r *run) history(ctx context.Context) ([]history.Op, history.RecordsSummary, history.ObservedSummary, []history.Op) {
 	base := r.rec.Ops()
 	for i := range base {
 		// Compared with the relays' times by the wall clock alone.

@@ -167,8 +167,8 @@ type Result struct {
 	// database, and ObservedOps are the operations it observed: the
 	// relays' in History when they record nothing, kept apart from their
 	// records when they do.
-	Observed    Observed     `json:"observed"`
-	ObservedOps []history.Op `json:"-"`
+	Observed    history.ObservedSummary `json:"observed"`
+	ObservedOps []history.Op            `json:"-"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`
 	// Safety is the planned length of the safety phase; a fault that a

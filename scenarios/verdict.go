@@ -82,7 +82,7 @@ func (r *run) checkerConfig() checker.Config {
 
 // unchecked says what the checkers judge the relays by, and what they
 // cannot judge without relay records or observations.
-func (r *run) unchecked(rep checker.Report, obs Observed, h []history.Op) []string {
+func (r *run) unchecked(rep checker.Report, obs history.ObservedSummary, h []history.Op) []string {
 	var out []string
 	if r.mode == workload.Outbox && obs.Unobserved != "" {
 		out = append(out, "observation: the outbox was not observed: "+obs.Unobserved)

@@ -250,6 +250,10 @@ func toBundle(dir string, i int, res scenarios.Result, note string) (report.Scen
 		rr := res.Records
 		r.RelayRecords = &rr
 	}
+	if res.Observed.Known || res.Observed.Unobserved != "" {
+		o := res.Observed
+		r.Observed = &o
+	}
 	if len(res.History) > 0 {
 		name := fmt.Sprintf("%02d-%s-%s-%d.jsonl", i+1, safeName(res.Scenario), safeName(res.Variant), res.Seed)
 		rel, err := report.WriteHistory(dir, name, res.History)

@@ -122,6 +122,9 @@ type ScenarioRun struct {
 	// RelayRecords sums up what the relays recorded of their own
 	// operations, when they record.
 	RelayRecords *history.RecordsSummary `json:"relay_records,omitempty"`
+	// Observed sums up what the run observed of the relays from the
+	// database, when it observed them.
+	Observed *history.ObservedSummary `json:"observed,omitempty"`
 }
 
 // ScenarioFile is the content of FileScenarios and FileDemo.
