@@ -105,12 +105,9 @@ func (r *run) readObserved(ctx context.Context) ([][]history.Op, history.Observe
 				sum.Others++
 			}
 		}
-		ops := observe.Ops(mine, processes)
-		for i := range ops {
-			ops[i].Time = ops[i].Time.Round(0)
-		}
+		ops := pairUp(observe.Ops(mine, processes))
 		nameEvents(ops, bc.ids)
-		sum.Ops += len(ops)
+		sum.Ops += len(ops) / 2
 		out = append(out, ops)
 	}
 	return out, sum, nil
@@ -216,3 +213,17 @@ func opName(op history.Op) string {
 // (synchronous_commit off) is on disk within three WAL writer delays,
 // 600 ms by default; the bound leaves room for a slow machine.
 const undoneWithin = 5 * time.Second
+
+// pairUp gives each observed operation, a single ok record, the invoke
+// that opens it, at the same time and naming the same rows, as every
+// operation of a history has one: the change was made by a statement
+// that began before it.
+func pairUp(ops []history.Op) []history.Op {
+	out := make([]history.Op, 0, 2*len(ops))
+	for _, op := range ops {
+		op.Time = op.Time.Round(0)
+		inv := history.Op{Time: op.Time, Process: op.Process, Type: history.Invoke, F: op.F, Events: op.Events}
+		out = append(out, inv, op)
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
 )
 
@@ -65,5 +66,26 @@ func TestCompareObserved(t *testing.T) {
 	}
 	if got := compareObserved(observed, observed); len(got) != 0 {
 		t.Errorf("records that are the observations disagree with them: %q", got)
+	}
+}
+
+// TestPairUpIsWellFormed: observed operations, single ok records, become
+// invoke and ok pairs that the well-formedness checker accepts; the ok
+// records alone it refuses.
+func TestPairUpIsWellFormed(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ops := []history.Op{
+		{Time: t0, Process: "relay-a", Type: history.OK, F: history.Claim, Events: []string{"e1"}},
+		{Time: t0.Add(time.Second), Process: "relay-a", Type: history.OK, F: history.Mark, Events: []string{"e1"}},
+	}
+	if res := checker.WellFormed(history.Merge(ops), checker.State{}, checker.Config{}); res.Valid {
+		t.Fatal("ok records without invokes are well formed; the check below proves nothing")
+	}
+	paired := pairUp(ops)
+	if len(paired) != 4 || paired[0].Type != history.Invoke || paired[1].Type != history.OK {
+		t.Fatalf("paired: %+v", paired)
+	}
+	if res := checker.WellFormed(history.Merge(paired), checker.State{}, checker.Config{}); !res.Valid {
+		t.Errorf("paired observed operations are malformed: %s %v", res.Detail, res.Reasons)
 	}
 }

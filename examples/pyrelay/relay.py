@@ -34,8 +34,8 @@ What it does, every poll:
    (... AND owner = me AND lease_until > now()); a mark that finds no
    row lost its lease, which is logged;
 4. a nack or a return (unroutable) is a failure of the row: tries + 1,
-   eligible again after min(2^tries x OUTBOX_BACKOFF_BASE,
-   OUTBOX_BACKOFF_MAX) on the database clock, parked at
+   eligible again after min(2^(tries-1) x OUTBOX_BACKOFF_BASE,
+   OUTBOX_BACKOFF_MAX), tries counting this failure, on the database clock, parked at
    OUTBOX_MAX_ATTEMPTS; a broker outage (no connection, a publish error,
    no confirm in time) stops the batch, consumes no attempt and releases
    nothing: the leases run out.
@@ -420,8 +420,9 @@ def parse_config(environ):
 
 def backoff(cfg, attempts):
     """backoff is how long a row waits after its n-th failed attempt:
-    min(2^n x base, max)."""
-    return min(cfg.backoff_base * 2 ** min(max(attempts, 1), 60), cfg.backoff_max)
+    min(base x 2^(n-1), max), the shape its capability backoff=BASE/MAX
+    declares."""
+    return min(cfg.backoff_base * 2 ** min(max(attempts, 1) - 1, 60), cfg.backoff_max)
 
 
 # --- logs ---------------------------------------------------------------------
