@@ -92,6 +92,10 @@ func (r *run) readObserved(ctx context.Context) ([][]history.Op, history.Observe
 			}
 		}
 		ts, err := observe.Read(ctx, r.fx.Admin, bc.table, 0)
+		if ve := (*observe.ViewError)(nil); errors.As(err, &ve) {
+			// An incomplete log judges nothing: the run is unobserved.
+			return nil, history.ObservedSummary{Unobserved: ve.Error()}, nil
+		}
 		if err != nil {
 			return nil, sum, fmt.Errorf("reading what was observed of %s: %w", bc.table, err)
 		}

@@ -195,6 +195,11 @@ FROM ` + tb.Ident() + ` ev WHERE kind <> 'hidden'`
 	}
 	diffLines(t, "changes observed through the view", got, want)
 
+	// A second table named after the first, as an outbox of several tables
+	// names its own: it exists for the table, not for the changed row.
+	if _, err := e.admin.Exec(ctx, `CREATE TABLE `+table.Sibling("_offsets").Ident()+` (n int)`); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		rows func(outbox.Table) string
@@ -202,9 +207,57 @@ FROM ` + tb.Ident() + ` ev WHERE kind <> 'hidden'`
 	}{
 		{"a view of a table named in full", func(outbox.Table) string { return `SELECT seq AS id FROM ` + table.Ident() }, "does not read the table through the name it is given"},
 		{"a view without id", func(tb outbox.Table) string { return `SELECT kind AS message_type FROM ` + tb.Ident() }, "shows no column id"},
+		{"a view that derives another table's name", func(tb outbox.Table) string {
+			return `SELECT seq AS id FROM ` + tb.Ident() + ` JOIN ` + tb.Sibling("_offsets").Ident() + ` ON true`
+		}, "does not run over one changed row named in place of the table"},
 	} {
 		if err := observe.InstallView(ctx, e.admin, table, c.rows); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("installing through %s: %v, want an error saying it %s", c.name, err, c.want)
 		}
+	}
+}
+
+// TestInstallViewNeverFailsTheChange observes a table through a rows view
+// that fails over some rows at run time: the changes are made, the
+// trigger logs that it could not read them, and Read returns the others
+// with a ViewError that counts them.
+func TestInstallViewNeverFailsTheChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	table := outbox.MustParseTable("obs_fail.events")
+	for _, stmt := range []string{
+		`CREATE SCHEMA obs_fail`,
+		`CREATE TABLE ` + table.Ident() + ` (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, tries int NOT NULL DEFAULT 0)`,
+	} {
+		if _, err := e.admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(tb outbox.Table) string {
+		return `SELECT seq AS id, 10 / (3 - tries) AS attempts FROM ` + tb.Ident()
+	}
+	if err := observe.InstallView(ctx, e.admin, table, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO ` + table.Ident() + ` (tries) VALUES (0), (0)`,
+		`UPDATE ` + table.Ident() + ` SET tries = 3 WHERE seq = 2`, // the view divides by zero
+	} {
+		if _, err := e.admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s under observation: %v", stmt, err)
+		}
+	}
+	var tries int
+	if err := e.admin.QueryRow(ctx, `SELECT tries FROM `+table.Ident()+` WHERE seq = 2`).Scan(&tries); err != nil || tries != 3 {
+		t.Fatalf("the update the view failed over: tries %d, %v; want it made", tries, err)
+	}
+	ts, err := observe.Read(ctx, e.admin, table, 0)
+	var ve *observe.ViewError
+	if !errors.As(err, &ve) || ve.Changes != 1 || !strings.Contains(ve.First, "division by zero") {
+		t.Fatalf("reading: %v, want a ViewError for 1 change (division by zero)", err)
+	}
+	if len(ts) != 2 || ts[0].Kind != observe.Inserted || ts[1].Kind != observe.Inserted {
+		t.Errorf("changes read: %+v, want the two inserts", ts)
 	}
 }

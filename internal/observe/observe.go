@@ -216,6 +216,13 @@ func viewSource(ctx context.Context, db DB, table outbox.Table, rows func(outbox
 	if err := r.Err(); err != nil {
 		return source{}, fmt.Errorf("reading the columns of its rows view: %w", err)
 	}
+	// The trigger runs the view over the changed row alone, named in place
+	// of the table: a view that derives other names from the table's (the
+	// tables of an outbox of several) fails there, so it is refused here
+	// rather than in every transaction that changes a row.
+	if _, err := db.Exec(ctx, `SELECT * FROM (WITH `+viewRow.Ident()+` AS (SELECT * FROM `+table.Ident()+` LIMIT 0) `+view+`) AS v LIMIT 0`); err != nil {
+		return source{}, fmt.Errorf("its rows view does not run over one changed row named in place of the table: %w", err)
+	}
 	src := source{view: view, has: map[string]bool{}}
 	for _, f := range fields {
 		if slices.Contains(Columns, f.Name) {
@@ -300,6 +307,7 @@ DECLARE
 	has_o boolean := false;
 	has_n boolean := false;`
 		body = `
+	BEGIN
 	IF TG_OP <> 'INSERT' THEN
 		` + through("OLD", "o") + `
 	END IF;
@@ -312,7 +320,14 @@ DECLARE
 		` + insert("", "n") + `
 	ELSIF has_o THEN
 		` + insert("o", "") + `
-	END IF;`
+	END IF;
+EXCEPTION WHEN OTHERS THEN
+	-- The observation never fails the change it observes: it logs
+	-- that it could not read it.
+	INSERT INTO ` + log + ` (at, tx_time, xid, pid, session_user_name, application_name, op)
+	VALUES (clock_timestamp(), now(), pg_current_xact_id()::text::bigint, pg_backend_pid(), session_user::text,
+		coalesce(current_setting('application_name', true), ''), 'ERROR: ' || SQLERRM);
+	END;`
 	}
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + log + ` (

@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -164,6 +165,7 @@ FROM `+ObservedTable(table).Ident()+` WHERE seq > $1 ORDER BY seq`, after)
 		tr       Transition
 		op       string
 		old, new nullableValues
+		failed   *ViewError
 	)
 	dest := append([]any{&tr.Seq, &tr.At, &tr.TxTime, &tr.Xid, &tr.PID, &tr.Session, &tr.App, &op}, old.dest()...)
 	dest = append(dest, new.dest()...)
@@ -177,6 +179,13 @@ FROM `+ObservedTable(table).Ident()+` WHERE seq > $1 ORDER BY seq`, after)
 		case "DELETE":
 			t.Old = old.values()
 		default:
+			if msg, ok := strings.CutPrefix(op, "ERROR: "); ok {
+				if failed == nil {
+					failed = &ViewError{Table: table, First: msg}
+				}
+				failed.Changes++
+				return nil
+			}
 			return fmt.Errorf("log row %d: unknown operation %q", t.Seq, op)
 		}
 		classify(&t)
@@ -186,7 +195,25 @@ FROM `+ObservedTable(table).Ident()+` WHERE seq > $1 ORDER BY seq`, after)
 	if err != nil {
 		return nil, fmt.Errorf("reading the observations of %s: %w", table, err)
 	}
+	if failed != nil {
+		return out, failed
+	}
 	return out, nil
+}
+
+// ViewError is returned by Read, with the changes it could read, when the
+// trigger could not read some changes of an outbox observed through its
+// rows view (InstallView): the view failed over them. The log is then
+// incomplete. The changes themselves were made: the trigger never fails
+// the statement it observes.
+type ViewError struct {
+	Table   outbox.Table
+	Changes int
+	First   string // the first failure's message
+}
+
+func (e *ViewError) Error() string {
+	return fmt.Sprintf("the rows view of %s failed over %d changed rows, which the observation could not read (first: %s)", e.Table, e.Changes, e.First)
 }
 
 // nullableValues scans the seven logged columns of one side of a change.
