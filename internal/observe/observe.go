@@ -70,7 +70,9 @@
 // never. A session with session_replication_role = replica (superusers
 // only) fires no trigger and is not observed, and neither is TRUNCATE.
 //
-// The package is not wired into the scenario runner or the checkers yet.
+// The scenario runner observes every run with a relay this way: a relay
+// that writes no records of its own is judged from what Ops makes of the
+// log, and one that does is compared with it.
 package observe
 
 import (
