@@ -505,7 +505,7 @@ func writeCluster(s *strings.Builder, files []*ScenarioFile, meta Meta, replays 
 func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 	s.WriteString("## Other relays under the catalogue\n\n")
 	for _, f := range relays {
-		writeCampaign(s, f, mdCode(relayOf(f)), meta, "Judged from the final rows and the broker, without the relay's records:")
+		writeCampaign(s, f, mdCode(relayOf(f)), meta, "What the checkers judged the relay by, without records of its own:")
 		if f.Findings != "" {
 			fmt.Fprintf(s, "#### Findings\n\n_What reading these runs' histories showed (%s of the bundle)._\n\n%s\n\n", mdCode(FileFindings), f.Findings)
 		}

@@ -190,7 +190,7 @@ func TestMergeKeepsOtherRelaysApart(t *testing.T) {
 		"## Other relays under the catalogue", "### `cmd:./seqrelay`",
 		"| a | 1..2 | 1 | 1 | 0 | lost (2) | `replay-seq-2` |",
 		"| b | 1 | 0 | 0 | 1 | - | - |",
-		"without the relay's records:\n\n- retention: no sweep records\n- `b` (seed 1): fencing: judged on the 3 rows relay-a held when paused\n",
+		"without records of its own:\n\n- retention: no sweep records\n- `b` (seed 1): fencing: judged on the 3 rows relay-a held when paused\n",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md.String())
