@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,14 @@ type RowLock struct {
 // updated a row holds its lock too: Locks shows a relay's claim
 // transaction as well as a SELECT ... FOR UPDATE, while they are open.
 func Locks(ctx context.Context, db DB, table outbox.Table) ([]RowLock, error) {
+	return LocksView(ctx, db, table, nil)
+}
+
+// LocksView is Locks for an outbox whose table has columns of its own:
+// each lock's ID is the id its rows view (as InstallView takes it) shows
+// of the locked row, read by running the view over that row alone. rows
+// nil is Locks, which reads the table's id column.
+func LocksView(ctx context.Context, db DB, table outbox.Table, rows func(outbox.Table) string) ([]RowLock, error) {
 	table, err := qualify(ctx, db, table)
 	if err != nil {
 		return nil, fmt.Errorf("reading the row locks of %s: %w", table, err)
@@ -60,12 +69,22 @@ func Locks(ctx context.Context, db DB, table outbox.Table) ([]RowLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the row locks of %s: %w", table, err)
 	}
-	rows, err := db.Query(ctx, `SELECT coalesce(t.id::text, ''), l.locked_row::text, u.mode, u.pid,
+	// The id of a locked row: the table's own, or what the rows view
+	// shows of the row version at that address.
+	id := `(SELECT t.id::text FROM ` + table.Ident() + ` t WHERE t.ctid = l.locked_row)`
+	if rows != nil {
+		view := rows(viewRow)
+		if !strings.Contains(view, viewRow.Ident()) {
+			return nil, fmt.Errorf("reading the row locks of %s: its rows view does not read the table through the name it is given ({table})", table)
+		}
+		id = `(SELECT v.id::text FROM (WITH ` + viewRow.Ident() + ` AS (SELECT * FROM ` + table.Ident() +
+			` t WHERE t.ctid = l.locked_row) ` + view + `) AS v LIMIT 1)`
+	}
+	r, err := db.Query(ctx, `SELECT coalesce(`+id+`, ''), l.locked_row::text, u.mode, u.pid,
 	coalesce(a.usename::text, ''), coalesce(a.application_name, ''), coalesce(a.state, ''), a.xact_start
 FROM `+fn+`($1) AS l
 CROSS JOIN LATERAL unnest(l.pids, l.modes) AS u(pid, mode)
 LEFT JOIN pg_stat_activity a ON a.pid = u.pid
-LEFT JOIN `+table.Ident()+` t ON t.ctid = l.locked_row
 ORDER BY 1, u.pid`, table.Ident())
 	if err != nil {
 		return nil, fmt.Errorf("reading the row locks of %s: %w", table, err)
@@ -75,7 +94,7 @@ ORDER BY 1, u.pid`, table.Ident())
 		l     RowLock
 		start pgtype.Timestamptz
 	)
-	_, err = pgx.ForEachRow(rows, []any{&l.ID, &l.CTID, &l.Mode, &l.PID, &l.Session, &l.App, &l.State, &start}, func() error {
+	_, err = pgx.ForEachRow(r, []any{&l.ID, &l.CTID, &l.Mode, &l.PID, &l.Session, &l.App, &l.State, &start}, func() error {
 		r := l
 		if start.Valid {
 			r.XactStart = start.Time

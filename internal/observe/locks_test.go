@@ -113,3 +113,56 @@ WHERE processed_at IS NULL AND faulted_at IS NULL ORDER BY occurred_at, id LIMIT
 	}
 	return tx, pid, ids
 }
+
+// TestLocksViewNamesRowsByTheirViewID locks rows of a table keyed by a
+// bigint identity, with columns of its own: LocksView must name each
+// locked row by the id its rows view shows (the seq, as text), and
+// Locks, which reads an id column the table lacks, must fail rather than
+// name rows wrongly.
+func TestLocksViewNamesRowsByTheirViewID(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	table := outbox.MustParseTable("obs_lockview.events")
+	for _, stmt := range []string{
+		`CREATE SCHEMA obs_lockview`,
+		`CREATE TABLE ` + table.Ident() + ` (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind text NOT NULL, sent timestamptz)`,
+		`INSERT INTO ` + table.Ident() + ` (kind) VALUES ('a'), ('b'), ('c')`,
+	} {
+		if _, err := e.admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(tb outbox.Table) string {
+		return `SELECT seq AS id, kind AS message_type, sent AS processed_at FROM ` + tb.Ident()
+	}
+	tx, err := e.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT seq FROM `+table.Ident()+` WHERE seq IN (1, 3) FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	locks, err := observe.LocksView(ctx, e.admin, table, rows)
+	if errors.Is(err, observe.ErrRowLocksUnavailable) {
+		t.Skipf("no pgrowlocks on this server: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, l := range locks {
+		ids = append(ids, l.ID)
+	}
+	if !slices.Equal(ids, []string{"1", "3"}) {
+		t.Errorf("locked rows by their view's id: %v, want [1 3]", ids)
+	}
+	if _, err := observe.Locks(ctx, e.admin, table); err == nil {
+		t.Error("Locks read a table without an id column and reported no error")
+	}
+	bad := func(outbox.Table) string { return `SELECT seq AS id FROM ` + table.Ident() }
+	if _, err := observe.LocksView(ctx, e.admin, table, bad); err == nil {
+		t.Error("LocksView took a rows view that does not read the table through the name it is given")
+	}
+}
