@@ -63,6 +63,31 @@ type ObservedSummary struct {
 	// observation does not show, or the other way round, with nothing in
 	// the history to explain it .
 	Disagreements []string `json:"disagreements,omitempty"`
+	// Broker is what the broker's firehose showed of the relays'
+	// publishes.
+	Broker BrokerObserved `json:"broker"`
+}
+
+// BrokerObserved is what a run saw of the relays' publishes at the
+// broker: every message the broker accepted for the run's exchanges, each
+// replica publishing as a broker user of its own.
+type BrokerObserved struct {
+	// Known reports that the broker was observed; when it was not,
+	// Unobserved says why.
+	Known      bool   `json:"known"`
+	Unobserved string `json:"unobserved,omitempty"`
+	// Publishes counts the publishes the replicas made, Unroutable those
+	// of them no queue took (a mandatory publish the broker returned),
+	// Republished the events the replicas published more than once, and
+	// Others the publishes of no replica's user or of no event of the
+	// run.
+	Publishes   int `json:"publishes"`
+	Unroutable  int `json:"unroutable,omitempty"`
+	Republished int `json:"republished"`
+	Others      int `json:"others,omitempty"`
+	// Gaps counts the spans in which the harness was not watching (the
+	// broker was down): publishes in them were not seen.
+	Gaps int `json:"gaps,omitempty"`
 }
 
 // Lifetime is what one lifetime of a process recorded in a records file:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/outboxlab/outboxlab/history"
@@ -118,8 +119,9 @@ func (r *run) readObserved(ctx context.Context) ([][]history.Op, history.Observe
 }
 
 // observedFuncs are the relay operations both a relay's records and the
-// observation of its outbox show.
-var observedFuncs = []history.Func{history.Claim, history.Mark, history.Retry, history.Park, history.Sweep}
+// observation of its outbox (claims, marks, retries, parks, sweeps) and
+// of the broker (publishes the broker routed to a queue) show.
+var observedFuncs = []history.Func{history.Claim, history.Mark, history.Retry, history.Park, history.Sweep, history.Publish}
 
 // compareObserved compares the relays' recorded operations in h with
 // those observed on the database, row by row, and returns each
@@ -131,12 +133,14 @@ var observedFuncs = []history.Func{history.Claim, history.Mark, history.Retry, h
 //
 //   - recorded, not observed: a fault of the database (class db) began
 //     at most undoneWithin after the record: asynchronous commits may
-//     have been undone with the log rows of their changes;
+//     have been undone with the log rows of their changes; or, for a
+//     publish, the broker's tap was away (unseen reports the time in one
+//     of its gaps);
 //   - observed, not recorded: the replica crashed or restarted after the
 //     change (its last records may not have been written out), or it
 //     recorded that operation of that row with an unknown or failed
 //     outcome, or left it open.
-func compareObserved(h, observed []history.Op) []string {
+func compareObserved(h, observed []history.Op, unseen func(time.Time) bool) []string {
 	type key struct {
 		process string
 		f       string
@@ -190,7 +194,7 @@ func compareObserved(h, observed []history.Op) []string {
 	}
 	var out []string
 	for k, n := range recorded {
-		if m := seen[k]; m < n && !dbFaultAfter(recFirst[k].Time) {
+		if m := seen[k]; m < n && !dbFaultAfter(recFirst[k].Time) && (k.f != string(history.Publish) || unseen == nil || !unseen(recFirst[k].Time)) {
 			out = append(out, fmt.Sprintf("%s %s of %s: recorded %d times, observed %d", k.process, k.f, k.event, n, m))
 		}
 	}
@@ -230,4 +234,142 @@ func pairUp(ops []history.Op) []history.Op {
 		out = append(out, inv, op)
 	}
 	return out
+}
+
+// observeBroker gives every replica of slots a broker user of its own
+// (named and keyed like its database role) and taps the broker's
+// firehose for the publishes to the run's exchanges, before the
+// replicas start: every message the broker accepts from a replica is
+// then seen with the replica's name. A broker that cannot be observed
+// (a cluster; users that cannot be added) leaves r.tap nil, and
+// r.brokerUnobserved says why.
+func (r *run) observeBroker(ctx context.Context, slots []*Replica) {
+	if !r.observing() {
+		return
+	}
+	rabbit := r.env.RabbitMQ()
+	if rabbit == nil {
+		r.brokerUnobserved = "the broker is a cluster, whose publishes the harness does not tap"
+		return
+	}
+	var roles []observe.Role
+	for _, s := range slots {
+		if s.role != nil {
+			roles = append(roles, *s.role)
+		}
+	}
+	if len(roles) == 0 {
+		r.brokerUnobserved = "no replica has a role of its own"
+		return
+	}
+	fail := func(err error) { r.brokerUnobserved = err.Error(); r.logf("the broker cannot be observed: %v", err) }
+	expr, err := observe.AddBrokerUsersExpr(roles)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if code, out, err := rabbit.Exec(ctx, "rabbitmqctl", "eval", expr); err != nil || code != 0 {
+		fail(fmt.Errorf("adding the replicas' broker users: exit %d: %v %s", code, err, strings.TrimSpace(out)))
+		return
+	}
+	r.brokerUsers = roles
+	var exchanges []string
+	for _, bc := range r.contexts {
+		exchanges = append(exchanges, bc.exchange)
+	}
+	tap, err := observe.StartTap(ctx, r.env.DirectAMQPURL(), exchanges)
+	if err != nil {
+		fail(err)
+		return
+	}
+	r.tap = tap
+}
+
+// unobserveBroker stops the tap and deletes the replicas' broker users,
+// once the replicas have stopped.
+func (r *run) unobserveBroker(ctx context.Context) error {
+	if r.tap != nil {
+		_ = r.tap.Close()
+	}
+	if len(r.brokerUsers) == 0 || r.env.RabbitMQ() == nil {
+		return nil
+	}
+	expr, err := observe.DeleteBrokerUsersExpr(r.brokerUsers)
+	if err != nil {
+		return err
+	}
+	if code, out, err := r.env.RabbitMQ().Exec(ctx, "rabbitmqctl", "eval", expr); err != nil || code != 0 {
+		return fmt.Errorf("deleting the replicas' broker users: exit %d: %v %s", code, err, strings.TrimSpace(out))
+	}
+	r.brokerUsers = nil
+	return nil
+}
+
+// publishedEvent names the event a publish the tap saw carries, and the
+// replica that made it: the context of its exchange, the relay's
+// identity of its deliveries, the replica of its broker user; ok false
+// for a publish of no replica or no event of the run.
+func (r *run) publishedEvent(p observe.Published) (bc *boundedCtx, replica, event string, ok bool) {
+	for _, c := range r.contexts {
+		if c.exchange != p.Exchange {
+			continue
+		}
+		for _, s := range c.relays {
+			if s.role != nil && s.role.Name == p.User {
+				id := r.relay.Identity.ID(p.Message)
+				if id == "" {
+					return nil, "", "", false
+				}
+				return c, s.name, c.ids.Event(id), true
+			}
+		}
+	}
+	return nil, "", "", false
+}
+
+// brokerOps turns what the tap saw into the replicas' publishes, one
+// invoke and one completion each at the time the tap saw it: ok when the
+// broker routed the message to a queue, fail when it routed it to none
+// (a mandatory publish it returned). sum counts them.
+func (r *run) brokerOps() ([]history.Op, history.BrokerObserved) {
+	sum := history.BrokerObserved{Known: r.tap != nil, Unobserved: r.brokerUnobserved}
+	if r.tap == nil {
+		return nil, sum
+	}
+	sum.Gaps = len(r.tap.Gaps())
+	times := map[string]int{}
+	var out []history.Op
+	for _, p := range r.tap.Published() {
+		_, replica, event, ok := r.publishedEvent(p)
+		if !ok {
+			sum.Others++
+			continue
+		}
+		sum.Publishes++
+		at := p.Seen.Round(0)
+		done := history.Op{Time: at, Process: replica, Type: history.OK, F: history.Publish, Events: []string{event}}
+		if len(p.Routed) == 0 {
+			sum.Unroutable++
+			done.Type = history.Fail
+			done.Meta.Detail = "observed at the broker: routed to no queue"
+		} else if times[event]++; times[event] == 2 {
+			sum.Republished++
+		}
+		out = append(out, history.Op{Time: at, Process: replica, Type: history.Invoke, F: history.Publish, Events: []string{event}}, done)
+	}
+	return out, sum
+}
+
+// tapAway reports whether the broker's tap was away at t, or within a
+// second after it came back: a publish then may have gone unseen.
+func (r *run) tapAway(t time.Time) bool {
+	if r.tap == nil {
+		return true
+	}
+	for _, g := range r.tap.Gaps() {
+		if !t.Before(g.From) && (g.To.IsZero() || !t.After(g.To.Add(time.Second))) {
+			return true
+		}
+	}
+	return false
 }

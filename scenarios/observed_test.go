@@ -44,7 +44,7 @@ func TestCompareObserved(t *testing.T) {
 		ok(12, "relay-b", history.Claim, "e9"), // not recorded: nothing explains it
 		ok(25, "relay-a", history.Claim, "e4"), // not recorded, but relay-a crashed after it
 	}
-	got := compareObserved(recorded, observed)
+	got := compareObserved(recorded, observed, nil)
 	want := []string{
 		"relay-a claim of e8: recorded 1 times, observed 0",
 		"relay-a mark of e6: recorded 1 times, observed 0",
@@ -59,12 +59,12 @@ func TestCompareObserved(t *testing.T) {
 	// observed; one long after it does not.
 	recorded = append(recorded, history.Op{Time: at(23), Process: "nemesis", Type: history.Info, F: history.FaultStart,
 		Meta: history.Meta{Fault: &history.Fault{Name: "db-restart", Kind: "restart", Class: history.ClassDB}}})
-	got = compareObserved(recorded, observed)
+	got = compareObserved(recorded, observed, nil)
 	want = []string{"relay-b claim of e9: observed 1 times, recorded 0", "relay-b mark of e3: recorded 1 times, observed 0"}
 	if !slices.Equal(got, want) {
 		t.Errorf("disagreements with a database fault after every record:\n got %q\nwant %q", got, want)
 	}
-	if got := compareObserved(observed, observed); len(got) != 0 {
+	if got := compareObserved(observed, observed, nil); len(got) != 0 {
 		t.Errorf("records that are the observations disagree with them: %q", got)
 	}
 }

@@ -138,6 +138,11 @@ func (r *run) history(ctx context.Context) ([]history.Op, history.RecordsSummary
 	if err != nil {
 		r.problems = append(r.problems, err.Error())
 	}
+	published, broker := r.brokerOps()
+	obs.Broker = broker
+	if obs.Known && broker.Known {
+		observed = append(observed, published)
+	}
 	var observedOps []history.Op
 	if len(observed) > 0 {
 		observedOps = history.Merge(observed...)

@@ -189,6 +189,16 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 		}
 	}
 	env[contract.EnvDatabaseURL] = dbURL
+	amqpURL := s.r.env.AMQPURL(testenv.LinkRelayBroker)
+	if s.r.relay.Image != "" {
+		amqpURL = s.r.env.ContainerAMQPURL(testenv.LinkRelayBroker)
+	}
+	if s.role != nil && s.r.tap != nil {
+		if amqpURL, err = observe.BrokerURL(amqpURL, *s.role); err != nil {
+			return fmt.Errorf("starting relay %s: %w", s.name, err)
+		}
+		env[contract.EnvAMQPURL] = amqpURL
+	}
 	if s.r.relay.Image != "" {
 		var c *testenv.Container
 		c, err = s.r.env.StartRelay(ctx, testenv.RelaySpec{
@@ -198,7 +208,7 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 			h = containerHandle{c}
 		}
 	} else {
-		env[contract.EnvAMQPURL] = s.r.env.AMQPURL(testenv.LinkRelayBroker)
+		env[contract.EnvAMQPURL] = amqpURL
 		env[contract.EnvRelayID] = s.name
 		var p *procRelay
 		p, err = startProc(s.name, s.r.relay.Command, env)

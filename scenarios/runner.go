@@ -21,6 +21,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/internal/observe"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -131,6 +132,12 @@ type run struct {
 	// unobserved says why the run's outbox tables could not be observed
 	// (observeOutboxes); "" when they are, or when no relay runs.
 	unobserved string
+	// tap sees every publish the broker accepts for the run's exchanges,
+	// each replica publishing as a broker user of its own; nil when the
+	// broker is not observed, and brokerUnobserved says why.
+	tap              *observe.Tap
+	brokerUnobserved string
+	brokerUsers      []observe.Role
 
 	// fx holds the run's schema, tables, topology and pools.
 	fx       *fixture.Fixture

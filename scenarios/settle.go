@@ -287,6 +287,9 @@ func (r *run) teardown() {
 	if err := r.dropRoles(ctx); err != nil {
 		r.logf("teardown: %v", err)
 	}
+	if err := r.unobserveBroker(ctx); err != nil {
+		r.logf("teardown: %v", err)
+	}
 	if err := r.resetEnv(ctx); err != nil {
 		r.logf("teardown: %v", err)
 	}

@@ -192,6 +192,7 @@ func (r *run) startRelays(ctx context.Context) error {
 			}
 		}
 	}
+	r.observeBroker(ctx, slots)
 	errs := make([]error, len(slots))
 	var wg sync.WaitGroup
 	for i, s := range slots {

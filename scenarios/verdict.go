@@ -87,13 +87,23 @@ func (r *run) unchecked(rep checker.Report, obs history.ObservedSummary, h []his
 	if r.mode == workload.Outbox && obs.Unobserved != "" {
 		out = append(out, "observation: the outbox was not observed: "+obs.Unobserved)
 	}
+	if r.mode == workload.Outbox && obs.Known && !obs.Broker.Known && obs.Broker.Unobserved != "" {
+		out = append(out, "observation: the broker was not observed: "+obs.Broker.Unobserved)
+	}
 	switch {
 	case r.mode != workload.Outbox:
 	case r.recordsDir != "":
 		out = append(out, "relays: judged from their own records (claims, publishes, confirms, marks, retries, parks, sweeps) merged into the history, and from the final rows")
 	case obs.Merged:
-		out = append(out, "relays: judged from what the outbox table showed of them (their claims, marks, retries, parks and sweeps, logged by a trigger on the database clock, each replica logged in as a role of its own) merged into the history, and from the final rows")
-		if !observedClaims(h) {
+		line := "relays: judged from what the outbox table showed of them (their claims, marks, retries, parks and sweeps, logged by a trigger on the database clock, each replica logged in as a role of its own)"
+		if obs.Broker.Known {
+			line += " and what the broker showed of them (every message it accepted from each, through RabbitMQ's firehose, each replica publishing as a broker user of its own)"
+		}
+		out = append(out, line+" merged into the history, and from the final rows")
+		switch {
+		case !observedClaims(h) && obs.Broker.Known:
+			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks leaves no trace of its claims in the table); a replica held a row from its observed publish of it to its observed mark, and a second publish is explained by a crash, restart or fault of that replica then")
+		case !observedClaims(h):
 			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks leaves no trace of its claims in the table), and publishes are not observed; a duplicate delivery is explained by a requeue or a consumer fault, or, as a second publish, by a fault (not clock) that hit a relay while the event was in flight")
 		}
 	default:
@@ -119,7 +129,7 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 	h, recs, obs, observedOps := r.history(ctx)
 	res.History, res.Records, res.Observed, res.ObservedOps = h, recs, obs, observedOps
 	if recs.Known && obs.Known {
-		res.Observed.Disagreements = compareObserved(h, observedOps)
+		res.Observed.Disagreements = compareObserved(h, observedOps, r.tapAway)
 	}
 	cfg := r.checkerConfig()
 	rep := checker.Check(h, st, cfg)
