@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -195,13 +196,25 @@ func (a *analysis) holds(e *event, to int64) []hold {
 			claimed[c.Process] = true
 		}
 	}
-	// A relay whose claim record was lost (it died before writing it out)
-	// held the row from its publish.
+	// A relay whose claim record was lost (it died before writing it out),
+	// or that leaves none (a relay holding row locks, seen publishing at
+	// the broker), held the row from its publish; but not by the last
+	// publish before to when an earlier one was made: that is the second
+	// publish being explained, and what happened to its publisher then
+	// says nothing of why the row was published again.
+	var published []*history.Op
 	for _, p := range a.pairs {
 		inv := p.Invoke
 		if inv == nil || inv.F != history.Publish || inv.Index >= to || claimed[inv.Process] || !slices.Contains(inv.Events, e.id) {
 			continue
 		}
+		published = append(published, inv)
+	}
+	slices.SortFunc(published, func(x, y *history.Op) int { return cmp.Compare(x.Index, y.Index) })
+	if len(published) > 1 {
+		published = published[:len(published)-1]
+	}
+	for _, inv := range published {
 		out = append(out, hold{inv.Process, inv.Index, end(inv.Process, inv.Index)})
 	}
 	return out

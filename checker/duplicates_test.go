@@ -227,6 +227,18 @@ func TestDuplicatesNeedACauseOnTheirRow(t *testing.T) {
 			valid: true,
 		}, by: map[string]int{"crash relay-a": 1}},
 		{checkCase: checkCase{
+			name: "publishes without claims (a row-lock relay observed at the broker): the crash of the replica that published first explains the second, not a fault on the replica that republished",
+			h: build().commit("producer-1", "e1").fault("relay-db slowed", history.ClassDB, "relay-a", "relay-b").
+				publish("relay-a", "e1").crash("relay-a").publish("relay-b", "e1").mark("relay-b", "e1").heal("relay-db slowed").h(),
+			valid: true,
+		}, by: map[string]int{"crash relay-a": 1}},
+		{checkCase: checkCase{
+			name: "publishes without claims: a fault that hit only the replica that republished explains nothing",
+			h: build().commit("producer-1", "e1").publish("relay-a", "e1").mark("relay-a", "e1").
+				fault("relay-b slowed", history.ClassDB, "relay-b").publish("relay-b", "e1").heal("relay-b slowed").h(),
+			offending: []string{"e1"},
+		}, near: map[string]int{"relay-b slowed": 1}},
+		{checkCase: checkCase{
 			name: "a black-box relay: a fault on the consumers explains no second publish",
 			h: build().commit("producer-1", "e1").fault("consumer cut", history.ClassBroker, "consumer-1").
 				consume("consumer-1", "e1").heal("consumer cut").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),

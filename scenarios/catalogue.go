@@ -49,6 +49,12 @@ type Scenario struct {
 	// RelayUnderTest.Promises lack it the scenario is not applicable,
 	// with the reason contract.Promises.Unmet gives.
 	Needs contract.Promises
+	// NeedsOneOf, when set, asks besides Needs for at least one of its
+	// promises: a fault that works on a relay of either locking style, or
+	// through a failpoint where the relay declares them. Against a relay
+	// that makes none of them the scenario is not applicable, with the
+	// reasons of each.
+	NeedsOneOf []contract.Promises
 	// Exposes lists the unsafe variants this scenario catches: running it
 	// with one of them must report lost or phantom events.
 	Exposes []workload.Mode
@@ -292,27 +298,42 @@ func dbDown() Scenario {
 func crashBeforeMark() Scenario {
 	return Scenario{
 		Name:       CrashBeforeMark,
-		Summary:    "a failpoint kills a relay after the broker confirmed its batch and before the mark; another replica republishes once the lease expires; the consumer dedupes",
+		Summary:    "a relay is killed after the broker took its publish and before its mark (at a failpoint, or by the harness on seeing the publish at the broker while the row is held and unmarked); another replica republishes; the consumer dedupes",
 		Workload:   defaultWorkload(),
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
-		Needs:      contract.Promises{Failpoints: true},
+		NeedsOneOf: append([]contract.Promises{{Failpoints: true}}, holdsRows...),
 		Prepare: func(s Stage, r *Replica) {
 			// The first replica lets one to three confirmed batches be
 			// marked, and dies before marking the next.
-			if r == s.Replica(0, 0) {
+			if r == s.Replica(0, 0) && s.Relay().Promises.Failpoints {
 				passes := 1 + seed.Rand(s.Seed(), seed.Kill).IntN(3)
 				r.Setenv(contract.EnvFailpoints, killSpec(relay.FailAfterConfirmBeforeMark, passes))
 			}
 		},
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &failpointKill{rec: s.Recorder(), slot: s.Replica(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
-			if err := s.AddFault(f, ""); err != nil {
-				return nil, err
-			}
 			// The window opens with the workload and closes once the
 			// lease of the dead replica's batch has run out.
-			return []chaos.Step{Step(f, 0, s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
+			window := s.Lease() + between(rng, time.Second, 2*time.Second)
+			if s.Relay().Promises.Failpoints {
+				f := &failpointKill{rec: s.Recorder(), slot: s.Replica(0, 0), point: relay.FailAfterConfirmBeforeMark, within: safety}
+				if err := s.AddFault(f, ""); err != nil {
+					return nil, err
+				}
+				return []chaos.Step{Step(f, 0, window)}, nil
+			}
+			// Without a failpoint the harness kills the replica when it
+			// sees its publish at the broker; the relays' database link
+			// is slowed meanwhile, so that the mark comes well after the
+			// publish and the kill can land between them.
+			slow := chaos.Latency(s.Link(testenv.LinkRelayDB), chaos.Downstream, killWindowLatency, 0).WithName(testenv.LinkRelayDB + " slowed for the kill")
+			kill := &observedKill{rec: s.Recorder(), slot: s.Replica(0, 0), within: safety}
+			for _, f := range []chaos.Fault{slow, kill} {
+				if err := s.AddFault(f, ""); err != nil {
+					return nil, err
+				}
+			}
+			return []chaos.Step{Step(slow, 0, window), Step(kill, 0, window)}, nil
 		},
 		Check: func(ctx context.Context, s Stage, res *Result) {
 			if res.Counts.DuplicateDeliveries == 0 {
@@ -321,6 +342,12 @@ func crashBeforeMark() Scenario {
 		},
 	}
 }
+
+// killWindowLatency is the latency crash-between-publish-and-mark adds to
+// the relays' database link while it waits to kill a replica that has no
+// failpoints: the replica's mark of a row comes at least this long after
+// the broker took its publish.
+const killWindowLatency = 150 * time.Millisecond
 
 // leasesNeeded is what the scenarios that judge the leases a relay takes
 // on rows need of it: a lease locking style, of any length.

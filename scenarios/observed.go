@@ -307,9 +307,10 @@ func (r *run) unobserveBroker(ctx context.Context) error {
 
 // publishedEvent names the event a publish the tap saw carries, and the
 // replica that made it: the context of its exchange, the relay's
-// identity of its deliveries, the replica of its broker user; ok false
+// identity of its deliveries (id, the database's, and event, the
+// harness's), the replica of its broker user; ok false
 // for a publish of no replica or no event of the run.
-func (r *run) publishedEvent(p observe.Published) (bc *boundedCtx, replica, event string, ok bool) {
+func (r *run) publishedEvent(p observe.Published) (bc *boundedCtx, replica, id, event string, ok bool) {
 	for _, c := range r.contexts {
 		if c.exchange != p.Exchange {
 			continue
@@ -318,13 +319,13 @@ func (r *run) publishedEvent(p observe.Published) (bc *boundedCtx, replica, even
 			if s.role != nil && s.role.Name == p.User {
 				id := r.relay.Identity.ID(p.Message)
 				if id == "" {
-					return nil, "", "", false
+					return nil, "", "", "", false
 				}
-				return c, s.name, c.ids.Event(id), true
+				return c, s.name, id, c.ids.Event(id), true
 			}
 		}
 	}
-	return nil, "", "", false
+	return nil, "", "", "", false
 }
 
 // brokerOps turns what the tap saw into the replicas' publishes, one
@@ -340,7 +341,7 @@ func (r *run) brokerOps() ([]history.Op, history.BrokerObserved) {
 	times := map[string]int{}
 	var out []history.Op
 	for _, p := range r.tap.Published() {
-		_, replica, event, ok := r.publishedEvent(p)
+		_, replica, _, event, ok := r.publishedEvent(p)
 		if !ok {
 			sum.Others++
 			continue

@@ -369,8 +369,8 @@ func (r *run) validScenario() error {
 	return nil
 }
 
-// applicable says why sc cannot run against the relay, or nil: the one
-// place that holds a scenario's needs against what a relay promises.
+// applicable says why sc cannot run against the relay or in the mode, or
+// nil.
 func (r *run) applicable() error {
 	switch {
 	case r.mode.Unsafe() && r.sc.NeedsRelay:
@@ -378,10 +378,7 @@ func (r *run) applicable() error {
 	case r.mode != workload.Outbox:
 		return nil
 	}
-	if unmet := r.relay.Promises.Unmet(r.sc.Needs, r.relay.Name); len(unmet) > 0 {
-		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, r.sc.Name, strings.Join(unmet, "; and "))
-	}
-	return nil
+	return r.sc.Unmet(r.relay)
 }
 
 func (r *run) baseResult() Result {
@@ -394,4 +391,25 @@ func (r *run) baseResult() Result {
 	}
 	res.Replay, res.ReplayTest = r.replay()
 	return res
+}
+
+// Unmet says why sc is not applicable to relay, wrapping
+// ErrNotApplicable, or returns nil: the one place that holds a
+// scenario's needs (Needs, NeedsOneOf) against what a relay promises.
+func (sc Scenario) Unmet(relay RelayUnderTest) error {
+	if unmet := relay.Promises.Unmet(sc.Needs, relay.Name); len(unmet) > 0 {
+		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, sc.Name, strings.Join(unmet, "; and "))
+	}
+	if len(sc.NeedsOneOf) == 0 {
+		return nil
+	}
+	var why []string
+	for _, alt := range sc.NeedsOneOf {
+		unmet := relay.Promises.Unmet(alt, relay.Name)
+		if len(unmet) == 0 {
+			return nil
+		}
+		why = append(why, strings.Join(unmet, " and "))
+	}
+	return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, sc.Name, strings.Join(why, "; or "))
 }

@@ -34,7 +34,7 @@ func applicability(inconclusive ...string) deps {
 				relay = scenarios.Ours()
 			}
 			var o runOutcome
-			if len(relay.Promises.Unmet(sc.Needs, relay.Name)) > 0 {
+			if sc.Unmet(relay) != nil {
 				// Run stops at applicability, before it touches env.
 				res, err := scenarios.Run(ctx, nil, sc, scenarios.Options{Seed: s.Seed, Relay: relay, Mode: s.Variant, Events: s.Events, Duration: s.Duration})
 				if !errors.Is(err, scenarios.ErrNotApplicable) {
@@ -63,7 +63,9 @@ func applicability(inconclusive ...string) deps {
 
 // crashNA is why crash-between-publish-and-mark cannot run against the
 // image norelay, which declares nothing: as scenarios says it.
-const crashNA = "crash-between-publish-and-mark needs a relay that honours OUTBOX_FAILPOINTS (failpoints), and norelay does not declare it"
+const crashNA = "crash-between-publish-and-mark needs a relay that honours OUTBOX_FAILPOINTS (failpoints), and norelay does not declare it; " +
+	"or a relay that takes leases of rows (lease=DURATION or locking=lease), and norelay declares no locking style; " +
+	"or a relay that holds row locks while publishing (locking=rowlock), and norelay declares no locking style"
 
 // tableRow returns the line of the printed table that starts with name.
 func tableRow(out, name string) string {
@@ -195,14 +197,14 @@ func TestRequireAllFailsANotApplicableScenario(t *testing.T) {
 		t.Errorf("--require-all over two seeds: exit %d, last line %q, want it to end %q", code, lastLine(out), want)
 	}
 
-	// lease-expiry can run against a relay with a lease, and its pause
-	// could not bite.
-	three := []string{"run", "--relay", "image:norelay", "--capabilities", "lease=10s", "--seed", "5",
-		"--scenario", scenarios.Baseline, "--scenario", crash, "--scenario", scenarios.LeaseExpiry}
-	code, out, _ = invokeWith(t, applicability(scenarios.LeaseExpiry), append(three, "--require-all")...)
+	// poison can run against a relay that takes no lock, and (in this
+	// fake) could not bite; crash-between-publish-and-mark cannot.
+	three := []string{"run", "--relay", "image:norelay", "--capabilities", "locking=none", "--seed", "5",
+		"--scenario", scenarios.Baseline, "--scenario", crash, "--scenario", scenarios.Poison}
+	code, out, _ = invokeWith(t, applicability(scenarios.Poison), append(three, "--require-all")...)
 	for _, want := range []string{"2 of 3 scenarios not judged (1 not applicable, 1 inconclusive)",
 		crash + " (seed 5) not applicable: crash-between-publish-and-mark needs a relay that honours OUTBOX_FAILPOINTS",
-		scenarios.LeaseExpiry + " (seed 5) inconclusive: relay-a pause holding claims could not bite"} {
+		scenarios.Poison + " (seed 5) inconclusive: relay-a pause holding claims could not bite"} {
 		if code != exitFail || !strings.Contains(lastLine(out), want) {
 			t.Errorf("--require-all with an inconclusive run: exit %d, last line %q lacks %q", code, lastLine(out), want)
 		}
@@ -212,7 +214,7 @@ func TestRequireAllFailsANotApplicableScenario(t *testing.T) {
 	if want := "1 of 2 scenarios not judged (0 not applicable, 1 inconclusive)"; code != exitFail || !strings.HasPrefix(lastLine(out), want) {
 		t.Errorf("--require-all with an inconclusive run alone: exit %d, last line %q; want %d and %q", code, lastLine(out), exitFail, want)
 	}
-	code, out, _ = invokeWith(t, applicability(scenarios.LeaseExpiry), three...)
+	code, out, _ = invokeWith(t, applicability(scenarios.Poison), three...)
 	if want := "1 of 3 scenarios inconclusive, none failed, 1 not applicable to relay norelay"; code != exitInconclusive || lastLine(out) != want {
 		t.Errorf("without --require-all: exit %d, last line %q; want %d and %q", code, lastLine(out), exitInconclusive, want)
 	}
