@@ -349,34 +349,63 @@ func crashBeforeMark() Scenario {
 // the broker took its publish.
 const killWindowLatency = 150 * time.Millisecond
 
-// leasesNeeded is what the scenarios that judge the leases a relay takes
-// on rows need of it: a lease locking style, of any length.
-var leasesNeeded = contract.Promises{Locking: contract.Lease(0)}
+// holdWindowLatency is the latency lease-expiry adds to the confirms of a
+// relay that holds row locks while it publishes, so that the pause can
+// catch a replica holding them: below the publish timeout, so that no
+// publish fails for it.
+const holdWindowLatency = 300 * time.Millisecond
+
+// rowLockTimeout is the idle_in_transaction_session_timeout lease-expiry
+// gives the frozen replica of a relay that holds row locks: half the
+// lease the harness gives relays, far longer than a publish's wait for
+// its confirm (PublishTimeout) and far shorter than the freeze.
+func rowLockTimeout(s Stage) time.Duration { return max(s.Lease()/2, 2*PublishTimeout) }
 
 func leaseExpiry() Scenario {
 	return Scenario{
 		Name:       LeaseExpiry,
-		Summary:    "a relay holding a claimed batch is paused past its lease; another replica claims and publishes the batch; the paused one resumes and its mark is fenced",
+		Summary:    "a relay holding rows is frozen past its hold: its lease runs out, or the database ends its idle transaction and frees its row locks; another replica publishes and marks the rows; the frozen one resumes and changes none of them",
 		Workload:   defaultWorkload(),
 		Safety:     10 * time.Second,
 		NeedsRelay: true,
-		Needs:      leasesNeeded,
+		NeedsOneOf: holdsRows,
 		Prepare: func(s Stage, r *Replica) {
-			// The first replica lingers after each claim, so that the pause
-			// catches it holding a batch it has not published yet.
-			if r == s.Replica(0, 0) && s.Relay().Promises.Failpoints {
+			if r != s.Replica(0, 0) {
+				return
+			}
+			switch {
+			case s.Relay().Promises.Locking.Style == contract.LockingRowLock:
+				// The database ends the frozen replica's transaction, as
+				// a team's idle_in_transaction_session_timeout would,
+				// long before the freeze ends.
+				r.SetSessionSetting("idle_in_transaction_session_timeout", rowLockTimeout(s).String())
+			case s.Relay().Promises.Failpoints:
+				// The first replica lingers after each claim, so that the
+				// pause catches it holding a batch it has not published yet.
 				r.Setenv(contract.EnvFailpoints, relay.FailAfterClaim+"=sleep(1500ms)")
 			}
 		},
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &pauseHolding{db: s.DB(), slot: s.Replica(0, 0), within: s.Lease() + 6*time.Second}
-			if s.Relay().Promises.Failpoints {
+			f := &pauseHolding{db: s.DB(), rec: s.Recorder(), slot: s.Replica(0, 0), within: s.Lease() + 6*time.Second}
+			at := between(rng, time.Second, 2*time.Second)
+			d := s.Lease() + between(rng, time.Second, 2*time.Second)
+			var steps []chaos.Step
+			if s.Relay().Promises.Locking.Style == contract.LockingRowLock {
+				// A relay holding row locks holds them while it waits for
+				// its confirms: slowed confirms keep them held long enough
+				// to be caught.
+				slow := chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed for the pause")
+				if err := s.AddFault(slow, ""); err != nil {
+					return nil, err
+				}
+				steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
+			} else if s.Relay().Promises.Failpoints {
 				f.asleep = relay.FailAfterClaim
 			}
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{Step(f, between(rng, time.Second, 2*time.Second), s.Lease()+between(rng, time.Second, 2*time.Second))}, nil
+			return append(steps, Step(f, at, d)), nil
 		},
 		Check: func(ctx context.Context, s Stage, res *Result) {
 			var pause *pauseHolding
@@ -388,11 +417,15 @@ func leaseExpiry() Scenario {
 			if pause == nil || pause.Hits() == 0 {
 				return // never fired: the run is failed or inconclusive for it
 			}
-			problems, n := pause.verdict(ctx, s.Relay().Promises.Fenced)
+			rowLocks := s.Relay().Promises.Locking.Style == contract.LockingRowLock
+			problems, n := pause.verdict(ctx, s.Relay().Promises.Fenced || rowLocks)
 			res.Problems = append(res.Problems, problems...)
 			switch {
 			case n == 0 || len(problems) > 0:
 				// Nothing held was judged, or the problems say what was found.
+			case rowLocks:
+				res.Unchecked = append(res.Unchecked, fmt.Sprintf("row locks: judged on the %d rows %s held locked when frozen: freed when the database ended its idle transaction (idle_in_transaction_session_timeout %s), marked by another replica while it was frozen, unchanged after it resumed",
+					n, pause.slot.name, rowLockTimeout(s)))
 			case s.Relay().Promises.Fenced:
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
 					n, pause.slot.name))
@@ -413,11 +446,11 @@ func leaseExpiry() Scenario {
 func clockSkew() Scenario {
 	return Scenario{
 		Name:       ClockSkew,
-		Summary:    "relay replicas and producers run with clock offsets in both directions of 2 to 10 minutes, or 2 to 10 times the relay's lease where that is longer than a minute; leases follow the database clock, so no duplicate is allowed",
+		Summary:    "relay replicas and producers run with clock offsets in both directions of 2 to 10 minutes, or 2 to 10 times the relay's lease where that is longer than a minute, while the replicas contend for rows; leases and row locks follow the database, so no duplicate is allowed",
 		Workload:   defaultWorkload(),
 		Safety:     9 * time.Second,
 		NeedsRelay: true,
-		Needs:      leasesNeeded,
+		NeedsOneOf: holdsRows,
 		Prepare: func(s Stage, r *Replica) {
 			// The skewed replicas linger after each claim, so that each
 			// holds live leases while the other claims: the forward one
@@ -447,7 +480,21 @@ func clockSkew() Scenario {
 			b := a + between(rng, time.Second, 2*time.Second)
 			c := between(rng, 500*time.Millisecond, 2*time.Second)
 			d := c + between(rng, 500*time.Millisecond, 2*time.Second)
-			return []chaos.Step{Step(fa, a, end-a), Step(p1, c, end-c), Step(fb, b, end-b), Step(p2, d, end-d)}, nil
+			steps := []chaos.Step{Step(fa, a, end-a), Step(p1, c, end-c), Step(fb, b, end-b), Step(p2, d, end-d)}
+			if s.Relay().Promises.Locking.Style == contract.LockingRowLock {
+				// Replicas that hold row locks contend only while they
+				// hold them: slowed confirms keep each batch's locks held,
+				// and the lock table is watched meanwhile.
+				w := &lockWatch{Toxic: chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed while the clocks are apart")}
+				for i := range s.Replicas(0) {
+					w.slots = append(w.slots, s.Replica(0, i))
+				}
+				if err := s.AddFault(w, ""); err != nil {
+					return nil, err
+				}
+				steps = append(steps, Step(w, a, end-a))
+			}
+			return steps, nil
 		},
 		Check: skewBite,
 	}

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -138,6 +137,7 @@ func (f *failpointKill) Heal(ctx context.Context) error {
 type pauseHolding struct {
 	faultState
 	db   *pgxpool.Pool
+	rec  *history.Recorder
 	slot *Replica
 	// within bounds the wait for a claim to catch, and again for the
 	// takeover at heal.
@@ -155,8 +155,8 @@ type pauseHolding struct {
 	paused atomic.Bool
 
 	mu        sync.Mutex
-	held      []uuid.UUID
-	snapshot  map[uuid.UUID]time.Time
+	held      []string
+	snapshot  map[string]time.Time
 	takenOver bool
 	// left is how much of its lease the frozen replica had left on the
 	// held rows, by the database clock, when it was frozen.
@@ -168,38 +168,15 @@ func (f *pauseHolding) Class() history.FaultClass { return history.ClassProcess 
 func (f *pauseHolding) Targets() []string         { return []string{f.slot.name} }
 func (f *pauseHolding) Kind() string              { return chaos.KindPause }
 
-// heldRows lists the rows the replica holds under an unexpired lease and
-// has not marked. A row of no event the harness staged (its database id
-// after workload.UnmappedPrefix) is left out: the checkers report it.
-func (f *pauseHolding) heldRows(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := f.db.Query(ctx, `SELECT id::text FROM `+f.slot.bc.rows+`
-		WHERE locked_by = $1 AND locked_until > now() AND processed_at IS NULL AND faulted_at IS NULL ORDER BY id::text`, f.slot.name)
-	if err != nil {
-		return nil, err
-	}
-	texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
-	}
-	var ids []uuid.UUID
-	for _, s := range texts {
-		if id, err := uuid.Parse(s); err == nil {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
-
 // heldIn selects the rows of ids, which are events' ids, by the text of
-// the rows' id, which is not a uuid for a row of no event the harness
-// staged.
-const heldIn = `id::text = ANY($1::uuid[]::text[])`
+// the rows' id.
+const heldIn = `id::text = ANY($1::text[])`
 
 // settledHeldRows reads the held rows until two reads 150 ms apart agree
 // (at most 2 s), so that statements the replica sent before it froze have
 // landed.
-func (f *pauseHolding) settledHeldRows(ctx context.Context) ([]uuid.UUID, error) {
-	prev, err := f.heldRows(ctx)
+func (f *pauseHolding) settledHeldRows(ctx context.Context) ([]string, error) {
+	prev, err := f.slot.heldNow(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +184,7 @@ func (f *pauseHolding) settledHeldRows(ctx context.Context) ([]uuid.UUID, error)
 		if !chaos.Sleep(ctx, 150*time.Millisecond) {
 			return nil, ctx.Err()
 		}
-		cur, err := f.heldRows(ctx)
+		cur, err := f.slot.heldNow(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +199,7 @@ func (f *pauseHolding) settledHeldRows(ctx context.Context) ([]uuid.UUID, error)
 // leaseLeft returns how long, by the database clock, the longest lease
 // the replica took on ids has yet to run: the lease it actually took,
 // whatever the harness configured.
-func (f *pauseHolding) leaseLeft(ctx context.Context, ids []uuid.UUID) (time.Duration, error) {
+func (f *pauseHolding) leaseLeft(ctx context.Context, ids []string) (time.Duration, error) {
 	var left time.Duration
 	err := f.db.QueryRow(ctx, `SELECT (COALESCE(EXTRACT(EPOCH FROM max(locked_until) - now()), 0) * 1e9)::bigint FROM `+
 		f.slot.bc.rows+` WHERE `+heldIn, ids).Scan(&left)
@@ -236,7 +213,7 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, f.within)
 	defer cancel()
 	err := chaos.WaitFor(wctx, 20*time.Millisecond, func(ctx context.Context) (bool, error) {
-		ids, err := f.heldRows(ctx)
+		ids, err := f.slot.heldNow(ctx)
 		if err != nil || len(ids) == 0 {
 			return false, nil
 		}
@@ -256,6 +233,7 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 				f.left = left
 			}
 			f.mu.Unlock()
+			f.recordLocks(ids)
 			return true, nil
 		}
 		if err := f.slot.Unpause(ctx); err != nil {
@@ -275,6 +253,19 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 	}
 	f.hits.Add(1)
 	return nil
+}
+
+// recordLocks records, for a relay that holds row locks, that the frozen
+// replica held ids when it was frozen: a claim of them, observed in the
+// database's lock table rather than in the rows, which keep no trace of
+// it. It explains a second publish of a row the replica held.
+func (f *pauseHolding) recordLocks(ids []string) {
+	if f.rec == nil || f.slot.r == nil || f.slot.r.relay.Promises.Locking.Style != contract.LockingRowLock {
+		return
+	}
+	meta := history.Meta{Detail: "observed holding row locks on them when frozen"}
+	f.rec.Record(history.Op{Process: f.slot.name, Type: history.Invoke, F: history.Claim, Events: ids, Meta: meta})
+	f.rec.Record(history.Op{Process: f.slot.name, Type: history.OK, F: history.Claim, Events: ids, Meta: meta})
 }
 
 // caughtAsleep reports whether the frozen replica's records end in the
@@ -306,16 +297,18 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		// Another replica can take the rows over only once the lease the
 		// frozen one actually took has run out.
 		wctx, cancel := context.WithTimeout(ctx, max(f.within, left+6*time.Second))
-		snap := map[uuid.UUID]time.Time{}
+		snap := map[string]time.Time{}
 		err := chaos.WaitFor(wctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 			clear(snap)
-			rows, err := f.db.Query(ctx, `SELECT id::uuid, processed_at FROM `+f.slot.bc.rows+`
-				WHERE `+heldIn+` AND processed_at IS NOT NULL AND locked_by <> $2`, held, f.slot.name)
+			// A relay that holds row locks keeps no locked_by: while the
+			// replica is frozen, only another can mark its rows.
+			rows, err := f.db.Query(ctx, `SELECT id::text, processed_at FROM `+f.slot.bc.rows+`
+				WHERE `+heldIn+` AND processed_at IS NOT NULL AND coalesce(locked_by::text, '') <> $2`, held, f.slot.name)
 			if err != nil {
 				return false, nil
 			}
 			var (
-				id uuid.UUID
+				id string
 				at time.Time
 			)
 			_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { snap[id] = at; return nil })
@@ -383,12 +376,12 @@ func (f *pauseHolding) verdict(ctx context.Context, fenced bool) ([]string, int)
 		return nil, len(held)
 	}
 	var problems []string
-	rows, err := f.db.Query(ctx, `SELECT id::uuid, processed_at, locked_by FROM `+f.slot.bc.rows+` WHERE `+heldIn, held)
+	rows, err := f.db.Query(ctx, `SELECT id::text, processed_at, locked_by::text FROM `+f.slot.bc.rows+` WHERE `+heldIn, held)
 	if err != nil {
 		return []string{fmt.Sprintf("lease-expiry: reading the held rows: %v", err)}, 0
 	}
 	var (
-		id   uuid.UUID
+		id   string
 		at   *time.Time
 		by   *string
 		seen int
@@ -400,7 +393,7 @@ func (f *pauseHolding) verdict(ctx context.Context, fenced bool) ([]string, int)
 		case at == nil:
 			problems = append(problems, fmt.Sprintf("fencing: row %s lost its processed_at after %s resumed", id, f.slot.name))
 		case !at.Equal(want):
-			problems = append(problems, fmt.Sprintf("fencing: row %s was marked again after %s resumed past its lease (processed_at %s, was %s)",
+			problems = append(problems, fmt.Sprintf("fencing: row %s was marked again after %s resumed, its hold on the row lost (processed_at %s, was %s)",
 				id, f.slot.name, at.UTC().Format(time.RFC3339Nano), want.UTC().Format(time.RFC3339Nano)))
 		case by != nil && *by == f.slot.name:
 			problems = append(problems, fmt.Sprintf("fencing: row %s is locked by %s again after it lost the lease", id, f.slot.name))

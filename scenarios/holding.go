@@ -214,3 +214,114 @@ func (f *observedKill) killedRows() string {
 	defer f.mu.Unlock()
 	return strings.Join(f.published, ", ")
 }
+
+// lockWatch is a toxic that slows the relays (their confirms, say, so
+// that each batch holds its row locks longer) and, while it is in effect,
+// samples the database's lock table every lockSampleEvery: which replicas
+// hold row locks at the same moment. It is how clock-skew shows that the
+// replicas of a relay that holds row locks contended for the rows while
+// their clocks were apart.
+type lockWatch struct {
+	*chaos.Toxic
+	slots []*Replica
+
+	mu      sync.Mutex
+	samples []lockSample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// lockSample is one read of the lock table: how many rows each replica
+// held, at a time of the harness's clock.
+type lockSample struct {
+	at   time.Time
+	held map[string]int
+}
+
+// lockSampleEvery is how often a lockWatch reads the lock table.
+const lockSampleEvery = 25 * time.Millisecond
+
+// Inject puts the toxic in place and starts sampling.
+func (w *lockWatch) Inject(ctx context.Context) error {
+	if err := w.Toxic.Inject(ctx); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop == nil {
+		w.stop, w.done = make(chan struct{}), make(chan struct{})
+		go w.sample(w.stop, w.done)
+	}
+	return nil
+}
+
+// Heal stops sampling and takes the toxic away.
+func (w *lockWatch) Heal(ctx context.Context) error {
+	w.mu.Lock()
+	stop, done := w.stop, w.done
+	w.stop, w.done = nil, nil
+	w.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	return w.Toxic.Heal(ctx)
+}
+
+func (w *lockWatch) sample(stop, done chan struct{}) {
+	defer close(done)
+	names := map[string]string{}
+	for _, s := range w.slots {
+		if s.role != nil {
+			names[s.role.Name] = s.name
+		}
+	}
+	if len(w.slots) == 0 || len(names) == 0 {
+		return
+	}
+	r, bc := w.slots[0].r, w.slots[0].bc
+	t := time.NewTicker(lockSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		locks, err := observe.LocksView(ctx, r.fx.Admin, bc.table, r.relay.Outbox.Rows)
+		cancel()
+		if err != nil {
+			continue
+		}
+		held := map[string]int{}
+		for session, ids := range observe.Held(locks) {
+			if p := names[session]; p != "" {
+				held[p] += len(ids)
+			}
+		}
+		if len(held) > 0 {
+			w.mu.Lock()
+			w.samples = append(w.samples, lockSample{at: time.Now(), held: held})
+			w.mu.Unlock()
+		}
+	}
+}
+
+// contention counts, between from and to (to zero: no end), the samples
+// in which process held row locks, and those in which another replica
+// held row locks at the same moment.
+func (w *lockWatch) contention(process string, from, to time.Time) (holding, contended int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.samples {
+		if s.at.Before(from) || (!to.IsZero() && s.at.After(to)) || s.held[process] == 0 {
+			continue
+		}
+		holding++
+		if len(s.held) > 1 {
+			contended++
+		}
+	}
+	return holding, contended
+}

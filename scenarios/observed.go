@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,15 @@ func (r *run) createRole(ctx context.Context, s *Replica) error {
 	}
 	if err := observe.CreateRole(ctx, r.fx.Admin, s.bc.table, role); err != nil {
 		return fmt.Errorf("setup: the role of relay %s: %w", s.name, err)
+	}
+	s.mu.Lock()
+	settings := maps.Clone(s.settings)
+	s.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		if err := observe.SetRoleSetting(ctx, r.fx.Admin, role.Name, name, settings[name]); err != nil {
+			_ = observe.DropRole(ctx, r.fx.Admin, role.Name)
+			return fmt.Errorf("setup: the role of relay %s: %w", s.name, err)
+		}
 	}
 	s.role = &role
 	return nil

@@ -78,6 +78,9 @@ type Replica struct {
 	// that the observation of its outbox names it; nil when the run does
 	// not observe.
 	role *observe.Role
+	// settings are the database settings of every session the replica
+	// opens (SetSessionSetting).
+	settings map[string]string
 }
 
 var _ chaos.Container = (*Replica)(nil)
@@ -105,6 +108,23 @@ func (s *Replica) Setenv(key, value string) {
 		s.base = map[string]string{}
 	}
 	s.base[key] = value
+}
+
+// SetSessionSetting sets a PostgreSQL configuration parameter of every
+// database session the replica opens, on the server's side (ALTER ROLE
+// ... SET on the replica's own login role), whatever the relay does:
+// idle_in_transaction_session_timeout, say, so that the server ends a
+// session the replica leaves idle in an open transaction. Called from
+// Scenario.Prepare; it takes effect only in a run that observes the
+// outbox (every run with a relay, unless Options.Unobserved), where each
+// replica logs in as a role of its own, and is ignored otherwise.
+func (s *Replica) SetSessionSetting(name, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.settings == nil {
+		s.settings = map[string]string{}
+	}
+	s.settings[name] = value
 }
 
 func (s *Replica) handle() relayHandle {

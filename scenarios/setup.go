@@ -179,11 +179,11 @@ func (r *run) startRelays(ctx context.Context) error {
 		}
 	}
 	for _, s := range slots {
-		if err := r.createRole(ctx, s); err != nil {
-			return err
-		}
 		if r.sc.Prepare != nil {
 			r.sc.Prepare(runStage{r}, s)
+		}
+		if err := r.createRole(ctx, s); err != nil {
+			return err
 		}
 		// A replica left behind by an interrupted run would hold the name.
 		for _, c := range r.env.Containers() {

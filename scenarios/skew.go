@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 )
 
@@ -42,6 +43,18 @@ func skewBite(ctx context.Context, s Stage, res *Result) {
 	}
 	if len(skews) == 0 {
 		return // never fired: the fault check says so
+	}
+	if s.Relay().Promises.Locking.Style == contract.LockingRowLock {
+		var watch *lockWatch
+		for _, f := range s.Faults() {
+			if w, ok := f.(*lockWatch); ok {
+				watch = w
+			}
+		}
+		inc, unchecked := judgeSkewByLocks(skews, res.History, watch)
+		res.Inconclusive = append(res.Inconclusive, inc...)
+		res.Unchecked = append(res.Unchecked, unchecked...)
+		return
 	}
 	var lease time.Duration
 	from := "by their claim records"
@@ -254,4 +267,37 @@ func faultWindow(h []history.Op, fault string) (from, to time.Time) {
 		}
 	}
 	return from, to
+}
+
+// judgeSkewByLocks decides whether clock-skew bit a relay that holds row
+// locks, which keeps no lease to compare with a clock: each skewed
+// replica must have held row locks while its clock was off, and at some
+// such moment another replica must have held row locks too (they
+// contended for the rows with clocks apart), by the samples of the lock
+// table watch took. What the samples cannot show makes the run
+// inconclusive, never a pass.
+func judgeSkewByLocks(skews []skewed, h []history.Op, watch *lockWatch) (inconclusive, unchecked []string) {
+	if watch == nil {
+		return []string{"clock-skew could not bite: the lock table was not watched"}, nil
+	}
+	total := 0
+	for _, c := range skews {
+		from, to := faultWindow(h, c.fault)
+		if from.IsZero() {
+			continue
+		}
+		holding, contended := watch.contention(c.process, from, to)
+		total += contended
+		if holding == 0 {
+			inconclusive = append(inconclusive, fmt.Sprintf("clock-skew could not bite: %s held no row lock in any sample of the lock table while its clock was %s", c.process, chaos.FormatClockOffset(c.offset)))
+		}
+	}
+	if len(inconclusive) == 0 && total == 0 {
+		inconclusive = append(inconclusive, "clock-skew could not bite: no sample of the lock table showed a skewed replica holding row locks while another replica held some")
+	}
+	if len(inconclusive) > 0 {
+		return inconclusive, nil
+	}
+	return nil, []string{fmt.Sprintf("clock-skew: the relay holds row locks, with no lease to compare with a clock; in %d samples of the lock table (every %s) a skewed replica held row locks while another replica held some",
+		total, lockSampleEvery)}
 }

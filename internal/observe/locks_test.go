@@ -166,3 +166,52 @@ func TestLocksViewNamesRowsByTheirViewID(t *testing.T) {
 		t.Error("LocksView took a rows view that does not read the table through the name it is given")
 	}
 }
+
+// TestSetRoleSettingEndsAnIdleTransaction gives a replica's role an
+// idle_in_transaction_session_timeout: the server must end a session of
+// that role that holds a row lock idle in its transaction, and the lock
+// must go with it, while another role's locks stay.
+func TestSetRoleSettingEndsAnIdleTransaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	table := e.outboxTable(t, ctx, "obs_idle.outbox")
+	roleA, poolA := e.replica(t, ctx, table, "relay-a")
+	roleB, poolB := e.replica(t, ctx, table, "relay-b")
+	e.stage(t, ctx, table, 2)
+	if err := observe.SetRoleSetting(ctx, e.admin, roleA.Name, "idle_in_transaction_session_timeout", "300ms"); err != nil {
+		t.Fatal(err)
+	}
+	if err := observe.SetRoleSetting(ctx, e.admin, roleA.Name, "bad name; DROP", "1"); err == nil {
+		t.Error("SetRoleSetting took a setting name that is no identifier")
+	}
+	poolA.Reset() // the setting holds for sessions opened after it
+	txA, _, gotA := lockOldest(t, ctx, poolA, table, 1)
+	defer txA.Rollback(context.Background())
+	txB, _, gotB := lockOldest(t, ctx, poolB, table, 1)
+	defer txB.Rollback(context.Background())
+	if len(gotA) != 1 || len(gotB) != 1 {
+		t.Fatalf("locked %v and %v, want one row each", gotA, gotB)
+	}
+	var held map[string][]string
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		locks, err := observe.Locks(ctx, e.admin, table)
+		if errors.Is(err, observe.ErrRowLocksUnavailable) {
+			t.Skipf("no pgrowlocks on this server: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held = observe.Held(locks); len(held[roleA.Name]) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(held[roleA.Name]) != 0 || !slices.Equal(held[roleB.Name], gotB) {
+		t.Fatalf("rows held: %v; want relay-a's lock gone with its idle session and relay-b's %v kept", held, gotB)
+	}
+	if _, err := txA.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("relay-a's transaction went on after the server ended its idle session")
+	}
+}

@@ -168,6 +168,27 @@ func CreateRole(ctx context.Context, db DB, table outbox.Table, r Role) error {
 
 // literal quotes s as an SQL string literal (standard_conforming_strings
 // on, PostgreSQL's default since 9.1).
+// settingRe is what SetRoleSetting accepts as a setting's name.
+var settingRe = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$`)
+
+// SetRoleSetting sets a configuration parameter of every session that
+// logs in as the role named name from then on (ALTER ROLE ... SET):
+// idle_in_transaction_session_timeout, for one, makes the server end a
+// replica's session that stays idle in an open transaction, and with it
+// the row locks it holds. Sessions already open keep what they had.
+func SetRoleSetting(ctx context.Context, db DB, name, setting, value string) error {
+	if err := ValidRoleName(name); err != nil {
+		return err
+	}
+	if !settingRe.MatchString(setting) {
+		return fmt.Errorf("setting %q of role %s: not a parameter name", setting, name)
+	}
+	if _, err := db.Exec(ctx, `ALTER ROLE `+pgx.Identifier{name}.Sanitize()+` SET `+setting+` = `+literal(value)); err != nil {
+		return fmt.Errorf("setting %s of role %s: %w", setting, name, err)
+	}
+	return nil
+}
+
 func literal(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 
 // DropRole drops the role named name: first what it owns and was granted
