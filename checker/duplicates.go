@@ -157,15 +157,19 @@ func (a *analysis) duplicateDeliveries() Result {
 	return res
 }
 
-// consider keeps the cause that began last.
+// consider keeps the cause that began last: the one whose effect on the
+// row (at) came last, and of two at once, the fault window that opened
+// last (began).
 type considered struct {
-	cause string
-	at    int64
+	cause     string
+	at, began int64
 }
 
-func (c *considered) consider(cause string, at int64) {
-	if at > c.at {
-		c.cause, c.at = cause, at
+func (c *considered) consider(cause string, at int64) { c.considerWindow(cause, at, at) }
+
+func (c *considered) considerWindow(cause string, at, began int64) {
+	if at > c.at || (at == c.at && began > c.began) {
+		c.cause, c.at, c.began = cause, at, began
 	}
 }
 
@@ -222,7 +226,7 @@ func (a *analysis) holds(e *event, to int64) []hold {
 
 // republishCause explains a second publish of e, at index to.
 func (a *analysis) republishCause(e *event, to int64) (string, bool) {
-	c := considered{at: -1}
+	c := considered{at: -1, began: -1}
 	for _, p := range e.unconfirmed {
 		if at := p.Start().Index; at < to {
 			c.consider(CauseUnconfirmed, at)
@@ -240,7 +244,7 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 		}
 		for _, w := range a.windows {
 			if w.class() != history.ClassClock && a.hits(w, h.process) && w.start <= h.to && w.end >= h.from {
-				c.consider(w.name, max(w.start, h.from))
+				c.considerWindow(w.name, max(w.start, h.from), w.start)
 			}
 		}
 	}
@@ -309,7 +313,7 @@ func (a *analysis) markedBetween(e *event, from, to int64) bool {
 // been that copy), and that consumer's apply failed, or it crashed,
 // restarted or was hit by a fault before it acked.
 func (a *analysis) redeliveryCause(e *event, d history.Op) (string, bool) {
-	c := considered{at: -1}
+	c := considered{at: -1, began: -1}
 	for _, f := range e.applyFailed {
 		if f.Index < d.Index {
 			c.consider(CauseRequeue, f.Index)
@@ -330,7 +334,7 @@ func (a *analysis) redeliveryCause(e *event, d history.Op) (string, bool) {
 		}
 		for _, w := range a.windows {
 			if w.class() != history.ClassClock && a.hits(w, q.Process) && w.start <= d.Index && w.end >= q.Index {
-				c.consider(w.name, max(w.start, q.Index))
+				c.considerWindow(w.name, max(w.start, q.Index), w.start)
 			}
 		}
 	}
@@ -344,7 +348,7 @@ func (a *analysis) blackBoxCause(e *event, to int64, relays []string) (string, b
 	if e.commitInvoke >= 0 {
 		from = e.commitInvoke
 	}
-	c := considered{at: -1}
+	c := considered{at: -1, began: -1}
 	for _, w := range a.windows {
 		if w.class() == history.ClassClock || w.start > to || w.end < from {
 			continue
@@ -354,7 +358,7 @@ func (a *analysis) blackBoxCause(e *event, to int64, relays []string) (string, b
 			hitsRelay = hitsRelay || w.fault.Hits(r)
 		}
 		if hitsRelay {
-			c.consider(w.name, max(w.start, from))
+			c.considerWindow(w.name, max(w.start, from), w.start)
 		}
 	}
 	return c.found()

@@ -233,6 +233,13 @@ func TestDuplicatesNeedACauseOnTheirRow(t *testing.T) {
 			valid: true,
 		}, by: map[string]int{"crash relay-a": 1}},
 		{checkCase: checkCase{
+			name: "two faults on the holder, both open before its claim: the one that opened last explains it",
+			h: build().commit("producer-1", "e1").fault("confirms slowed", history.ClassBroker, "relay-a").
+				fault("relay-a paused", history.ClassProcess, "relay-a").claim("relay-a", "e1").publish("relay-a", "e1").
+				claim("relay-b", "e1").publish("relay-b", "e1").mark("relay-b", "e1").heal("relay-a paused").heal("confirms slowed").h(),
+			valid: true,
+		}, by: map[string]int{"relay-a paused": 1}},
+		{checkCase: checkCase{
 			name: "publishes without claims: a fault that hit only the replica that republished explains nothing",
 			h: build().commit("producer-1", "e1").publish("relay-a", "e1").mark("relay-a", "e1").
 				fault("relay-b slowed", history.ClassDB, "relay-b").publish("relay-b", "e1").heal("relay-b slowed").h(),

@@ -325,3 +325,67 @@ func (w *lockWatch) contention(process string, from, to time.Time) (holding, con
 	}
 	return holding, contended
 }
+
+// inFlight injects a fault (a cut of the relays' link to the broker) the
+// moment the broker's firehose shows a replica's publish of a row, so that
+// the fault lands on publishes whose confirms are on their way: once it is
+// in place, a row the replicas published in the moment before and still
+// have not marked inFlightSettle later had its confirm cut off. Those rows
+// are what the fault exercised (landed). Without a tap, or when no
+// publish comes within wait, it injects at once.
+type inFlight struct {
+	chaos.Fault
+	slots []*Replica
+	wait  time.Duration
+
+	mu     sync.Mutex
+	landed []string
+}
+
+// inFlightSettle is how long inFlight lets a replica mark what it had
+// confirmed before the cut, before it reads which rows stayed unmarked.
+const inFlightSettle = 300 * time.Millisecond
+
+// Inject waits for a publish, injects the fault, and notes the rows whose
+// confirms it cut off.
+func (f *inFlight) Inject(ctx context.Context) error {
+	if len(f.slots) == 0 || f.slots[0].r == nil || f.slots[0].r.tap == nil {
+		return f.Fault.Inject(ctx)
+	}
+	r, bc := f.slots[0].r, f.slots[0].bc
+	tap := r.tap
+	wctx, cancel := context.WithTimeout(ctx, f.wait)
+	defer cancel()
+	var events []string
+	for from := len(tap.Published()); len(events) == 0; {
+		ps, err := tap.Next(wctx, from)
+		if err != nil {
+			break // no publish in time: the fault lands on none
+		}
+		from += len(ps)
+		for _, p := range ps {
+			if c, _, _, event, ok := r.publishedEvent(p); ok && c == bc && len(p.Routed) > 0 {
+				events = append(events, event)
+			}
+		}
+	}
+	if err := f.Fault.Inject(ctx); err != nil {
+		return err
+	}
+	if len(events) == 0 || !chaos.Sleep(ctx, inFlightSettle) {
+		return nil
+	}
+	if left, err := f.slots[0].unsettled(ctx, events); err == nil && len(left) > 0 {
+		f.mu.Lock()
+		f.landed = append(f.landed, left...)
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// landedOn returns the rows whose confirms the fault cut off.
+func (f *inFlight) landedOn() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.landed)
+}
