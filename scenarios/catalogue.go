@@ -456,8 +456,11 @@ func leaseExpiry() Scenario {
 			case n == 0 || len(problems) > 0:
 				// Nothing held was judged, or the problems say what was found.
 			case rowLocks:
-				res.Unchecked = append(res.Unchecked, fmt.Sprintf("row locks: judged on the %d rows %s held locked when frozen: freed when the database ended its idle transaction (idle_in_transaction_session_timeout %s), marked by another replica while it was frozen, unchanged after it resumed",
-					n, pause.slot.name, rowLockTimeout(s)))
+				pause.mu.Lock()
+				after := pause.tookOver
+				pause.mu.Unlock()
+				res.Unchecked = append(res.Unchecked, fmt.Sprintf("row locks: judged on the %d rows %s held locked when frozen: freed when the database ended its idle transaction (its role's idle_in_transaction_session_timeout is %s, unless the relay sets its own), all marked by another replica %s into the freeze, unchanged after it resumed",
+					n, pause.slot.name, rowLockTimeout(s), after))
 			case s.Relay().Promises.Fenced:
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
 					n, pause.slot.name))

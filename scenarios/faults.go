@@ -161,6 +161,10 @@ type pauseHolding struct {
 	// left is how much of its lease the frozen replica had left on the
 	// held rows, by the database clock, when it was frozen.
 	left time.Duration
+	// frozen is when the replica was frozen holding rows, and tookOver
+	// how long after that another replica had marked them all.
+	frozen   time.Time
+	tookOver time.Duration
 }
 
 func (f *pauseHolding) Name() string              { return f.slot.name + " pause holding claims" }
@@ -228,7 +232,7 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 		if err == nil && len(ids) > 0 && f.caughtAsleep() {
 			left, lerr := f.leaseLeft(ctx, ids)
 			f.mu.Lock()
-			f.held, f.snapshot, f.takenOver = ids, nil, false
+			f.held, f.snapshot, f.takenOver, f.frozen = ids, nil, false, time.Now()
 			if lerr == nil {
 				f.left = left
 			}
@@ -317,7 +321,7 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		cancel()
 		f.mu.Lock()
 		if err == nil {
-			f.snapshot, f.takenOver = snap, true
+			f.snapshot, f.takenOver, f.tookOver = snap, true, time.Since(f.frozen).Round(100*time.Millisecond)
 		}
 		f.mu.Unlock()
 	}
