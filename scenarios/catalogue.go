@@ -433,6 +433,18 @@ func leaseExpiry() Scenario {
 				steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
 			} else if s.Relay().Promises.Failpoints {
 				f.asleep = relay.FailAfterClaim
+			} else {
+				// A lease relay without failpoints: the answers of the
+				// database are slowed, so that the freeze often comes
+				// between a claim the database has made and the relay's
+				// reading of it, and the thawed replica goes on to publish
+				// and mark rows whose lease ran out: its late mark is
+				// exercised.
+				slow := chaos.Latency(s.Link(testenv.LinkRelayDB), chaos.Downstream, holdWindowLatency, 0).WithName(testenv.LinkRelayDB + " slowed for the pause")
+				if err := s.AddFault(slow, ""); err != nil {
+					return nil, err
+				}
+				steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
 			}
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
@@ -461,9 +473,19 @@ func leaseExpiry() Scenario {
 				pause.mu.Unlock()
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("row locks: judged on the %d rows %s held locked when frozen: freed when the database ended its idle transaction (its role's idle_in_transaction_session_timeout is %s, unless the relay sets its own), all marked by another replica %s into the freeze, unchanged after it resumed",
 					n, pause.slot.name, rowLockTimeout(s), after))
+			case s.Relay().Promises.Fenced && !res.Records.Known && pause.latePublishes() == 0:
+				// Without records, a late mark is exercised only where the
+				// thawed replica went on to publish what it held: a relay
+				// follows a confirmed publish with its mark.
+				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("lease-expiry: %s published none of the %d rows it held after it resumed (the broker saw no such publish), so its late mark was not exercised",
+					pause.slot.name, n))
 			case s.Relay().Promises.Fenced:
-				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark",
-					n, pause.slot.name))
+				late := ""
+				if k := pause.latePublishes(); k > 0 {
+					late = fmt.Sprintf(" (the broker took %d publishes of them from it after it resumed, each followed by its late mark)", k)
+				}
+				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark%s",
+					n, pause.slot.name, late))
 			default:
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: not declared; the %d rows %s held when paused were taken over and marked by another replica, and what its late mark did to them is not judged",
 					n, pause.slot.name))

@@ -165,6 +165,8 @@ type pauseHolding struct {
 	// how long after that another replica had marked them all.
 	frozen   time.Time
 	tookOver time.Duration
+	// thawed is when the heal thawed it.
+	thawed time.Time
 }
 
 func (f *pauseHolding) Name() string              { return f.slot.name + " pause holding claims" }
@@ -329,11 +331,37 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 		if err := f.slot.Unpause(ctx); err != nil {
 			return err
 		}
+		f.mu.Lock()
+		f.thawed = time.Now()
+		f.mu.Unlock()
 		f.paused.Store(false)
 		f.awaitLateWrite(ctx, len(held) > 0)
 	}
 	f.active.Store(false)
 	return nil
+}
+
+// latePublishes counts the publishes of the rows it held that the broker
+// took from the replica after it was thawed, as the broker's firehose saw
+// them; -1 when the broker is not observed.
+func (f *pauseHolding) latePublishes() int {
+	r := f.slot.r
+	if r == nil || r.tap == nil {
+		return -1
+	}
+	f.mu.Lock()
+	held, thawed := f.held, f.thawed
+	f.mu.Unlock()
+	if thawed.IsZero() {
+		return 0
+	}
+	n := 0
+	for _, p := range r.tap.Published() {
+		if _, replica, _, event, ok := r.publishedEvent(p); ok && replica == f.slot.name && !p.Seen.Before(thawed) && slices.Contains(held, event) {
+			n++
+		}
+	}
+	return n
 }
 
 // lateWriteWithin bounds the wait for a thawed replica's late write: it
