@@ -89,3 +89,35 @@ func TestPairUpIsWellFormed(t *testing.T) {
 		t.Errorf("paired observed operations are malformed: %s %v", res.Detail, res.Reasons)
 	}
 }
+
+// TestCompareObservedPublishes compares recorded publishes with those the
+// broker's tap saw: a confirmed publish the tap did not see disagrees,
+// unless the tap was away then; a publish the tap saw that the relay
+// recorded as failed or unknown, or not at all before it crashed, agrees.
+func TestCompareObservedPublishes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	op := func(s int, p string, typ history.Type, events ...string) history.Op {
+		return history.Op{Time: at(s), Process: p, Type: typ, F: history.Publish, Events: events}
+	}
+	recorded := []history.Op{
+		op(1, "relay-a", history.Invoke, "e1"), op(1, "relay-a", history.OK, "e1"), // seen
+		op(2, "relay-a", history.Invoke, "e2"), op(2, "relay-a", history.OK, "e2"), // not seen
+		op(3, "relay-a", history.Invoke, "e3"), op(3, "relay-a", history.OK, "e3"), // not seen, tap away
+		op(4, "relay-b", history.Invoke, "e4"), op(4, "relay-b", history.Info, "e4"), // seen: unknown outcome
+	}
+	observed := []history.Op{
+		op(1, "relay-a", history.Invoke, "e1"), op(1, "relay-a", history.OK, "e1"),
+		op(4, "relay-b", history.Invoke, "e4"), op(4, "relay-b", history.OK, "e4"),
+		op(5, "relay-b", history.Invoke, "e5"), op(5, "relay-b", history.OK, "e5"), // not recorded
+	}
+	away := func(t time.Time) bool { return t.Equal(at(3)) }
+	got := compareObserved(recorded, observed, away)
+	want := []string{
+		"relay-a publish of e2: recorded 1 times, observed 0",
+		"relay-b publish of e5: observed 1 times, recorded 0",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("disagreements:\n got %q\nwant %q", got, want)
+	}
+}

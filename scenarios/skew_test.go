@@ -105,3 +105,45 @@ func TestJudgeSkew(t *testing.T) {
 		t.Errorf("claimLease = %s, want 10m (relay-c is not skewed)", got)
 	}
 }
+
+// TestJudgeSkewByLocks: a relay holding row locks is judged to have been
+// exercised by clock-skew only when the lock table showed each skewed
+// replica holding row locks while its clock was off, and at one such
+// moment another replica holding some too.
+func TestJudgeSkewByLocks(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	window := func(name string, from, to int) []history.Op {
+		f := &history.Fault{Name: name, Class: history.ClassClock}
+		return []history.Op{
+			{Time: at(from), Process: "nemesis", Type: history.OK, F: history.FaultStart, Meta: history.Meta{Fault: f}},
+			{Time: at(to), Process: "nemesis", Type: history.OK, F: history.FaultStop, Meta: history.Meta{Fault: f}},
+		}
+	}
+	h := append(window("relay-a clock 5m0s", 100, 1000), window("relay-b clock -3m0s", 200, 1000)...)
+	skews := []skewed{{process: "relay-a", fault: "relay-a clock 5m0s", offset: 5 * time.Minute}, {process: "relay-b", fault: "relay-b clock -3m0s", offset: -3 * time.Minute}}
+	sample := func(ms int, held map[string]int) lockSample { return lockSample{at: at(ms), held: held} }
+
+	if inc, _ := judgeSkewByLocks(skews, h, nil); len(inc) != 1 {
+		t.Errorf("no watch: inconclusive %q, want one line", inc)
+	}
+	apart := &lockWatch{samples: []lockSample{
+		sample(300, map[string]int{"relay-a": 2}),
+		sample(400, map[string]int{"relay-b": 1}),
+		sample(1500, map[string]int{"relay-a": 1, "relay-b": 1}), // after the clocks were healed
+	}}
+	if inc, unchecked := judgeSkewByLocks(skews, h, apart); len(inc) != 1 || !strings.Contains(inc[0], "no sample of the lock table showed a skewed replica holding row locks while another replica held some") || unchecked != nil {
+		t.Errorf("replicas that never held locks at once: inconclusive %q, unchecked %q", inc, unchecked)
+	}
+	onlyA := &lockWatch{samples: []lockSample{sample(300, map[string]int{"relay-a": 2, "relay-c": 1})}}
+	if inc, _ := judgeSkewByLocks(skews, h, onlyA); len(inc) != 1 || !strings.Contains(inc[0], "relay-b held no row lock") {
+		t.Errorf("relay-b never held a lock while skewed: inconclusive %q", inc)
+	}
+	contended := &lockWatch{samples: []lockSample{
+		sample(300, map[string]int{"relay-a": 2, "relay-b": 1}),
+		sample(350, map[string]int{"relay-b": 1}),
+	}}
+	if inc, unchecked := judgeSkewByLocks(skews, h, contended); len(inc) != 0 || len(unchecked) != 1 || !strings.Contains(unchecked[0], "in 2 samples") {
+		t.Errorf("contended: inconclusive %q, unchecked %q; want none and the count", inc, unchecked)
+	}
+}
