@@ -137,12 +137,16 @@ func TestCatalogue(t *testing.T) {
 }
 
 // requireObservedAgrees fails t unless the run observed the outbox and
-// what it observed of our relay agrees with the relay's own records.
+// the broker and what it observed of our relay (claims, marks, retries,
+// parks, sweeps and publishes) agrees with the relay's own records.
 func requireObservedAgrees(t *testing.T, res Result) {
 	t.Helper()
 	o := res.Observed
 	if !o.Known || o.Merged || o.Ops == 0 {
 		t.Errorf("SEED=%d %s: observed %+v; want the outbox observed, %d relay operations seen, kept apart from the relay's records", res.Seed, res.Scenario, o, o.Ops)
+	}
+	if !o.Broker.Known || o.Broker.Publishes == 0 {
+		t.Errorf("SEED=%d %s: the broker's observation %+v; want every publish of the relay seen", res.Seed, res.Scenario, o.Broker)
 	}
 	if len(o.Disagreements) > 0 {
 		t.Errorf("SEED=%d %s: what was observed of the relay disagrees with its records in %d places:\n  %s", res.Seed, res.Scenario,
