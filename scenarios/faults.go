@@ -253,7 +253,11 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 			// The relay never held a claim when it could be frozen: the
 			// fault cannot test what it claims to, which says nothing of
 			// the relay.
-			return &chaos.NoBite{Fault: f.Name(), Why: fmt.Sprintf("%s held no claimed row when it could be paused, within %s", f.slot.name, f.within)}
+			what := "no claimed row"
+			if f.slot.r != nil && f.slot.r.relay.Promises.Locking.Style == contract.LockingRowLock {
+				what = "no row lock on the outbox's rows (the database's lock table showed none)"
+			}
+			return &chaos.NoBite{Fault: f.Name(), Why: fmt.Sprintf("%s held %s when it could be paused, within %s", f.slot.name, what, f.within)}
 		}
 		return fmt.Errorf("pausing %s while it holds claims: %w", f.slot.name, err)
 	}
