@@ -381,6 +381,17 @@ const killWindowLatency = 150 * time.Millisecond
 // timeout, so that no publish fails for it.
 const confirmLatency = 200 * time.Millisecond
 
+// heldPublished counts the publishes of held rows a pause's replica made
+// before the freeze and after the thaw; -1 when the broker is not
+// observed.
+func heldPublished(p *pauseHolding) int {
+	before, after := p.heldPublishes()
+	if before < 0 {
+		return -1
+	}
+	return before + after
+}
+
 // holdWindowLatency is the latency lease-expiry adds to the confirms of a
 // relay that holds row locks while it publishes, so that the pause can
 // catch a replica holding them: below the publish timeout, so that no
@@ -434,13 +445,13 @@ func leaseExpiry() Scenario {
 			} else if s.Relay().Promises.Failpoints {
 				f.asleep = relay.FailAfterClaim
 			} else {
-				// A lease relay without failpoints: the answers of the
-				// database are slowed, so that the freeze often comes
-				// between a claim the database has made and the relay's
-				// reading of it, and the thawed replica goes on to publish
-				// and mark rows whose lease ran out: its late mark is
-				// exercised.
-				slow := chaos.Latency(s.Link(testenv.LinkRelayDB), chaos.Downstream, holdWindowLatency, 0).WithName(testenv.LinkRelayDB + " slowed for the pause")
+				// A lease relay without failpoints is frozen once the
+				// broker took its publish of a row it holds, its confirms
+				// slowed so that it is waiting for one: the confirm reaches
+				// it while it is frozen, and it marks the row when it
+				// resumes, its lease long gone: its late mark is exercised.
+				f.onPublish = true
+				slow := chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed for the pause")
 				if err := s.AddFault(slow, ""); err != nil {
 					return nil, err
 				}
@@ -473,16 +484,17 @@ func leaseExpiry() Scenario {
 				pause.mu.Unlock()
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("row locks: judged on the %d rows %s held locked when frozen: freed when the database ended its idle transaction (its role's idle_in_transaction_session_timeout is %s, unless the relay sets its own), all marked by another replica %s into the freeze, unchanged after it resumed",
 					n, pause.slot.name, rowLockTimeout(s), after))
-			case s.Relay().Promises.Fenced && !res.Records.Known && pause.latePublishes() == 0:
+			case s.Relay().Promises.Fenced && !res.Records.Known && heldPublished(pause) == 0:
 				// Without records, a late mark is exercised only where the
-				// thawed replica went on to publish what it held: a relay
-				// follows a confirmed publish with its mark.
-				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("lease-expiry: %s published none of the %d rows it held after it resumed (the broker saw no such publish), so its late mark was not exercised",
-					pause.slot.name, n))
+				// frozen replica had published what it held, or went on to
+				// after it resumed: a relay follows a confirmed publish
+				// with its mark.
+				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("lease-expiry: the broker took no publish of the %d rows %s held from it, before it was frozen or after it resumed, so its late mark was not exercised",
+					n, pause.slot.name))
 			case s.Relay().Promises.Fenced:
 				late := ""
-				if k := pause.latePublishes(); k > 0 {
-					late = fmt.Sprintf(" (the broker took %d publishes of them from it after it resumed, each followed by its late mark)", k)
+				if before, after := pause.heldPublishes(); before+after > 0 {
+					late = fmt.Sprintf(" (the broker took %d publishes of them from it before it was frozen, whose confirms reached it frozen, and %d after it resumed; a relay marks a row once its confirm arrives)", before, after)
 				}
 				res.Unchecked = append(res.Unchecked, fmt.Sprintf("fencing: judged on the %d rows %s held when paused: taken over and marked by another replica, unchanged by its late mark%s",
 					n, pause.slot.name, late))

@@ -149,6 +149,11 @@ type pauseHolding struct {
 	// whose deadline ran out while it was frozen.
 	asleep string
 
+	// onPublish, where the broker is observed, freezes the replica only
+	// once the broker has taken its publish of a row it holds, and before
+	// its mark: for a relay without failpoints to linger in.
+	onPublish bool
+
 	// paused is whether the replica is frozen by this fault now: the
 	// heal thaws only a replica it froze (a pause that could not bite was
 	// thawed at once).
@@ -218,9 +223,32 @@ func (f *pauseHolding) Inject(ctx context.Context) error {
 	f.active.Store(true)
 	wctx, cancel := context.WithTimeout(ctx, f.within)
 	defer cancel()
+	tap, seen := f.slot.tap(), 0
+	if f.onPublish && tap != nil {
+		seen = len(tap.Published())
+	}
 	err := chaos.WaitFor(wctx, 20*time.Millisecond, func(ctx context.Context) (bool, error) {
+		var published []string
+		if f.onPublish && tap != nil {
+			// Only once the broker has taken a publish of a row the
+			// replica holds: frozen then, it waits for the confirm, which
+			// reaches it while it is frozen.
+			ps := tap.Published()[seen:]
+			seen += len(ps)
+			for _, p := range ps {
+				if _, replica, _, event, ok := f.slot.r.publishedEvent(p); ok && replica == f.slot.name && len(p.Routed) > 0 {
+					published = append(published, event)
+				}
+			}
+			if len(published) == 0 {
+				return false, nil
+			}
+		}
 		ids, err := f.slot.heldNow(ctx)
 		if err != nil || len(ids) == 0 {
+			return false, nil
+		}
+		if published != nil && !slices.ContainsFunc(ids, func(id string) bool { return slices.Contains(published, id) }) {
 			return false, nil
 		}
 		if err := f.slot.Pause(ctx); err != nil {
@@ -345,27 +373,32 @@ func (f *pauseHolding) Heal(ctx context.Context) error {
 	return nil
 }
 
-// latePublishes counts the publishes of the rows it held that the broker
-// took from the replica after it was thawed, as the broker's firehose saw
-// them; -1 when the broker is not observed.
-func (f *pauseHolding) latePublishes() int {
-	r := f.slot.r
-	if r == nil || r.tap == nil {
-		return -1
+// heldPublishes counts the publishes of the rows it held that the broker
+// took from the replica before it was frozen (their confirms reached it
+// while it was frozen) and after it was thawed, as the broker's firehose
+// saw them; -1 each when the broker is not observed. Either is followed
+// by the replica's mark of the row, late.
+func (f *pauseHolding) heldPublishes() (before, after int) {
+	tap := f.slot.tap()
+	if tap == nil {
+		return -1, -1
 	}
 	f.mu.Lock()
-	held, thawed := f.held, f.thawed
+	held, frozen, thawed := f.held, f.frozen, f.thawed
 	f.mu.Unlock()
-	if thawed.IsZero() {
-		return 0
-	}
-	n := 0
-	for _, p := range r.tap.Published() {
-		if _, replica, _, event, ok := r.publishedEvent(p); ok && replica == f.slot.name && !p.Seen.Before(thawed) && slices.Contains(held, event) {
-			n++
+	for _, p := range tap.Published() {
+		_, replica, _, event, ok := f.slot.r.publishedEvent(p)
+		if !ok || replica != f.slot.name || len(p.Routed) == 0 || !slices.Contains(held, event) {
+			continue
+		}
+		switch {
+		case p.Seen.Before(frozen):
+			before++
+		case !thawed.IsZero() && !p.Seen.Before(thawed):
+			after++
 		}
 	}
-	return n
+	return before, after
 }
 
 // lateWriteWithin bounds the wait for a thawed replica's late write: it

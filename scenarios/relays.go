@@ -127,6 +127,14 @@ func (s *Replica) SetSessionSetting(name, value string) {
 	s.settings[name] = value
 }
 
+// tap returns the run's broker tap, nil when the broker is not observed.
+func (s *Replica) tap() *observe.Tap {
+	if s.r == nil {
+		return nil
+	}
+	return s.r.tap
+}
+
 func (s *Replica) handle() relayHandle {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -37,7 +37,7 @@ func demoVerb() verb {
 	return verb{
 		name:    "demo",
 		summary: "play the dual-write story on real containers (what `make demo` runs)",
-		args:    "[--seed S] [--events N] [--duration D] [--json] [--out DIR]",
+		args:    "[--lesson NAME|all] [--seed S] [--events N] [--duration D] [--json] [--out DIR]",
 		about: `Runs the same workload under the same faults (the broker goes down, a
 producer dies right after a COMMIT, some requests roll back) against three
 producers: publish-then-commit, commit-then-publish and the outbox, on real
@@ -47,7 +47,16 @@ delivered, lost, phantom, duplicate deliveries, duplicate effects) with one
 sentence per row on what happened and why, and writes an HTML report with a
 timeline of every event; it ends by naming that report. The unsafe rows are
 expected to lose or invent events; the command exits 1 only when the outbox
-row does.`,
+row does.
+
+--lesson NAME runs a lesson instead: one question of the outbox pattern's
+guarantee table (at-least-once: exactly once? no, the consumer dedupes),
+answered live by one scenario of the catalogue run against cases that get
+the answer wrong (contrasts) and cases that get it right, with the same
+workload and seed; --lesson all runs every lesson. It prints each case's
+counts with one sentence built from them and writes lesson-NAME.html, and
+exits 0 only when every contrast failed by the checker its lesson teaches
+and every other case passed.`,
 		define: func(fs *flag.FlagSet) func(context.Context, *stdio, deps) int {
 			o := &demoOptions{}
 			o.seed = seedFlag{v: demoSeed, set: true}
@@ -55,18 +64,24 @@ row does.`,
 			fs.IntVar(&o.events, "events", demoEvents, "events each producer tries to send")
 			fs.DurationVar(&o.duration, "duration", 0, "length of each run's safety phase (default: the scenario's own)")
 			fs.BoolVar(&o.json, "json", false, "print the rows as JSON instead of the table")
-			fs.StringVar(&o.out, "out", demoOut, "write demo.json, the histories and demo.html to `DIR`")
-			return o.run
+			fs.StringVar(&o.out, "out", demoOut, "write demo.json, the histories and demo.html (or a lesson's page) to `DIR`")
+			fs.StringVar(&o.lesson, "lesson", "", "run the lesson `NAME` (or all) instead of the dual-write story")
+			return func(ctx context.Context, std *stdio, d deps) int {
+				fs.Visit(func(f *flag.Flag) { o.eventsSet = o.eventsSet || f.Name == "events" })
+				return o.run(ctx, std, d)
+			}
 		},
 	}
 }
 
 type demoOptions struct {
-	seed     seedFlag
-	events   int
-	duration time.Duration
-	json     bool
-	out      string
+	seed      seedFlag
+	events    int
+	eventsSet bool
+	duration  time.Duration
+	json      bool
+	out       string
+	lesson    string
 }
 
 // demoRow is one producer's line of the demo, as --json prints it.
@@ -76,6 +91,15 @@ type demoRow struct {
 }
 
 func (o *demoOptions) run(ctx context.Context, std *stdio, d deps) int {
+	if o.lesson != "" {
+		if o.json {
+			return usageErr(std, "demo", "--json prints the dual-write story's rows; a lesson prints its table")
+		}
+		if o.events < 1 || o.duration < 0 {
+			return usageErr(std, "demo", "--events must be at least 1 and --duration not negative")
+		}
+		return o.runLessons(ctx, std, d)
+	}
 	if o.events < 1 {
 		return usageErr(std, "demo", "--events must be at least 1")
 	}
@@ -205,7 +229,7 @@ COMMIT, and some requests roll back.
 // sentence.
 func demoTable(w io.Writer, results []scenarios.Result, runs []report.Run) {
 	fmt.Fprintln(w)
-	countsTable(w, results, func(r scenarios.Result) string { return r.Variant }, "producer")
+	countsTable(w, results, func(_ int, r scenarios.Result) string { return r.Variant }, "producer")
 	fmt.Fprintln(w)
 	for i, r := range results {
 		fmt.Fprintf(w, "%s: %s\n", r.Variant, runs[i].Note)

@@ -288,7 +288,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 		fmt.Fprintln(std.out, string(b))
 	} else {
-		countsTable(std.out, rows, func(r scenarios.Result) string {
+		countsTable(std.out, rows, func(_ int, r scenarios.Result) string {
 			if o.seeds > 1 {
 				return fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
 			}

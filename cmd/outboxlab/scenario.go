@@ -35,6 +35,9 @@ type runSpec struct {
 	Duration time.Duration
 	// QueueType is a broker cluster's queue type (scenarios.Options).
 	QueueType string
+	// Consumer, when set, replaces our consumers' inbox
+	// (scenarios.Options).
+	Consumer *scenarios.ConsumerUnderTest
 }
 
 // runOutcome is what became of one spec.
@@ -278,21 +281,21 @@ func safeName(s string) string {
 // the counts right-aligned under their headings, and last what explained
 // the duplicate deliveries and publishes (the causes that touched their
 // rows) and, for the unexplained ones, the fault windows they were near.
-func countsTable(w io.Writer, rows []scenarios.Result, first func(scenarios.Result) string, head string) {
+func countsTable(w io.Writer, rows []scenarios.Result, first func(int, scenarios.Result) string, head string) {
 	cols := []string{"verdict", "committed", "delivered", "lost", "phantom", "dup deliveries", "unexplained", "dup effects"}
 	width := len(head)
-	for _, r := range rows {
-		width = max(width, len(first(r)))
+	for i, r := range rows {
+		width = max(width, len(first(i, r)))
 	}
 	fmt.Fprintf(w, "%-*s", width, head)
 	for _, c := range cols {
 		fmt.Fprintf(w, "  %s", c)
 	}
 	fmt.Fprintln(w, "  duplicate causes")
-	for _, r := range rows {
+	for i, r := range rows {
 		c := r.Counts
 		v := r.Verdict()
-		fmt.Fprintf(w, "%-*s", width, first(r))
+		fmt.Fprintf(w, "%-*s", width, first(i, r))
 		cells := []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
 			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.UnexplainedDuplicates), fmt.Sprint(c.DuplicateEffects)}
 		causes := duplicateCauses(c)

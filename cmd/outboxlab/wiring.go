@@ -126,7 +126,7 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 			return out, err
 		}
 		res, err := scenarios.Run(ctx, env, scs[i], scenarios.Options{
-			Seed: s.Seed, Relay: relay, Mode: s.Variant, Events: s.Events, Duration: s.Duration, QueueType: s.QueueType,
+			Seed: s.Seed, Relay: relay, Mode: s.Variant, Events: s.Events, Duration: s.Duration, QueueType: s.QueueType, Consumer: s.Consumer,
 			Progress: func(p scenarios.Progress) { progress(i, p) },
 		})
 		var o runOutcome

@@ -1,0 +1,214 @@
+// Package lesson holds the lessons of `outboxlab demo --lesson`: each one
+// answers a question of the outbox pattern's guarantee table by running
+// one scenario of the catalogue, on real PostgreSQL and RabbitMQ, against
+// cases that answer it wrongly (the contrasts) and cases that answer it
+// rightly, with the same workload, faults and seed. A contrast must fail,
+// and fail by the checker whose verdict is the lesson; the others must
+// pass. Every sentence a lesson prints is built from its runs' counts.
+package lesson
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/internal/mutant"
+	"github.com/outboxlab/outboxlab/scenarios"
+)
+
+// Seed is the seed every lesson runs with unless told otherwise: the
+// demo's, so that a lesson tells the same story each time.
+const Seed = 42
+
+// Lesson is one question of the guarantee table, shown live.
+type Lesson struct {
+	// Name is how `demo --lesson` calls it.
+	Name string
+	// Question and Answer are the row of the guarantee table.
+	Question, Answer string
+	// Scenario is the catalogue's scenario every case runs.
+	Scenario string
+	// Cases are run in order, the contrasts first.
+	Cases []Case
+}
+
+// Case is one way of answering the lesson's question: the relay and the
+// consumers a run puts under the scenario.
+type Case struct {
+	// Label names the case in the table.
+	Label string
+	// How says in one sentence what the case does.
+	How string
+	// Contrast: the case answers the question wrongly, so its run must
+	// fail, by the checker Teaches.
+	Contrast bool
+	// Teaches is the checker whose failure is the lesson.
+	Teaches string
+	// Relay is the relay under test; the zero value is ours.
+	Relay scenarios.RelayUnderTest
+	// Consumer, when set, replaces our consumers' inbox.
+	Consumer *scenarios.ConsumerUnderTest
+}
+
+// All returns the lessons, in the order of the guarantee table.
+func All() []Lesson {
+	return []Lesson{atLeastOnce()}
+}
+
+// Lookup returns the lesson named name.
+func Lookup(name string) (Lesson, bool) {
+	for _, l := range All() {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Lesson{}, false
+}
+
+// Names returns the lessons' names, in order.
+func Names() []string {
+	var out []string
+	for _, l := range All() {
+		out = append(out, l.Name)
+	}
+	return out
+}
+
+// Judge says whether the run res of c behaved as the lesson says (a
+// contrast failed by Teaches, with nothing inconclusive; any other case
+// passed), and why, in one sentence built from the run's counts.
+func (c Case) Judge(res scenarios.Result) (ok bool, why string) {
+	failedBy := failedCheckers(res)
+	switch {
+	case res.Verdict() == scenarios.VerdictInconclusive:
+		return false, "the run was inconclusive: " + strings.Join(res.Inconclusive, "; ")
+	case c.Contrast && !slices.Contains(failedBy, c.Teaches):
+		if len(failedBy) == 0 && len(res.Problems) == 0 {
+			return false, fmt.Sprintf("it was expected to fail %s and passed", c.Teaches)
+		}
+		return false, fmt.Sprintf("it was expected to fail %s and failed %s", c.Teaches, strings.Join(append(failedBy, res.Problems...), "; "))
+	case !c.Contrast && res.Verdict() != scenarios.VerdictPass:
+		return false, "it was expected to pass and failed: " + strings.Join(res.Problems, "; ")
+	}
+	return true, sentence(c, res)
+}
+
+// failedCheckers names the checkers that failed res.
+func failedCheckers(res scenarios.Result) []string {
+	var out []string
+	for _, f := range res.Report.Failed() {
+		out = append(out, f.Checker)
+	}
+	return out
+}
+
+// sentence tells what happened in a case's run, from its counts.
+func sentence(c Case, res scenarios.Result) string {
+	n := res.Counts
+	switch {
+	case c.Teaches == checker.NameDuplicateEffects && c.Contrast:
+		return fmt.Sprintf("%d events reached the consumers more than once (%d extra deliveries), and this consumer applied %d of them again: at-least-once delivery with no dedupe is a duplicate effect",
+			countDuplicated(res), n.DuplicateDeliveries, n.DuplicateEffects)
+	case c.Teaches == checker.NameDuplicateEffects:
+		return fmt.Sprintf("%d events reached the consumers more than once (%d extra deliveries), and no effect was applied twice: the consumer absorbed every duplicate",
+			countDuplicated(res), n.DuplicateDeliveries)
+	}
+	return fmt.Sprintf("%d committed, %d delivered, %d lost, %d phantom", n.Committed, n.Delivered, n.Lost, n.Phantom)
+}
+
+// countDuplicated counts the events delivered more than once.
+func countDuplicated(res scenarios.Result) int {
+	seen := map[string]int{}
+	for _, op := range res.History {
+		if op.F == history.Deliver && op.Type == history.OK {
+			for _, e := range op.Events {
+				seen[e]++
+			}
+		}
+	}
+	n := 0
+	for _, k := range seen {
+		if k > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// atLeastOnce is the lesson "exactly once? no: at-least-once; the
+// consumer dedupes".
+func atLeastOnce() Lesson {
+	noDedupe, _ := mutant.Lookup("consumer-no-dedupe")
+	return Lesson{
+		Name:     "at-least-once",
+		Question: "exactly once?",
+		Answer:   "no: at-least-once; the consumer dedupes",
+		Scenario: scenarios.CrashBeforeMark,
+		Cases: []Case{
+			{
+				Label: "no dedupe", Contrast: true, Teaches: checker.NameDuplicateEffects,
+				How: "the consumer applies every delivery it gets",
+				Consumer: &scenarios.ConsumerUnderTest{
+					Name: "no-dedupe",
+					Wrap: func(in consumer.Inbox, pool *pgxpool.Pool, effect consumer.Effect) consumer.Inbox {
+						return noDedupe.WrapInbox(in, mutant.PGEffect(pool, effect))
+					},
+				},
+			},
+			{
+				Label: "state check", Teaches: checker.NameDuplicateEffects,
+				How: "the consumer locks the event, looks for the effect it leaves, and applies nothing when it is there",
+				Consumer: &scenarios.ConsumerUnderTest{
+					Name: "state-check",
+					Wrap: func(_ consumer.Inbox, pool *pgxpool.Pool, effect consumer.Effect) consumer.Inbox {
+						return stateCheck{pool: pool, effect: effect}
+					},
+				},
+			},
+			{
+				Label: "inbox", Teaches: checker.NameDuplicateEffects,
+				How: "the consumer records the event's id in its inbox with a unique key, in the transaction of the effect",
+			},
+		},
+	}
+}
+
+// stateCheck is the dedupe strategy of an existing-state check: in the
+// effect's transaction, under a lock on the event (an advisory lock on
+// its id), the consumer looks for the effect the event leaves, and
+// applies nothing when it is there. It keeps no inbox.
+type stateCheck struct {
+	pool   *pgxpool.Pool
+	effect consumer.Effect
+}
+
+func (s stateCheck) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("applying %s: begin: %w", m.ID, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, m.ID); err != nil {
+		return false, fmt.Errorf("applying %s: locking it: %w", m.ID, err)
+	}
+	var done bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM effects WHERE message_id = $1)`, m.ID).Scan(&done); err != nil {
+		return false, fmt.Errorf("applying %s: looking for its effect: %w", m.ID, err)
+	}
+	if done {
+		return true, nil
+	}
+	if err := s.effect(ctx, tx, m); err != nil {
+		return false, fmt.Errorf("applying %s: %w", m.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("applying %s: commit: %w", m.ID, err)
+	}
+	return false, nil
+}
