@@ -58,7 +58,7 @@ type Case struct {
 
 // All returns the lessons, in the order of the guarantee table.
 func All() []Lesson {
-	return []Lesson{atLeastOnce()}
+	return []Lesson{atLeastOnce(), markThenSweep(), poison()}
 }
 
 // Lookup returns the lesson named name.
@@ -118,8 +118,28 @@ func sentence(c Case, res scenarios.Result) string {
 	case c.Teaches == checker.NameDuplicateEffects:
 		return fmt.Sprintf("%d events reached the consumers more than once (%d extra deliveries), and no effect was applied twice: the consumer absorbed every duplicate",
 			countDuplicated(res), n.DuplicateDeliveries)
+	case c.Teaches == checker.NameParking && c.Contrast:
+		return fmt.Sprintf("%d poison events were committed and %d rows of them ended parked: the relay deleted %d of them, and no operator will ever see what went wrong; the other %d events were delivered",
+			n.Poison, n.Parked, offending(res, checker.NameParking), n.Delivered)
+	case c.Teaches == checker.NameParking:
+		return fmt.Sprintf("%d poison events were committed and %d ended parked for an operator, never deleted, while the other %d events were delivered around them",
+			n.Poison, n.Parked, n.Delivered)
+	case c.Teaches == checker.NameRetention && c.Contrast:
+		return fmt.Sprintf("%d of %d committed events were delivered, and the outbox kept no trace of %d of them: \"was it published, and when?\" has no answer there",
+			n.Delivered, n.Committed, offending(res, checker.NameRetention))
+	case c.Teaches == checker.NameRetention:
+		return fmt.Sprintf("%d of %d committed events were delivered, and every published row stayed in the outbox with the time of its publish, for the sweep to delete once retention has passed",
+			n.Delivered, n.Committed)
 	}
 	return fmt.Sprintf("%d committed, %d delivered, %d lost, %d phantom", n.Committed, n.Delivered, n.Lost, n.Phantom)
+}
+
+// offending counts the events the checker named failed in res.
+func offending(res scenarios.Result, name string) int {
+	if r, ok := res.Report.Result(name); ok {
+		return len(r.Offending)
+	}
+	return 0
 }
 
 // countDuplicated counts the events delivered more than once.
@@ -174,6 +194,52 @@ func atLeastOnce() Lesson {
 			{
 				Label: "inbox", Teaches: checker.NameDuplicateEffects,
 				How: "the consumer records the event's id in its inbox with a unique key, in the transaction of the effect",
+			},
+		},
+	}
+}
+
+// markThenSweep is the lesson "does a row vanish right after publish?
+// no: mark-then-sweep".
+func markThenSweep() Lesson {
+	const deleteOnPublish = "delete-before-confirm"
+	return Lesson{
+		Name:     "mark-then-sweep",
+		Question: "does a row vanish right after publish?",
+		Answer:   "no: it is marked, and swept only after retention",
+		Scenario: scenarios.Baseline,
+		Cases: []Case{
+			{
+				Label: "delete on publish", Contrast: true, Teaches: checker.NameRetention,
+				How:   "the relay deletes each row as soon as it has sent its publish",
+				Relay: scenarios.RelayUnderTest{Name: deleteOnPublish, Mutants: true, Env: map[string]string{mutant.EnvVar: deleteOnPublish}},
+			},
+			{
+				Label: "mark, then sweep", Teaches: checker.NameRetention,
+				How: "the relay marks each row published once the broker confirms it, and sweeps processed rows after retention",
+			},
+		},
+	}
+}
+
+// poison is the lesson "are faulted (poison) rows deleted automatically?
+// never; only an operator does".
+func poison() Lesson {
+	const drop = "drop-poison"
+	return Lesson{
+		Name:     "poison",
+		Question: "are poison rows deleted automatically?",
+		Answer:   "never: they are retried with backoff, parked, and left for an operator",
+		Scenario: scenarios.Poison,
+		Cases: []Case{
+			{
+				Label: "drop poison", Contrast: true, Teaches: checker.NameParking,
+				How:   "the relay deletes each row it should park",
+				Relay: scenarios.RelayUnderTest{Name: drop, Mutants: true, Env: map[string]string{mutant.EnvVar: drop}},
+			},
+			{
+				Label: "park", Teaches: checker.NameParking,
+				How: "the relay retries a failing row with backoff, parks it at the attempt limit (an unknown type or undecodable payload at once), and never deletes it",
 			},
 		},
 	}

@@ -302,4 +302,14 @@ var catalogue = []Mutant{
 		Exposure: Exposure{Faults: []sim.Fault{sim.FaultConfirmLoss}},
 		Infra:    []InfraRun{{Scenario: "confirm-lost"}},
 	},
+	{
+		Name:        "drop-poison",
+		Description: "The relay deletes each row it should park (an unknown type, an undecodable payload, a row the broker refused up to the attempt limit), so a poison event vanishes from the outbox where no operator will ever see it.",
+		Side:        SideRelay,
+		Relay: RelayForm{Store: func(raw sim.RawStore, _ func() time.Time) relay.Store {
+			return dropPoison{raw}
+		}},
+		Exposure: Exposure{Poison: 0.2},
+		Infra:    []InfraRun{{Scenario: "poison"}},
+	},
 }

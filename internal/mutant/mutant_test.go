@@ -26,7 +26,7 @@ var wantNames = []string{
 	"publish-before-commit", "mark-before-publish", "no-lease", "app-clock-lease", "no-confirm",
 	"ignore-return", "broker-down-consumes-attempts", "no-backoff", "sweep-pending", "unfenced-mark",
 	"offset-claim", "non-persistent", "consumer-no-dedupe", "consumer-ack-before-commit", "consumer-delivery-tag-key",
-	"consumer-check-then-insert", "delete-before-confirm",
+	"consumer-check-then-insert", "delete-before-confirm", "drop-poison",
 }
 
 func TestCatalogue(t *testing.T) {

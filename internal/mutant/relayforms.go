@@ -299,3 +299,29 @@ func (p deleteOnPublish) Publish(ctx context.Context, m relay.Message) (relay.Co
 	}
 	return c, nil
 }
+
+// dropPoison is drop-poison: the relay deletes each row it parks, at once,
+// so a poison event leaves no row for an operator to find.
+type dropPoison struct{ sim.RawStore }
+
+func (d dropPoison) Park(ctx context.Context, owner string, id uuid.UUID, cause string) (bool, error) {
+	ok, err := d.RawStore.Park(ctx, owner, id, cause)
+	if err != nil || !ok {
+		return ok, err
+	}
+	if _, err := d.Delete(ctx, []uuid.UUID{id}); err != nil {
+		return true, fmt.Errorf("dropping poison row %s: %w", id, err)
+	}
+	return true, nil
+}
+
+func (d dropPoison) Retry(ctx context.Context, owner string, id uuid.UUID, policy relay.RetryPolicy, cause string) (relay.RetryResult, error) {
+	r, err := d.RawStore.Retry(ctx, owner, id, policy, cause)
+	if err != nil || !r.Parked {
+		return r, err
+	}
+	if _, err := d.Delete(ctx, []uuid.UUID{id}); err != nil {
+		return r, fmt.Errorf("dropping poison row %s: %w", id, err)
+	}
+	return r, nil
+}
