@@ -84,7 +84,11 @@ func (o *demoOptions) runLesson(ctx context.Context, std *stdio, d deps, l lesso
 	}
 	specs := make([]runSpec, len(l.Cases))
 	for i, c := range l.Cases {
-		specs[i] = runSpec{Scenario: l.Scenario, Seed: o.seed.v, Relay: lessonRelay(c), Variant: workload.Outbox,
+		mode := c.Mode
+		if mode == "" {
+			mode = workload.Outbox
+		}
+		specs[i] = runSpec{Scenario: l.Scenario, Seed: o.seed.v, Relay: lessonRelay(c), Variant: mode,
 			Duration: o.duration, Consumer: c.Consumer}
 		if o.eventsSet {
 			specs[i].Events = o.events

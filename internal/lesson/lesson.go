@@ -12,14 +12,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/consumer"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/internal/mutant"
 	"github.com/outboxlab/outboxlab/scenarios"
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 // Seed is the seed every lesson runs with unless told otherwise: the
@@ -50,6 +53,9 @@ type Case struct {
 	Contrast bool
 	// Teaches is the checker whose failure is the lesson.
 	Teaches string
+	// Mode is how producers get their events out; the zero value is the
+	// outbox.
+	Mode workload.Mode
 	// Relay is the relay under test; the zero value is ours.
 	Relay scenarios.RelayUnderTest
 	// Consumer, when set, replaces our consumers' inbox.
@@ -58,7 +64,7 @@ type Case struct {
 
 // All returns the lessons, in the order of the guarantee table.
 func All() []Lesson {
-	return []Lesson{atLeastOnce(), markThenSweep(), poison()}
+	return []Lesson{atLeastOnce(), asynchronous(), markThenSweep(), poison()}
 }
 
 // Lookup returns the lesson named name.
@@ -118,6 +124,13 @@ func sentence(c Case, res scenarios.Result) string {
 	case c.Teaches == checker.NameDuplicateEffects:
 		return fmt.Sprintf("%d events reached the consumers more than once (%d extra deliveries), and no effect was applied twice: the consumer absorbed every duplicate",
 			countDuplicated(res), n.DuplicateDeliveries)
+	case c.Teaches == checker.NameLost && c.Contrast:
+		return fmt.Sprintf("%d of %d committed events were lost: each request published inline after its COMMIT and waited for it, and while the broker was down the publish failed after the write had committed",
+			n.Lost, n.Committed)
+	case c.Teaches == checker.NameLost:
+		p50, p99 := deliveryLatency(res)
+		return fmt.Sprintf("all %d committed events were delivered; each request returned at its COMMIT, and the relay published afterwards: from COMMIT to delivery took %s at the median and %s at the 99th percentile, outage included",
+			n.Committed, p50, p99)
 	case c.Teaches == checker.NameParking && c.Contrast:
 		return fmt.Sprintf("%d poison events were committed and %d rows of them ended parked: the relay deleted %d of them, and no operator will ever see what went wrong; the other %d events were delivered",
 			n.Poison, n.Parked, offending(res, checker.NameParking), n.Delivered)
@@ -132,6 +145,43 @@ func sentence(c Case, res scenarios.Result) string {
 			n.Delivered, n.Committed)
 	}
 	return fmt.Sprintf("%d committed, %d delivered, %d lost, %d phantom", n.Committed, n.Delivered, n.Lost, n.Phantom)
+}
+
+// deliveryLatency returns the median and 99th percentile of the time from
+// each event's COMMIT (its producer's commit ok) to its first delivery,
+// over the events that were delivered, rounded to the millisecond.
+func deliveryLatency(res scenarios.Result) (p50, p99 time.Duration) {
+	committed := map[string]time.Time{}
+	delivered := map[string]time.Time{}
+	for _, op := range res.History {
+		if op.Type != history.OK {
+			continue
+		}
+		for _, e := range op.Events {
+			switch op.F {
+			case history.Commit:
+				if _, ok := committed[e]; !ok {
+					committed[e] = op.Time
+				}
+			case history.Deliver:
+				if _, ok := delivered[e]; !ok {
+					delivered[e] = op.Time
+				}
+			}
+		}
+	}
+	var ds []time.Duration
+	for e, at := range delivered {
+		if c, ok := committed[e]; ok && !at.Before(c) {
+			ds = append(ds, at.Sub(c))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	pick := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))].Round(time.Millisecond) }
+	return pick(0.5), pick(0.99)
 }
 
 // offending counts the events the checker named failed in res.
@@ -194,6 +244,33 @@ func atLeastOnce() Lesson {
 			{
 				Label: "inbox", Teaches: checker.NameDuplicateEffects,
 				How: "the consumer records the event's id in its inbox with a unique key, in the transaction of the effect",
+			},
+		},
+	}
+}
+
+// asynchronous is the lesson "does the request wait for the publish? no:
+// the relay publishes asynchronously".
+func asynchronous() Lesson {
+	return Lesson{
+		Name:     "asynchronous",
+		Question: "does the request wait for the publish?",
+		Answer:   "no: it returns at COMMIT, and the relay publishes afterwards, woken at once by NOTIFY or at its next poll",
+		Scenario: scenarios.BrokerDown,
+		Cases: []Case{
+			{
+				Label: "inline publish", Contrast: true, Teaches: checker.NameLost, Mode: workload.CommitThenPublish,
+				How: "each request commits, then publishes the event itself and waits for the broker",
+			},
+			{
+				Label: "outbox, polling", Teaches: checker.NameLost,
+				How:   "each request stages the event and returns at COMMIT; the relay polls every second",
+				Relay: scenarios.RelayUnderTest{Name: "ours-polling", Env: map[string]string{contract.EnvNotify: "false", contract.EnvPollInterval: "1s"}},
+			},
+			{
+				Label: "outbox, NOTIFY", Teaches: checker.NameLost,
+				How:   "each request stages the event and returns at COMMIT; the relay polls every second and is woken at once by the NOTIFY the COMMIT sends",
+				Relay: scenarios.RelayUnderTest{Name: "ours-notify", Env: map[string]string{contract.EnvNotify: "true", contract.EnvPollInterval: "1s"}},
 			},
 		},
 	}

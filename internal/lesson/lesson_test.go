@@ -62,7 +62,7 @@ func TestLessons(t *testing.T) {
 			}
 			for _, c := range l.Cases {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				res, err := scenarios.Run(ctx, env, sc, scenarios.Options{Seed: Seed, Relay: c.Relay, Consumer: c.Consumer})
+				res, err := scenarios.Run(ctx, env, sc, scenarios.Options{Seed: Seed, Relay: c.Relay, Mode: c.Mode, Consumer: c.Consumer})
 				cancel()
 				if err != nil {
 					t.Fatalf("%s: %v", c.Label, err)
