@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/scenarios"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -74,5 +75,27 @@ func TestLessons(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeliveryLatency measures from each event's commit to its first
+// delivery, over the events delivered.
+func TestDeliveryLatency(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	op := func(ms int, f history.Func, events ...string) history.Op {
+		return history.Op{Time: t0.Add(time.Duration(ms) * time.Millisecond), Type: history.OK, F: f, Events: events}
+	}
+	res := scenarios.Result{History: []history.Op{
+		op(0, history.Commit, "e1", "e2"), op(10, history.Commit, "e3"), op(20, history.Commit, "e4"),
+		op(100, history.Deliver, "e1"), op(300, history.Deliver, "e2"), op(410, history.Deliver, "e3"),
+		op(900, history.Deliver, "e1"), // a duplicate: the first delivery counts
+		// e4 is never delivered: it does not count
+	}}
+	p50, p99 := deliveryLatency(res)
+	if p50 != 300*time.Millisecond || p99 != 400*time.Millisecond {
+		t.Errorf("p50 %s, p99 %s; want 300ms and 400ms", p50, p99)
+	}
+	if p50, p99 := deliveryLatency(scenarios.Result{}); p50 != 0 || p99 != 0 {
+		t.Errorf("no delivery: %s %s, want zeros", p50, p99)
 	}
 }
