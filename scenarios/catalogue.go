@@ -350,10 +350,16 @@ func crashBeforeMark() Scenario {
 				return []chaos.Step{Step(f, 0, window)}, nil
 			}
 			// Without a failpoint the harness kills the replica when it
-			// sees its publish at the broker; the relays' database link
-			// is slowed meanwhile, so that the mark comes well after the
-			// publish and the kill can land between them.
-			slow := chaos.Latency(s.Link(testenv.LinkRelayDB), chaos.Downstream, killWindowLatency, 0).WithName(testenv.LinkRelayDB + " slowed for the kill")
+			// sees its publish at the broker; the relays' statements are
+			// slowed on their way to the database meanwhile (and their
+			// answers on the way back), so that a mark reaches the
+			// database well after the publish and the kill can land
+			// between them.
+			slow := &twoWay{
+				up:   chaos.Latency(s.Link(testenv.LinkRelayDB), chaos.Upstream, killWindowLatency, 0),
+				down: chaos.Latency(s.Link(testenv.LinkRelayDB), chaos.Downstream, killWindowLatency, 0),
+				name: testenv.LinkRelayDB + " slowed for the kill",
+			}
 			kill := &observedKill{rec: s.Recorder(), slot: s.Replica(0, 0), within: safety}
 			for _, f := range []chaos.Fault{slow, kill} {
 				if err := s.AddFault(f, ""); err != nil {
