@@ -180,12 +180,8 @@ func (f *observedKill) kill(ctx context.Context, held []string) (bool, error) {
 		}
 	}
 	// Statements the replica sent before it died may still be on their
-	// way to the database, slowed by the link (a mark among them): the
-	// rows are read once they have landed, and then until two reads
-	// 150 ms apart agree (at most 2 s).
-	if !chaos.Sleep(ctx, 2*killWindowLatency) {
-		return false, ctx.Err()
-	}
+	// way to the database (a mark among them): the rows are read until two
+	// reads 150 ms apart agree (at most 2 s).
 	left, err := f.slot.unsettled(ctx, held)
 	for deadline := time.Now().Add(2 * time.Second); err == nil && time.Now().Before(deadline); {
 		if !chaos.Sleep(ctx, 150*time.Millisecond) {
@@ -407,30 +403,4 @@ func (f *inFlight) landedOn() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.landed)
-}
-
-// twoWay is a link slowed both ways, one fault of two toxics: statements
-// reach the server late, and their answers come back late.
-type twoWay struct {
-	up, down *chaos.Toxic
-	name     string
-}
-
-func (f *twoWay) Name() string              { return f.name }
-func (f *twoWay) Class() history.FaultClass { return f.up.Class() }
-func (f *twoWay) Targets() []string         { return f.up.Targets() }
-func (f *twoWay) Kind() string              { return f.up.Kind() }
-func (f *twoWay) Hits() int64               { return f.up.Hits() }
-
-// Inject puts both toxics in place.
-func (f *twoWay) Inject(ctx context.Context) error {
-	if err := f.up.Inject(ctx); err != nil {
-		return err
-	}
-	return f.down.Inject(ctx)
-}
-
-// Heal takes both away.
-func (f *twoWay) Heal(ctx context.Context) error {
-	return errors.Join(f.down.Heal(ctx), f.up.Heal(ctx))
 }
