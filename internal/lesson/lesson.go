@@ -119,32 +119,48 @@ func sentence(c Case, res scenarios.Result) string {
 	n := res.Counts
 	switch {
 	case c.Teaches == checker.NameDuplicateEffects && c.Contrast:
-		return fmt.Sprintf("%d events reached the consumers more than once (%d extra deliveries), and this consumer applied %d of them again: at-least-once delivery with no dedupe is a duplicate effect",
-			countDuplicated(res), n.DuplicateDeliveries, n.DuplicateEffects)
+		return fmt.Sprintf("%s reached the consumers more than once (%s), and this consumer applied %s again: at-least-once delivery with no dedupe is a duplicate effect",
+			count(countDuplicated(res), "event"), count(n.DuplicateDeliveries, "extra delivery"), count(n.DuplicateEffects, "of them"))
 	case c.Teaches == checker.NameDuplicateEffects:
-		return fmt.Sprintf("%d events reached the consumers more than once (%d extra deliveries), and no effect was applied twice: the consumer absorbed every duplicate",
-			countDuplicated(res), n.DuplicateDeliveries)
+		return fmt.Sprintf("%s reached the consumers more than once (%s), and no effect was applied twice: the consumer absorbed every duplicate",
+			count(countDuplicated(res), "event"), count(n.DuplicateDeliveries, "extra delivery"))
 	case c.Teaches == checker.NameLost && c.Contrast:
-		return fmt.Sprintf("%d of %d committed events were lost: each request published inline after its COMMIT and waited for it, and while the broker was down the publish failed after the write had committed",
-			n.Lost, n.Committed)
+		return fmt.Sprintf("%d of %s were lost: each request published inline after its COMMIT and waited for it, and while the broker was down the publish failed after the write had committed",
+			n.Lost, count(n.Committed, "committed event"))
 	case c.Teaches == checker.NameLost:
 		p50, p99 := deliveryLatency(res)
-		return fmt.Sprintf("all %d committed events were delivered; each request returned at its COMMIT, and the relay published afterwards: from COMMIT to delivery took %s at the median and %s at the 99th percentile, outage included",
-			n.Committed, p50, p99)
+		return fmt.Sprintf("all %s were delivered; each request returned at its COMMIT, and the relay published afterwards: from COMMIT to delivery took %s at the median and %s at the 99th percentile, the outage included",
+			count(n.Committed, "committed event"), p50, p99)
 	case c.Teaches == checker.NameParking && c.Contrast:
-		return fmt.Sprintf("%d poison events were committed and %d rows of them ended parked: the relay deleted %d of them, and no operator will ever see what went wrong; the other %d events were delivered",
-			n.Poison, n.Parked, offending(res, checker.NameParking), n.Delivered)
+		return fmt.Sprintf("%s committed; the relay deleted %s it should have parked, so no operator will ever see what went wrong, while the other %d events were delivered",
+			count(n.Poison, "poison event was", "poison events were"), count(offending(res, checker.NameParking), "row"), n.Delivered)
 	case c.Teaches == checker.NameParking:
-		return fmt.Sprintf("%d poison events were committed and %d ended parked for an operator, never deleted, while the other %d events were delivered around them",
-			n.Poison, n.Parked, n.Delivered)
+		return fmt.Sprintf("%s committed; %d ended parked for an operator, never deleted, while the other %d events were delivered around them",
+			count(n.Poison, "poison event was", "poison events were"), n.Parked, n.Delivered)
 	case c.Teaches == checker.NameRetention && c.Contrast:
-		return fmt.Sprintf("%d of %d committed events were delivered, and the outbox kept no trace of %d of them: \"was it published, and when?\" has no answer there",
-			n.Delivered, n.Committed, offending(res, checker.NameRetention))
+		return fmt.Sprintf("%d of %s were delivered, and the outbox kept no trace of %d of them: \"was it published, and when?\" has no answer there",
+			n.Delivered, count(n.Committed, "committed event"), offending(res, checker.NameRetention))
 	case c.Teaches == checker.NameRetention:
-		return fmt.Sprintf("%d of %d committed events were delivered, and every published row stayed in the outbox with the time of its publish, for the sweep to delete once retention has passed",
-			n.Delivered, n.Committed)
+		return fmt.Sprintf("%d of %s were delivered, and every published row stayed in the outbox with the time of its publish, for the sweep to delete once retention has passed",
+			n.Delivered, count(n.Committed, "committed event"))
 	}
 	return fmt.Sprintf("%d committed, %d delivered, %d lost, %d phantom", n.Committed, n.Delivered, n.Lost, n.Phantom)
+}
+
+// count writes n and the noun, in the plural (its second form, or an
+// "s" added to the first) unless n is 1.
+func count(n int, noun string, plural ...string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case len(plural) > 0:
+		return fmt.Sprintf("%d %s", n, plural[0])
+	case strings.HasSuffix(noun, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	case strings.HasSuffix(noun, "them"):
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // deliveryLatency returns the median and 99th percentile of the time from

@@ -99,3 +99,21 @@ func TestDeliveryLatency(t *testing.T) {
 		t.Errorf("no delivery: %s %s, want zeros", p50, p99)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{count(1, "event"), "1 event"},
+		{count(2, "event"), "2 events"},
+		{count(0, "extra delivery"), "0 extra deliveries"},
+		{count(1, "extra delivery"), "1 extra delivery"},
+		{count(3, "of them"), "3 of them"},
+		{count(1, "poison event was", "poison events were"), "1 poison event was"},
+		{count(4, "poison event was", "poison events were"), "4 poison events were"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+}

@@ -293,13 +293,15 @@ func subjectOf(f *ScenarioFile) string {
 }
 
 // byRelay groups the bundles' scenario files by the relay they ran
-// against and, for broker cluster campaigns, the queue type, each group a
-// campaign of its own to merge: ours on one node first (or the first
-// bundle's relay when ours is not among them), then the others by name.
-// A file that ran nothing joins the first group. Each group's bundles
-// carry their scenario file alone.
+// against, for broker cluster campaigns the queue type, and the campaign
+// (two campaigns of one relay, such as a catalogue and a scenario run
+// again, are two groups), each group a campaign of its own to merge: ours
+// on one node first (or the first bundle's relay when ours is not among
+// them), then the others by name and campaign. A file that ran nothing
+// joins the first group. Each group's bundles carry their scenario file
+// alone.
 func byRelay(bundles []Bundle) [][]Bundle {
-	key := func(f *ScenarioFile) string {
+	kind := func(f *ScenarioFile) string {
 		if q := queueOf(f); q != "" {
 			return relayOf(f) + " on a cluster, " + q + " queues"
 		}
@@ -308,9 +310,16 @@ func byRelay(bundles []Bundle) [][]Bundle {
 		}
 		return relayOf(f)
 	}
+	key := func(f *ScenarioFile) string {
+		k := kind(f)
+		if k != "" && f.Part != nil {
+			k += "\x00" + f.Part.Campaign
+		}
+		return k
+	}
 	first := ""
 	for _, b := range bundles {
-		if r := key(b.Scenarios); r != "" && (first == "" || r == "ours") {
+		if r := key(b.Scenarios); r != "" && (first == "" || kind(b.Scenarios) == "ours") {
 			first = r
 		}
 	}
