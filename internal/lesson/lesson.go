@@ -196,7 +196,9 @@ func deliveryLatency(res scenarios.Result) (p50, p99 time.Duration) {
 		return 0, 0
 	}
 	slices.Sort(ds)
-	pick := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))].Round(time.Millisecond) }
+	pick := func(q float64) time.Duration {
+		return ds[min(len(ds)-1, int(q*float64(len(ds))))].Round(time.Millisecond)
+	}
 	return pick(0.5), pick(0.99)
 }
 
