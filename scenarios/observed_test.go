@@ -34,15 +34,20 @@ func TestCompareObserved(t *testing.T) {
 		dbKill,
 		ok(22, "relay-a", history.Claim, "e8"), // after the db fault began: not explained
 		{Time: at(30), Process: "relay-a", Type: history.Info, F: history.Crash},
+		// a claim cut short: its record names no rows
+		{Time: at(13), Process: "relay-c", Type: history.Invoke, F: history.Claim},
+		{Time: at(14), Process: "relay-c", Type: history.Info, F: history.Claim},
 	}
 	observed := []history.Op{
 		ok(1, "relay-a", history.Claim, "e1", "e2"),
 		ok(2, "relay-a", history.Mark, "e1", "e2"),
 		ok(3, "relay-b", history.Claim, "e3"),
 		ok(5, "relay-a", history.Park, "e5"),
-		ok(9, "relay-b", history.Mark, "e7"),   // recorded with an unknown outcome
-		ok(12, "relay-b", history.Claim, "e9"), // not recorded: nothing explains it
-		ok(25, "relay-a", history.Claim, "e4"), // not recorded, but relay-a crashed after it
+		ok(9, "relay-b", history.Mark, "e7"),           // recorded with an unknown outcome
+		ok(12, "relay-b", history.Claim, "e9"),         // not recorded: nothing explains it
+		ok(25, "relay-a", history.Claim, "e4"),         // not recorded, but relay-a crashed after it
+		ok(13, "relay-c", history.Claim, "e10", "e11"), // the claim cut short
+		ok(15, "relay-c", history.Claim, "e11"),        // one more: no record explains it
 	}
 	got := compareObserved(recorded, observed, nil)
 	want := []string{
@@ -50,6 +55,7 @@ func TestCompareObserved(t *testing.T) {
 		"relay-a mark of e6: recorded 1 times, observed 0",
 		"relay-b claim of e9: observed 1 times, recorded 0",
 		"relay-b mark of e3: recorded 1 times, observed 0",
+		"relay-c claim of e11: observed 2 times, recorded 0",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("disagreements:\n got %q\nwant %q", got, want)
@@ -60,7 +66,8 @@ func TestCompareObserved(t *testing.T) {
 	recorded = append(recorded, history.Op{Time: at(23), Process: "nemesis", Type: history.Info, F: history.FaultStart,
 		Meta: history.Meta{Fault: &history.Fault{Name: "db-restart", Kind: "restart", Class: history.ClassDB}}})
 	got = compareObserved(recorded, observed, nil)
-	want = []string{"relay-b claim of e9: observed 1 times, recorded 0", "relay-b mark of e3: recorded 1 times, observed 0"}
+	want = []string{"relay-b claim of e9: observed 1 times, recorded 0", "relay-b mark of e3: recorded 1 times, observed 0",
+		"relay-c claim of e11: observed 2 times, recorded 0"}
 	if !slices.Equal(got, want) {
 		t.Errorf("disagreements with a database fault after every record:\n got %q\nwant %q", got, want)
 	}
