@@ -101,6 +101,10 @@ type State struct {
 	// effects table has no unique key, so a second effect shows here).
 	// Nil when the run has no consumers that keep effects.
 	Effects map[string]int
+	// Projection holds, per entity, the version of it the consumers'
+	// projection table ended at (see Convergence). Nil when the run has
+	// no consumers that keep tables.
+	Projection map[string]int
 	// Queued lists event ids still sitting in queues after the drain.
 	Queued []string
 	// DBStart and DBNow are the database clock at the start and at the end
@@ -130,6 +134,14 @@ type Features struct {
 	Sweeps bool
 }
 
+// EntityVersion is an event that updates an entity: which one, and which
+// version of it the event carries. Versions of one entity count from 1
+// in the order their updates committed.
+type EntityVersion struct {
+	Entity  string
+	Version int
+}
+
 // Config is what a run promises: the relay's settings that the checks
 // depend on, which events the workload made poison, and the features. A
 // relay's declaration (contract.Promises) sets its part through
@@ -153,6 +165,10 @@ type Config struct {
 	Backoff func(attempts int) time.Duration
 	// Poison lists the event ids the workload made poison.
 	Poison map[string]bool
+	// Versions gives, for a workload whose events are updates of
+	// entities, each event's entity and version (see Convergence); nil
+	// otherwise.
+	Versions map[string]EntityVersion
 	// LivenessBound is how long after the liveness phase starts every
 	// committed event must be delivered. Zero: delivered by the end of the
 	// run, with no bound.
@@ -240,6 +256,9 @@ type Counts struct {
 	// DrainTime is the time from the liveness phase to the last first
 	// delivery; zero without a liveness phase.
 	DrainTime time.Duration
+	// OutOfOrder counts, for a workload whose events update entities,
+	// the events first applied after a newer version of their entity.
+	OutOfOrder int `json:",omitempty"`
 }
 
 // Report is the verdict of every checker over one run.
@@ -284,6 +303,7 @@ const (
 	NameLeases              = "leases"
 	NameLiveness            = "liveness"
 	NameCausalOrder         = "causal-order"
+	NameConvergence         = "convergence"
 )
 
 // Check runs every checker over one run and sums the results up.
@@ -302,6 +322,7 @@ func Check(h []history.Op, s State, cfg Config) Report {
 		a.leases(),
 		a.liveness(),
 		a.causalOrder(),
+		a.convergence(),
 	}
 	rep := Report{Valid: true, Results: results, Counts: a.counts()}
 	for _, r := range results {
@@ -323,6 +344,8 @@ func Check(h []history.Op, s State, cfg Config) Report {
 			rep.Counts.DuplicateEffects = len(r.Offending)
 		case NameLiveness:
 			rep.Counts.DrainTime = time.Duration(r.Counts["drain_ms"]) * time.Millisecond
+		case NameConvergence:
+			rep.Counts.OutOfOrder = r.Counts["out_of_order"]
 		}
 	}
 	return rep

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -493,4 +495,39 @@ func TestSourceFailsOverToTheNextNode(t *testing.T) {
 	waitFor(t, 30*time.Second, "both messages applied through the second node", func() (bool, error) {
 		return obs.count(consumer.Applied) == 2, nil
 	})
+}
+
+// TestProjectNewestKeepsTheNewestVersion applies versions of two entities
+// out of order, with a redelivery, through an inbox whose effect is
+// ProjectNewest: each entity ends at its newest version, whatever came
+// last; a message that updates no entity leaves the projection alone.
+func TestProjectNewestKeepsTheNewestVersion(t *testing.T) {
+	pool := newPGInboxDB(t)
+	ctx := context.Background()
+	version := func(m consumer.Message) (string, int, bool) {
+		entity, v, ok := strings.Cut(string(m.Payload), "@")
+		if !ok {
+			return "", 0, false
+		}
+		n, err := strconv.Atoi(v)
+		return entity, n, err == nil
+	}
+	in, err := consumer.NewPGInbox(pool, "c", consumer.ProjectNewest("c", version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct{ id, body string }{
+		{"a1", "a@1"}, {"a3", "a@3"}, {"b2", "b@2"}, {"a2", "a@2"}, {"b1", "b@1"}, {"a1-again", "a@1"}, {"x", "no entity"},
+	} {
+		if _, err := in.Apply(ctx, consumer.Message{ID: m.id, Type: "t", Payload: []byte(m.body)}); err != nil {
+			t.Fatalf("applying %s: %v", m.id, err)
+		}
+	}
+	got, err := consumer.Projection(ctx, pool, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"a": 3, "b": 2}; !maps.Equal(got, want) {
+		t.Errorf("projection = %v, want %v", got, want)
+	}
 }

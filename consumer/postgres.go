@@ -22,7 +22,7 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// MigrateInbox creates the inbox and effects tables in the first schema of
+// MigrateInbox creates the inbox, effects and projection tables in the first schema of
 // the search path. It is idempotent and safe to run from several processes
 // at once (every statement is IF NOT EXISTS, under an advisory lock).
 func MigrateInbox(ctx context.Context, db DB) error {
@@ -196,6 +196,52 @@ func EffectCounts(ctx context.Context, db interface {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("counting effects of %s: %w", consumer, err)
+	}
+	return out, nil
+}
+
+// Versioned reads from a message the entity it updates and the version of
+// the entity it carries; ok is false for a message that updates none.
+type Versioned func(m Message) (entity string, version int, ok bool)
+
+// ProjectNewest returns an Effect that keeps, in the projection table, the
+// state of each entity the messages update: a message whose version is
+// newer than the projection's replaces it, and an older or equal one (a
+// late or redelivered event) changes nothing. This is a staleness guard,
+// the state-based answer to events that arrive out of order; messages
+// that update no entity are left alone.
+func ProjectNewest(consumer string, version Versioned) Effect {
+	return func(ctx context.Context, tx pgx.Tx, m Message) error {
+		entity, v, ok := version(m)
+		if !ok {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO projection (consumer, entity, version, message_id) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (consumer, entity) DO UPDATE SET version = excluded.version, message_id = excluded.message_id, updated_at = now()
+			WHERE projection.version < excluded.version`, consumer, entity, v, m.ID); err != nil {
+			return fmt.Errorf("projecting %s: %w", m.ID, err)
+		}
+		return nil
+	}
+}
+
+// Projection returns, for consumer, the version each entity is at in the
+// projection table.
+func Projection(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, consumer string) (map[string]int, error) {
+	rows, err := db.Query(ctx, `SELECT entity, version FROM projection WHERE consumer = $1`, consumer)
+	if err != nil {
+		return nil, fmt.Errorf("reading the projection of %s: %w", consumer, err)
+	}
+	out := make(map[string]int)
+	var entity string
+	var v int
+	if _, err := pgx.ForEachRow(rows, []any{&entity, &v}, func() error {
+		out[entity] = v
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("reading the projection of %s: %w", consumer, err)
 	}
 	return out, nil
 }

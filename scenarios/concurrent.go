@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/history"
+	"github.com/outboxlab/outboxlab/workload"
 )
 
 // ConcurrentDuplicates is the scenario of the consumers: it makes two
@@ -28,7 +30,7 @@ const SubjectConsumers = "consumers"
 // ConsumerCatalogue returns the scenarios that put the consumers under
 // test rather than the relay.
 func ConsumerCatalogue() []Scenario {
-	return named(concurrentDuplicates())
+	return named(concurrentDuplicates(), outOfOrder())
 }
 
 // ConsumerNames returns the names of ConsumerCatalogue's scenarios.
@@ -59,34 +61,8 @@ func concurrentDuplicates() Scenario {
 		// slow, so that it gets there before the first one commits.
 		ConsumerPrefetch: 1,
 		ApplyHold:        applyHold,
-		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			cs := consumers(s)
-			if len(cs) < 2 {
-				return nil, fmt.Errorf("scenario %s needs two competing consumers, and the run has %d", ConcurrentDuplicates, len(cs))
-			}
-			var faults []*cutApplying
-			for i, c := range cs[:2] {
-				f := &cutApplying{
-					DialerDown: chaos.CutDialer(c.process+"->broker down while applying", c.dialer, history.ClassBroker, c.process),
-					c:          c, other: cs[1-i], within: 500 * time.Millisecond,
-				}
-				if err := s.AddFault(f, ""); err != nil {
-					return nil, err
-				}
-				faults = append(faults, f)
-			}
-			// Four cuts, alternating between the consumers, each over
-			// before the next begins, the last well inside the safety
-			// phase (at most 1 s + 4 x 1.7 s).
-			var steps []chaos.Step
-			at := between(rng, 500*time.Millisecond, time.Second)
-			for i := range 4 {
-				f := faults[i%2]
-				d := between(rng, 300*time.Millisecond, 600*time.Millisecond)
-				steps = append(steps, Step(f, at, d))
-				at += d + f.within + between(rng, 200*time.Millisecond, 600*time.Millisecond)
-			}
-			return steps, nil
+		Faults: func(s Stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
+			return cutsWhileApplying(s, rng, ConcurrentDuplicates, 4)
 		},
 		Check: func(ctx context.Context, s Stage, res *Result) {
 			n, example := concurrentApplies(res.History)
@@ -95,6 +71,79 @@ func concurrentDuplicates() Scenario {
 				return
 			}
 			res.Unchecked = append(res.Unchecked, fmt.Sprintf("%s: %d event(s) applied by two consumers at the same moment (%s)", ConcurrentDuplicates, n, example))
+		},
+	}
+}
+
+// cutsWhileApplying schedules n (at most four) cuts of the competing
+// consumers' own links to the broker, alternating between the first two,
+// each at the start of an apply (cutApplying), each over before the next
+// begins, the last well inside the safety phase (at most 1 s + 4 x 1.7 s).
+func cutsWhileApplying(s Stage, rng *rand.Rand, scenario string, n int) ([]chaos.Step, error) {
+	cs := consumers(s)
+	if len(cs) < 2 {
+		return nil, fmt.Errorf("scenario %s needs two competing consumers, and the run has %d", scenario, len(cs))
+	}
+	var faults []*cutApplying
+	for i, c := range cs[:2] {
+		f := &cutApplying{
+			DialerDown: chaos.CutDialer(c.process+"->broker down while applying", c.dialer, history.ClassBroker, c.process),
+			c:          c, other: cs[1-i], within: 500 * time.Millisecond,
+		}
+		if err := s.AddFault(f, ""); err != nil {
+			return nil, err
+		}
+		faults = append(faults, f)
+	}
+	var steps []chaos.Step
+	at := between(rng, 500*time.Millisecond, time.Second)
+	for i := range min(n, 4) {
+		f := faults[i%2]
+		d := between(rng, 300*time.Millisecond, 600*time.Millisecond)
+		steps = append(steps, Step(f, at, d))
+		at += d + f.within + between(rng, 200*time.Millisecond, 600*time.Millisecond)
+	}
+	return steps, nil
+}
+
+// OutOfOrder is the scenario of the consumers that teaches what the
+// outbox does not promise: strict order inside one context. The events
+// update a few orders, each order's versions staged by one producer in
+// order; two competing consumers apply them at once, and their links are
+// cut mid-apply so that the broker redelivers what a consumer held.
+// Versions of an order reach the consumers out of order, and the
+// consumers' projection must end every order at its newest version
+// (checker.Convergence). It is not part of Catalogue; ConsumerCatalogue
+// and Lookup find it.
+const OutOfOrder = "out-of-order"
+
+func outOfOrder() Scenario {
+	w := defaultWorkload()
+	w.Events, w.MaxEventsPerTxn, w.Entities = 240, 8, 60
+	return Scenario{
+		Name:    OutOfOrder,
+		Subject: SubjectConsumers,
+		Summary: "the events update 60 orders, each order's versions staged in order by one producer; two competing consumers apply them at once, " +
+			"and twice a consumer's link is cut mid-apply so the broker redelivers what it held: versions of an order reach the consumers out of order, " +
+			"and the consumers' state must end every order at its newest version",
+		Workload:         w,
+		RelayEnv:         map[string]string{contract.EnvTypes: workload.VersionedTypesSpec},
+		Safety:           9 * time.Second,
+		ConsumerPrefetch: 2,
+		// Applies of 40-120 ms, a little slower than the producers stage: the
+		// consumers are always busy, and two versions of an order handed to the two
+		// consumers together commit in the order of their holds, not of
+		// their versions.
+		ApplyHold: 80 * time.Millisecond,
+		Faults: func(s Stage, rng *rand.Rand, _ time.Duration) ([]chaos.Step, error) {
+			return cutsWhileApplying(s, rng, OutOfOrder, 2)
+		},
+		Check: func(ctx context.Context, s Stage, res *Result) {
+			if res.Counts.OutOfOrder == 0 {
+				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("%s: no event was first applied after a newer version of its order, so the consumers' state was not put to the test of events out of order", OutOfOrder))
+				return
+			}
+			res.Unchecked = append(res.Unchecked, fmt.Sprintf("%s: %d event(s) first applied after a newer version of their order", OutOfOrder, res.Counts.OutOfOrder))
 		},
 	}
 }

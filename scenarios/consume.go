@@ -109,10 +109,20 @@ func (in *recordingInbox) Apply(ctx context.Context, m consumer.Message) (bool, 
 	return dup, nil
 }
 
-// effect records the consumer's effect and, for a hop of a pipeline,
-// stages the event of the next context in the same transaction.
+// effect records the consumer's effect, projects the entity an event
+// updates when the workload has entities (keeping the newest version,
+// unless the consumer under test projects otherwise) and, for a hop of a
+// pipeline, stages the event of the next context in the same
+// transaction.
 func (in *recordingInbox) effect() consumer.Effect {
 	base := consumer.RecordEffect(in.bc.inbox)
+	var project consumer.Effect
+	if in.r.plan.Versions != nil {
+		project = consumer.ProjectNewest(in.bc.inbox, workloadVersion)
+		if cu := in.r.opts.Consumer; cu != nil && cu.Project != nil {
+			project = cu.Project(in.bc.inbox, workloadVersion)
+		}
+	}
 	next := in.bc.next
 	return func(ctx context.Context, tx pgx.Tx, m consumer.Message) error {
 		if err := base(ctx, tx, m); err != nil {
@@ -123,6 +133,15 @@ func (in *recordingInbox) effect() consumer.Effect {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(hold):
+			}
+		}
+		// The state is written after the work the hold stands for, as a
+		// handler writes it once it knows it: the write takes the
+		// entity's row lock only then, so that two applies of one entity
+		// write in the order they finish.
+		if project != nil {
+			if err := project(ctx, tx, m); err != nil {
+				return err
 			}
 		}
 		if next == nil {
@@ -141,6 +160,11 @@ func (in *recordingInbox) effect() consumer.Effect {
 		}
 		return nil
 	}
+}
+
+// workloadVersion reads the entity and version of a workload event.
+func workloadVersion(m consumer.Message) (string, int, bool) {
+	return workload.EntityVersion(m.Payload)
 }
 
 // nextEvent is the event a hop stages in context next on consuming m: its

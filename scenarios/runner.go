@@ -73,6 +73,13 @@ type ConsumerUnderTest struct {
 	// and effect the effect its inbox applies once per message id, for a
 	// consumer that applies effects without the inbox.
 	Wrap func(in consumer.Inbox, pool *pgxpool.Pool, effect consumer.Effect) consumer.Inbox
+	// Project, when set, replaces how the consumer keeps the state of the
+	// entities a workload with entities updates (workload.Shape.Entities):
+	// the harness's consumer keeps the newest version
+	// (consumer.ProjectNewest). It returns the effect that writes the
+	// projection table for the consumer named consumer; version reads an
+	// event's entity and version.
+	Project func(consumer string, version consumer.Versioned) consumer.Effect
 	// Replay is the command that runs the same schedule again with this
 	// consumer; the run verb cannot name it.
 	Replay string

@@ -73,6 +73,7 @@ func (r *run) checkerConfig() checker.Config {
 	if r.mode == workload.Outbox {
 		cfg.Features.Stages = true
 		cfg.Poison = maps.Clone(r.plan.Poison)
+		cfg.Versions = r.plan.Versions
 	} else {
 		// No relay runs: no promise of one is judged.
 		cfg.Features = checker.Features{}

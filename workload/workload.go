@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/outbox"
 )
 
@@ -32,6 +33,20 @@ const BindingKey = "order.#"
 type OrderPlaced struct {
 	OrderID string `json:"order_id"`
 	Amount  int    `json:"amount"`
+	// Version numbers the events of one order (Shape.Entities) from 1,
+	// in the order its producer commits them; 0 when the workload has no
+	// entities.
+	Version int `json:"version,omitempty"`
+}
+
+// EntityVersion reads the order and version an event of a workload with
+// entities carries in its payload; ok is false for any other payload.
+func EntityVersion(payload []byte) (entity string, version int, ok bool) {
+	var p OrderPlaced
+	if json.Unmarshal(payload, &p) != nil || p.OrderID == "" || p.Version <= 0 {
+		return "", 0, false
+	}
+	return p.OrderID, p.Version, true
 }
 
 // Registry returns the message types the workload's relay knows.
@@ -49,8 +64,17 @@ var KnownTypes = []string{TypeOrderPlaced, TypeOrderPaid}
 // TypesSpec is the OUTBOX_TYPES value that makes ./cmd/relay know the
 // workload's types and their payload shape: TypeUnknown is parked at once,
 // an OrderPlaced payload with a string amount is undecodable.
-const TypesSpec = TypeOrderPlaced + ":order_id=string;amount=integer," + TypeOrderPaid + ":order_id=string;amount=integer," +
-	TypeRejected + ":order_id=string;amount=integer"
+const TypesSpec = TypeOrderPlaced + ":" + orderFields + "," + TypeOrderPaid + ":" + orderFields + "," + TypeRejected + ":" + orderFields
+
+// VersionedTypesSpec is TypesSpec for a workload with entities
+// (Shape.Entities), whose payloads carry a version as well.
+const VersionedTypesSpec = TypeOrderPlaced + ":" + versionedFields + "," + TypeOrderPaid + ":" + versionedFields + "," +
+	TypeRejected + ":" + versionedFields
+
+const (
+	orderFields     = "order_id=string;amount=integer"
+	versionedFields = orderFields + ";version=integer"
+)
 
 // Shape shapes the business transactions of a run.
 type Shape struct {
@@ -80,6 +104,13 @@ type Shape struct {
 	// COMMIT was sent, so the outcome is unknown.
 	CrashAtCommitRate float64
 	MaxCrashDelay     time.Duration
+	// Entities, when above zero, makes the events updates of that many
+	// orders (at least one per producer): every transaction updates one
+	// order, each order belongs to one producer, and its events carry
+	// versions 1, 2, ... in the order the producer stages them, so that
+	// commit order is version order. Plan.Versions says which event is
+	// which version of which order.
+	Entities int
 	// Pace spaces one producer's transactions, so that faults land while
 	// the workload runs. Zero lets the runner spread the transactions over
 	// most of the safety phase.
@@ -98,6 +129,9 @@ type Plan struct {
 	Txns   [][]Txn
 	Poison map[string]bool
 	Total  int
+	// Versions gives, for a workload with entities, each event's order
+	// and version; nil otherwise.
+	Versions map[string]checker.EntityVersion
 }
 
 // Draw builds the plan from rng alone: the same seed gives the same
@@ -106,6 +140,13 @@ func (w Shape) Draw(rng *rand.Rand) Plan {
 	producers := max(w.Producers, 1)
 	per := max(w.MaxEventsPerTxn, 1)
 	p := Plan{Txns: make([][]Txn, producers), Poison: map[string]bool{}}
+	entities := 0
+	var versions []int
+	if w.Entities > 0 {
+		entities = max(w.Entities, producers)
+		versions = make([]int, entities)
+		p.Versions = map[string]checker.EntityVersion{}
+	}
 	for n, i := 0, 0; n < w.Events; i++ {
 		k := min(1+rng.IntN(per), w.Events-n)
 		t := Txn{
@@ -136,11 +177,30 @@ func (w Shape) Draw(rng *rand.Rand) Plan {
 			}
 			t.Events = append(t.Events, e)
 		}
+		if entities > 0 {
+			// The producer's transactions go round its own orders in turn.
+			owner := i % producers
+			k := owner + producers*(i/producers%((entities-owner+producers-1)/producers))
+			for j := range t.Events {
+				versions[k]++
+				t.Events[j] = versioned(t.Events[j], fmt.Sprintf("o%d", k), versions[k])
+				p.Versions[t.Events[j].ID.String()] = checker.EntityVersion{Entity: fmt.Sprintf("o%d", k), Version: versions[k]}
+			}
+		}
 		n += k
 		p.Total = n
 		p.Txns[i%producers] = append(p.Txns[i%producers], t)
 	}
 	return p
+}
+
+// versioned returns e as the version-th update of the order entity.
+func versioned(e outbox.Event, entity string, version int) outbox.Event {
+	var p OrderPlaced
+	_ = json.Unmarshal(e.Payload, &p)
+	p.OrderID, p.Version = entity, version
+	e.Payload, _ = json.Marshal(p)
+	return e
 }
 
 // event makes the n-th event with an id drawn from rng, time-ordered by n

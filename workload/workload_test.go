@@ -78,3 +78,44 @@ func TestTypesSpecNamesEveryKnownType(t *testing.T) {
 		t.Errorf("%s must be unknown: it is the poison a relay parks", TypeUnknown)
 	}
 }
+
+// TestDrawEntities: with entities, every event updates one order, each
+// order belongs to one producer, and its versions count from 1 in the
+// order that producer stages them; Plan.Versions and the payloads agree.
+func TestDrawEntities(t *testing.T) {
+	w := Shape{Events: 240, Producers: 3, MaxEventsPerTxn: 4, RollbackRate: 0.1, Entities: 30}
+	p := w.Draw(seed.Rand(1, seed.Workload))
+	if len(p.Versions) != w.Events {
+		t.Fatalf("%d events versioned, want %d", len(p.Versions), w.Events)
+	}
+	owner := map[string]int{}
+	last := map[string]int{}
+	for prod, txns := range p.Txns {
+		for _, txn := range txns {
+			for _, e := range txn.Events {
+				entity, v, ok := EntityVersion(e.Payload)
+				want := p.Versions[e.ID.String()]
+				if !ok || entity != want.Entity || v != want.Version {
+					t.Fatalf("event %s: payload %s reads %q v%d %v, plan says %+v", e.ID, e.Payload, entity, v, ok, want)
+				}
+				if o, seen := owner[entity]; seen && o != prod {
+					t.Errorf("%s is staged by producers %d and %d", entity, o, prod)
+				}
+				owner[entity] = prod
+				if v != last[entity]+1 {
+					t.Errorf("%s: version %d after %d", entity, v, last[entity])
+				}
+				last[entity] = v
+			}
+		}
+	}
+	if len(last) != w.Entities {
+		t.Errorf("%d orders updated, want all %d", len(last), w.Entities)
+	}
+	if _, _, ok := EntityVersion([]byte(`{"order_id":"o1","amount":3}`)); ok {
+		t.Error("a payload without a version reads as one")
+	}
+	if plain := (Shape{Events: 10, Producers: 2}).Draw(seed.Rand(1, seed.Workload)); plain.Versions != nil {
+		t.Error("a workload without entities has versions")
+	}
+}

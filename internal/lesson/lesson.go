@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/checker"
@@ -64,7 +65,7 @@ type Case struct {
 
 // All returns the lessons, in the order of the guarantee table.
 func All() []Lesson {
-	return []Lesson{atLeastOnce(), asynchronous(), markThenSweep(), poison()}
+	return []Lesson{atLeastOnce(), ordering(), asynchronous(), markThenSweep(), poison()}
 }
 
 // Lookup returns the lesson named name.
@@ -137,6 +138,12 @@ func sentence(c Case, res scenarios.Result) string {
 	case c.Teaches == checker.NameParking:
 		return fmt.Sprintf("%s committed; %d ended parked for an operator, never deleted, while the other %d events were delivered around them",
 			count(n.Poison, "poison event was", "poison events were"), n.Parked, n.Delivered)
+	case c.Teaches == checker.NameConvergence && c.Contrast:
+		return fmt.Sprintf("%s first applied after a newer version of their order, and this consumer let each overwrite the newer state: %d of %s ended at an older version than the newest it applied",
+			count(n.OutOfOrder, "event was", "events were"), offending(res, checker.NameConvergence), count(entities(res), "order"))
+	case c.Teaches == checker.NameConvergence:
+		return fmt.Sprintf("%s first applied after a newer version of their order, and all %s ended at their newest version: the guard skipped every stale event",
+			count(n.OutOfOrder, "event was", "events were"), count(entities(res), "order"))
 	case c.Teaches == checker.NameRetention && c.Contrast:
 		return fmt.Sprintf("%d of %s were delivered, and the outbox kept no trace of %d of them: \"was it published, and when?\" has no answer there",
 			n.Delivered, count(n.Committed, "committed event"), offending(res, checker.NameRetention))
@@ -210,6 +217,14 @@ func offending(res scenarios.Result, name string) int {
 	return 0
 }
 
+// entities counts the entities the convergence checker judged in res.
+func entities(res scenarios.Result) int {
+	if r, ok := res.Report.Result(checker.NameConvergence); ok {
+		return r.Counts["entities"]
+	}
+	return 0
+}
+
 // countDuplicated counts the events delivered more than once.
 func countDuplicated(res scenarios.Result) int {
 	seen := map[string]int{}
@@ -262,6 +277,33 @@ func atLeastOnce() Lesson {
 			{
 				Label: "inbox", Teaches: checker.NameDuplicateEffects,
 				How: "the consumer records the event's id in its inbox with a unique key, in the transaction of the effect",
+			},
+		},
+	}
+}
+
+// ordering is the lesson "strict order inside one context? no: oldest
+// first is a hint; the consumer keeps state by version".
+func ordering() Lesson {
+	return Lesson{
+		Name:     "ordering",
+		Question: "strict order inside one context?",
+		Answer:   "no: the relay claims oldest first, but competing consumers and redelivery reorder events; the consumer keeps each entity's state by version",
+		Scenario: scenarios.OutOfOrder,
+		Cases: []Case{
+			{
+				Label: "last apply wins", Contrast: true, Teaches: checker.NameConvergence,
+				How: "the consumer assumes events arrive in order and writes each order's state from the event it applies last",
+				Consumer: &scenarios.ConsumerUnderTest{
+					Name: "last-apply-wins",
+					Project: func(name string, version consumer.Versioned) consumer.Effect {
+						return lastApplyWins{consumer: name, version: version}.apply
+					},
+				},
+			},
+			{
+				Label: "staleness guard", Teaches: checker.NameConvergence,
+				How: "the consumer writes an order's state only from an event newer than the version it holds, and skips a stale one",
 			},
 		},
 	}
@@ -338,6 +380,27 @@ func poison() Lesson {
 			},
 		},
 	}
+}
+
+// lastApplyWins keeps each entity's state from the event applied last,
+// whatever its version: a consumer that assumes events arrive in the
+// order they were staged.
+type lastApplyWins struct {
+	consumer string
+	version  consumer.Versioned
+}
+
+func (l lastApplyWins) apply(ctx context.Context, tx pgx.Tx, m consumer.Message) error {
+	entity, v, ok := l.version(m)
+	if !ok {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO projection (consumer, entity, version, message_id) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (consumer, entity) DO UPDATE SET version = excluded.version, message_id = excluded.message_id, updated_at = now()`,
+		l.consumer, entity, v, m.ID); err != nil {
+		return fmt.Errorf("projecting %s: %w", m.ID, err)
+	}
+	return nil
 }
 
 // stateCheck is the dedupe strategy of an existing-state check: in the
