@@ -9,6 +9,7 @@ package lesson
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -275,6 +276,16 @@ func atLeastOnce() Lesson {
 				},
 			},
 			{
+				Label: "business key", Teaches: checker.NameDuplicateEffects,
+				How: "the consumer records what the event did to which order (its type and order id) under a unique key, in the transaction of the effect",
+				Consumer: &scenarios.ConsumerUnderTest{
+					Name: "business-key",
+					Wrap: func(in consumer.Inbox, _ *pgxpool.Pool, _ consumer.Effect) consumer.Inbox {
+						return businessKey{in: in.(*consumer.PGInbox)}
+					},
+				},
+			},
+			{
 				Label: "inbox", Teaches: checker.NameDuplicateEffects,
 				How: "the consumer records the event's id in its inbox with a unique key, in the transaction of the effect",
 			},
@@ -401,6 +412,23 @@ func (l lastApplyWins) apply(ctx context.Context, tx pgx.Tx, m consumer.Message)
 		return fmt.Errorf("projecting %s: %w", m.ID, err)
 	}
 	return nil
+}
+
+// businessKey is the dedupe strategy of a unique business key: the
+// consumer keys its dedupe on what the event means (its type and the
+// order it is about), not on the event's id, so that a duplicate is
+// recognised even when it came with another id. It records the key in
+// the inbox table, under its unique key, in the effect's transaction.
+type businessKey struct {
+	in *consumer.PGInbox
+}
+
+func (b businessKey) Apply(ctx context.Context, m consumer.Message) (bool, error) {
+	var p workload.OrderPlaced
+	if err := json.Unmarshal(m.Payload, &p); err != nil || p.OrderID == "" {
+		return false, fmt.Errorf("applying %s: no order in its payload %q", m.ID, m.Payload)
+	}
+	return b.in.ApplyKeyed(ctx, m.Type+"/"+p.OrderID, m, true)
 }
 
 // stateCheck is the dedupe strategy of an existing-state check: in the
