@@ -259,6 +259,14 @@ demo:
 	@$(GO) build -o $(BUILD)/outboxlab ./cmd/outboxlab
 	$(BUILD)/outboxlab demo
 
+## lessons: the tour of the guarantee table, each answer live against a contrast (LESSON=NAME for one; all of them take about three minutes on 2 cores)
+.PHONY: lessons
+LESSON ?= all
+lessons:
+	@$(MAKE) --no-print-directory images
+	@$(GO) build -o $(BUILD)/outboxlab ./cmd/outboxlab
+	$(BUILD)/outboxlab demo --lesson $(LESSON)
+
 ## bench: relay throughput and latency side by side with raw amqp091 and watermill (BENCHFLAGS=--json, --events N, ...)
 .PHONY: bench
 BENCHFLAGS ?=

@@ -517,7 +517,7 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 // moment), one per relay that fed them: a row per scenario over its
 // seeds, then what each run's notes say it exercised.
 func writeConsumers(s *strings.Builder, files []*ScenarioFile, meta Meta) {
-	s.WriteString("## The consumers under concurrent duplicates\n\n")
+	s.WriteString("## The consumers under test\n\n")
 	for _, f := range files {
 		writeCampaign(s, f, "Fed by "+mdCode(relayOf(f)), meta, "What the runs say they judged and exercised (the first run of each scenario):")
 	}

@@ -436,7 +436,7 @@ func TestConsumersRunsAreKeptApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := md.String()
-	sec := strings.Index(out, "## The consumers under concurrent duplicates")
+	sec := strings.Index(out, "## The consumers under test")
 	if sec < 0 {
 		t.Fatalf("no consumers' section:\n%s", out)
 	}
