@@ -36,9 +36,19 @@ type Scenario struct {
 	Replicas int
 	// Contexts names the bounded contexts, each with its own outbox table,
 	// exchange, queue and relay; more than one makes a pipeline whose hops
-	// stage the next context's event as they consume. Default: one,
-	// "orders".
+	// stage the next context's event as they consume, unless Independent.
+	// Default: one, "orders".
 	Contexts []string
+	// Independent makes the contexts side by side instead of a pipeline:
+	// the producers stage each event in the context the workload gives it
+	// (workload.Shape.Contexts), every context's consumer applies its own
+	// queue, and the consumers keep one projection of the entities
+	// together, as a downstream service fed by two upstream contexts does.
+	Independent bool
+	// ContextEnv sets, per context name, OUTBOX_* settings of that
+	// context's replicas over RelayEnv (the relay under test's own Env
+	// still wins).
+	ContextEnv map[string]map[string]string
 	// NeedsRelay: the faults act on relay replicas, so the unsafe
 	// variants, which run without one, cannot run it.
 	NeedsRelay bool

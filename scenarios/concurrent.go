@@ -30,7 +30,7 @@ const SubjectConsumers = "consumers"
 // ConsumerCatalogue returns the scenarios that put the consumers under
 // test rather than the relay.
 func ConsumerCatalogue() []Scenario {
-	return named(concurrentDuplicates(), outOfOrder())
+	return named(concurrentDuplicates(), outOfOrder(), crossContext())
 }
 
 // ConsumerNames returns the names of ConsumerCatalogue's scenarios.
@@ -144,6 +144,46 @@ func outOfOrder() Scenario {
 				return
 			}
 			res.Unchecked = append(res.Unchecked, fmt.Sprintf("%s: %d event(s) first applied after a newer version of their order", OutOfOrder, res.Counts.OutOfOrder))
+		},
+	}
+}
+
+// CrossContext is the scenario of the consumers that teaches the other
+// half of what the outbox does not promise: any order across contexts.
+// The events update orders whose transactions alternate between two
+// bounded contexts, each with its own outbox, relay and queue: an order's
+// first update goes to "orders", its second to "payments", and so on.
+// The orders relay is woken at each COMMIT; the payments relay polls
+// every 4 s, as independent deployments differ. Within a context one
+// relay replica and one consumer keep the order, so every event applied
+// after a newer version of its order was overtaken by the other context.
+// The consumers keep one projection of the orders together, which must
+// end every order at its newest version (checker.Convergence). It is not
+// part of Catalogue; ConsumerCatalogue and Lookup find it.
+const CrossContext = "cross-context"
+
+func crossContext() Scenario {
+	w := defaultWorkload()
+	w.Events, w.MaxEventsPerTxn, w.Entities, w.Contexts = 180, 2, 18, 2
+	return Scenario{
+		Name:    CrossContext,
+		Subject: SubjectConsumers,
+		Summary: "the events update 18 orders, each order's transactions alternating between two contexts (orders, payments) with their own outbox, relay and queue; " +
+			"the orders relay is woken at each COMMIT and the payments relay polls every 4 s: an order's update in one context overtakes its earlier update in the other, " +
+			"and the consumers' shared state must end every order at its newest version",
+		Workload:    w,
+		Safety:      9 * time.Second,
+		Replicas:    1,
+		Contexts:    []string{"orders", "payments"},
+		Independent: true,
+		RelayEnv:    map[string]string{contract.EnvTypes: workload.VersionedTypesSpec},
+		ContextEnv:  map[string]map[string]string{"payments": {contract.EnvNotify: "false", contract.EnvPollInterval: "4s"}},
+		Check: func(ctx context.Context, s Stage, res *Result) {
+			if res.Counts.OutOfOrder == 0 {
+				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("%s: no event was first applied after a newer version of its order from the other context, so the consumers' state was not put to the test of contexts out of order", CrossContext))
+				return
+			}
+			res.Unchecked = append(res.Unchecked, fmt.Sprintf("%s: %d event(s) first applied after a newer version of their order from the other context", CrossContext, res.Counts.OutOfOrder))
 		},
 	}
 }

@@ -118,9 +118,15 @@ func (in *recordingInbox) effect() consumer.Effect {
 	base := consumer.RecordEffect(in.bc.inbox)
 	var project consumer.Effect
 	if in.r.plan.Versions != nil {
-		project = consumer.ProjectNewest(in.bc.inbox, workloadVersion)
+		// Independent contexts feed one projection, kept under the first
+		// context's name.
+		name := in.bc.inbox
+		if in.r.sc.Independent {
+			name = in.r.contexts[0].inbox
+		}
+		project = consumer.ProjectNewest(name, workloadVersion)
 		if cu := in.r.opts.Consumer; cu != nil && cu.Project != nil {
-			project = cu.Project(in.bc.inbox, workloadVersion)
+			project = cu.Project(name, workloadVersion)
 		}
 	}
 	next := in.bc.next

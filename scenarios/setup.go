@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/fixture"
+	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/chaos"
@@ -55,7 +56,7 @@ func (r *run) setup(ctx context.Context) error {
 			name: c.Name, table: c.Table, rows: c.Rows, ids: c.IDs, exchange: c.Topology.Exchange, queue: c.Topology.Queue, inbox: c.Name, topology: c.Topology,
 		})
 	}
-	for i := 0; i+1 < len(r.contexts); i++ {
+	for i := 0; i+1 < len(r.contexts) && !r.sc.Independent; i++ {
 		r.contexts[i].next = r.contexts[i+1]
 	}
 	for _, l := range r.env.Links() {
@@ -170,6 +171,9 @@ func (r *run) startRelays(ctx context.Context) error {
 			for k, v := range r.sc.RelayEnv {
 				base[k] = v
 			}
+			for k, v := range r.sc.ContextEnv[bc.name] {
+				base[k] = v
+			}
 			for k, v := range r.relay.Env {
 				base[k] = v
 			}
@@ -249,6 +253,22 @@ func (r *run) startConsumers() error {
 	return nil
 }
 
+// producerStore is where the producers stage: bc's outbox, or, for
+// independent contexts, the outbox of the context the workload gives each
+// event, in the same transaction.
+func (r *run) producerStore(bc *boundedCtx) workload.PG {
+	pg := func(bc *boundedCtx) workload.PG {
+		return workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true, Schema: r.relay.Outbox, IDs: bc.ids}
+	}
+	st := pg(bc)
+	if r.sc.Independent && r.plan.Contexts != nil {
+		st.Route = func(e outbox.Event) workload.PG {
+			return pg(r.contexts[r.plan.Contexts[e.ID.String()]%len(r.contexts)])
+		}
+	}
+	return st
+}
+
 // makeProducers builds the producers; the unsafe variants get a publisher
 // each.
 func (r *run) makeProducers() error {
@@ -257,7 +277,7 @@ func (r *run) makeProducers() error {
 		clk := chaos.NewClock(0)
 		p := &workload.Producer{
 			Name:  fmt.Sprintf("producer-%d", i+1),
-			Store: workload.PG{DB: r.fx.App, Table: bc.table, Business: r.fx.Business, Notify: true, Schema: r.relay.Outbox, IDs: bc.ids},
+			Store: r.producerStore(bc),
 			Mode:  r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
 			StampOccurredAt: true,
 		}

@@ -107,6 +107,10 @@ type PG struct {
 	// IDs keeps the id the database gives each row, in the staging
 	// transaction, when Schema returns one (outbox.Schema.ReturnsID).
 	IDs *IDs
+	// Route, when set, gives per event the PG whose outbox stages it, in
+	// the same transaction: events of one transaction may go to the
+	// outboxes of several contexts in one database.
+	Route func(e outbox.Event) PG
 }
 
 // Begin implements Store.
@@ -129,7 +133,11 @@ func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
 		return fmt.Errorf("business write: %w", err)
 	}
 	if stage {
-		_, err := t.s.Stage(ctx, t.tx, e)
+		st := t.s
+		if st.Route != nil {
+			st = st.Route(e)
+		}
+		_, err := st.Stage(ctx, t.tx, e)
 		return err
 	}
 	return nil

@@ -111,6 +111,11 @@ type Shape struct {
 	// commit order is version order. Plan.Versions says which event is
 	// which version of which order.
 	Entities int
+	// Contexts, when above one with Entities, spreads each order's
+	// transactions over that many bounded contexts in turn: its first
+	// transaction goes to context 0, its second to context 1, and so on.
+	// Plan.Contexts says where each event goes.
+	Contexts int
 	// Pace spaces one producer's transactions, so that faults land while
 	// the workload runs. Zero lets the runner spread the transactions over
 	// most of the safety phase.
@@ -132,6 +137,9 @@ type Plan struct {
 	// Versions gives, for a workload with entities, each event's order
 	// and version; nil otherwise.
 	Versions map[string]checker.EntityVersion
+	// Contexts gives, for a workload spread over contexts, the context
+	// each event is staged in; nil otherwise.
+	Contexts map[string]int
 }
 
 // Draw builds the plan from rng alone: the same seed gives the same
@@ -141,11 +149,14 @@ func (w Shape) Draw(rng *rand.Rand) Plan {
 	per := max(w.MaxEventsPerTxn, 1)
 	p := Plan{Txns: make([][]Txn, producers), Poison: map[string]bool{}}
 	entities := 0
-	var versions []int
+	var versions, txns []int
 	if w.Entities > 0 {
 		entities = max(w.Entities, producers)
-		versions = make([]int, entities)
+		versions, txns = make([]int, entities), make([]int, entities)
 		p.Versions = map[string]checker.EntityVersion{}
+		if w.Contexts > 1 {
+			p.Contexts = map[string]int{}
+		}
 	}
 	for n, i := 0, 0; n < w.Events; i++ {
 		k := min(1+rng.IntN(per), w.Events-n)
@@ -185,7 +196,11 @@ func (w Shape) Draw(rng *rand.Rand) Plan {
 				versions[k]++
 				t.Events[j] = versioned(t.Events[j], fmt.Sprintf("o%d", k), versions[k])
 				p.Versions[t.Events[j].ID.String()] = checker.EntityVersion{Entity: fmt.Sprintf("o%d", k), Version: versions[k]}
+				if p.Contexts != nil {
+					p.Contexts[t.Events[j].ID.String()] = txns[k] % w.Contexts
+				}
 			}
+			txns[k]++
 		}
 		n += k
 		p.Total = n

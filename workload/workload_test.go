@@ -119,3 +119,28 @@ func TestDrawEntities(t *testing.T) {
 		t.Error("a workload without entities has versions")
 	}
 }
+
+// TestDrawContexts: spread over contexts, each order's transactions go to
+// the contexts in turn, every event of a transaction to the same one.
+func TestDrawContexts(t *testing.T) {
+	w := Shape{Events: 180, Producers: 3, MaxEventsPerTxn: 2, Entities: 18, Contexts: 2}
+	p := w.Draw(seed.Rand(1, seed.Workload))
+	if len(p.Contexts) != w.Events {
+		t.Fatalf("%d events have a context, want %d", len(p.Contexts), w.Events)
+	}
+	txns := map[string]int{}
+	for _, ts := range p.Txns {
+		for _, txn := range ts {
+			entity := p.Versions[txn.Events[0].ID.String()].Entity
+			for _, e := range txn.Events {
+				if got, want := p.Contexts[e.ID.String()], txns[entity]%2; got != want {
+					t.Errorf("%s's transaction %d stages %s in context %d, want %d", entity, txns[entity], e.ID, got, want)
+				}
+			}
+			txns[entity]++
+		}
+	}
+	if (Shape{Events: 10, Producers: 2, Entities: 4}).Draw(seed.Rand(1, seed.Workload)).Contexts != nil {
+		t.Error("a workload in one context has contexts")
+	}
+}

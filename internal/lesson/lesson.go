@@ -66,7 +66,7 @@ type Case struct {
 
 // All returns the lessons, in the order of the guarantee table.
 func All() []Lesson {
-	return []Lesson{atLeastOnce(), ordering(), asynchronous(), markThenSweep(), poison()}
+	return []Lesson{atLeastOnce(), acrossContexts(), ordering(), asynchronous(), markThenSweep(), poison()}
 }
 
 // Lookup returns the lesson named name.
@@ -293,29 +293,50 @@ func atLeastOnce() Lesson {
 	}
 }
 
+// lastApplyWinsConsumer is the contrast of the ordering lessons: a
+// consumer that writes each order's state from the event it applies last.
+func lastApplyWinsConsumer() *scenarios.ConsumerUnderTest {
+	return &scenarios.ConsumerUnderTest{
+		Name: "last-apply-wins",
+		Project: func(name string, version consumer.Versioned) consumer.Effect {
+			return lastApplyWins{consumer: name, version: version}.apply
+		},
+	}
+}
+
+// acrossContexts is the lesson "is there an order across contexts? no:
+// independent relays share no sequence".
+func acrossContexts() Lesson {
+	return orderLesson("across-contexts", "is there an order across contexts?",
+		"no: each context has its own outbox and relay, and nothing orders one context's events against another's",
+		scenarios.CrossContext,
+		"the consumer assumes the two contexts' events arrive in the order they were committed and writes each order's state from the event it applies last",
+		"the consumer writes an order's state only from an event newer than the version it holds, whichever context it came from")
+}
+
 // ordering is the lesson "strict order inside one context? no: oldest
 // first is a hint; the consumer keeps state by version".
 func ordering() Lesson {
+	return orderLesson("ordering", "strict order inside one context?",
+		"no: the relay claims oldest first, but competing consumers and redelivery reorder events; the consumer keeps each entity's state by version",
+		scenarios.OutOfOrder,
+		"the consumer assumes events arrive in order and writes each order's state from the event it applies last",
+		"the consumer writes an order's state only from an event newer than the version it holds, and skips a stale one")
+}
+
+// orderLesson is a lesson of the ordering rows of the table: the
+// scenario's events update orders and arrive out of order; a consumer
+// whose state is the last event it applied (the contrast) fails
+// convergence, the harness's consumer with its staleness guard passes.
+func orderLesson(name, question, answer, scenario, lastWinsHow, guardHow string) Lesson {
 	return Lesson{
-		Name:     "ordering",
-		Question: "strict order inside one context?",
-		Answer:   "no: the relay claims oldest first, but competing consumers and redelivery reorder events; the consumer keeps each entity's state by version",
-		Scenario: scenarios.OutOfOrder,
+		Name: name, Question: question, Answer: answer, Scenario: scenario,
 		Cases: []Case{
 			{
 				Label: "last apply wins", Contrast: true, Teaches: checker.NameConvergence,
-				How: "the consumer assumes events arrive in order and writes each order's state from the event it applies last",
-				Consumer: &scenarios.ConsumerUnderTest{
-					Name: "last-apply-wins",
-					Project: func(name string, version consumer.Versioned) consumer.Effect {
-						return lastApplyWins{consumer: name, version: version}.apply
-					},
-				},
+				How: lastWinsHow, Consumer: lastApplyWinsConsumer(),
 			},
-			{
-				Label: "staleness guard", Teaches: checker.NameConvergence,
-				How: "the consumer writes an order's state only from an event newer than the version it holds, and skips a stale one",
-			},
+			{Label: "staleness guard", Teaches: checker.NameConvergence, How: guardHow},
 		},
 	}
 }
