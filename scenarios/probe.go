@@ -187,8 +187,11 @@ func (r *run) probeStage(ctx context.Context, bc *boundedCtx, e outbox.Event) (s
 }
 
 // probeQueue binds a queue of its own to exchange, for every routing key,
-// and consumes it with automatic acks.
+// and consumes it with automatic acks. On a broker cluster, whose URL
+// lists every node (comma-separated), it connects to the first node:
+// the exchange and its bindings are the cluster's.
 func probeQueue(url, exchange string) (<-chan amqp.Delivery, func(), error) {
+	url, _, _ = strings.Cut(url, ",")
 	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to RabbitMQ %s: %w", relay.RedactURL(url), err)

@@ -310,6 +310,11 @@ func TestBlackBoxCommand(t *testing.T) {
 // make test within its time.
 func TestClusterCatalogue(t *testing.T) {
 	env := testenv.StartT(t, EnvOptionsFor(ClusterCatalogue()[0]))
+	// The probe, which a run of this process makes once per relay, on the
+	// cluster's list of nodes as a run started there first makes it.
+	if err := Probe(context.Background(), env, RelayUnderTest{}.resolve(), func(s string) { t.Log(s) }); err != nil {
+		t.Errorf("the setup probe on a broker cluster: %v", err)
+	}
 	if _, err := Run(context.Background(), env, Catalogue()[0], runOptions(t, 1)); err == nil {
 		t.Errorf("%s ran on a cluster environment", Catalogue()[0].Name)
 	}
