@@ -2,6 +2,7 @@ package lesson
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,12 +50,20 @@ func TestJudge(t *testing.T) {
 
 // TestLessons runs every lesson on containers, as `outboxlab demo
 // --lesson all` does, and checks that each contrast failed by the checker
-// its lesson teaches and every other case passed.
+// its lesson teaches and every other case passed. A case that is this
+// repository's relay and consumer, unchanged, on a scenario of the
+// catalogue is what the scenarios' TestCatalogue runs on every seed it
+// is given; it runs here only in the long mode (OUTBOXLAB_LONG=1).
 func TestLessons(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
 	env := testenv.StartT(t, testenv.Options{})
+	catalogued := map[string]bool{}
+	for _, n := range scenarios.Names() {
+		catalogued[n] = true
+	}
+	long := os.Getenv("OUTBOXLAB_LONG") == "1"
 	for _, l := range All() {
 		t.Run(l.Name, func(t *testing.T) {
 			sc, ok := scenarios.Lookup(l.Scenario)
@@ -62,6 +71,10 @@ func TestLessons(t *testing.T) {
 				t.Fatalf("no scenario %s", l.Scenario)
 			}
 			for _, c := range l.Cases {
+				if plain := !c.Contrast && c.Relay.Name == "" && c.Consumer == nil && c.Mode == ""; plain && catalogued[l.Scenario] && !long {
+					t.Logf("%s: our relay and consumer on %s, which TestCatalogue runs", c.Label, l.Scenario)
+					continue
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				res, err := scenarios.Run(ctx, env, sc, scenarios.Options{Seed: Seed, Relay: c.Relay, Mode: c.Mode, Consumer: c.Consumer})
 				cancel()
