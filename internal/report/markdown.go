@@ -506,20 +506,27 @@ func writeRelays(s *strings.Builder, relays []*ScenarioFile, meta Meta) {
 	s.WriteString("## Other relays under the catalogue\n\n")
 	for _, f := range relays {
 		writeCampaign(s, f, mdCode(relayOf(f)), meta, "What the checkers judged the relay by, without records of its own:")
-		if f.Findings != "" {
-			fmt.Fprintf(s, "#### Findings\n\n_What reading these runs' histories showed (%s of the bundle)._\n\n%s\n\n", mdCode(FileFindings), f.Findings)
-		}
+		writeFindings(s, f)
+	}
+}
+
+// writeFindings renders a campaign's findings.md under its table.
+func writeFindings(s *strings.Builder, f *ScenarioFile) {
+	if f.Findings != "" {
+		fmt.Fprintf(s, "#### Findings\n\n_What reading these runs' histories showed (%s of the bundle)._\n\n%s\n\n", mdCode(FileFindings), f.Findings)
 	}
 }
 
 // writeConsumers renders the campaigns of the scenarios that put the
 // consumers under test (two consumers applying one event at the same
-// moment), one per relay that fed them: a row per scenario over its
-// seeds, then what each run's notes say it exercised.
+// moment, events out of order), one per relay that fed them: a row per
+// scenario over its seeds, what each run's notes say it exercised, and
+// the campaign's findings.
 func writeConsumers(s *strings.Builder, files []*ScenarioFile, meta Meta) {
 	s.WriteString("## The consumers under test\n\n")
 	for _, f := range files {
 		writeCampaign(s, f, "Fed by "+mdCode(relayOf(f)), meta, "What the runs say they judged and exercised (the first run of each scenario):")
+		writeFindings(s, f)
 	}
 }
 

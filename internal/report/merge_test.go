@@ -424,6 +424,7 @@ func TestConsumersRunsAreKeptApart(t *testing.T) {
 			Unchecked: []string{"concurrent-duplicates: 4 event(s) applied by two consumers at the same moment (e1)"}},
 		ScenarioRun{Scenario: "concurrent-duplicates", Relay: "ours", Subject: "consumers", Seed: 2, Valid: true,
 			Unchecked: []string{"concurrent-duplicates: 3 event(s) applied by two consumers at the same moment (e2)"}})
+	consumers.Scenarios.Findings = "Every overlap was absorbed by the inbox."
 	b, err := Merge([]Bundle{relay, consumers}, MergeOptions{})
 	if err != nil {
 		t.Fatalf("merging a relay's catalogue and its consumers' campaign: %v", err)
@@ -442,6 +443,9 @@ func TestConsumersRunsAreKeptApart(t *testing.T) {
 	}
 	if !strings.Contains(out[sec:], "| concurrent-duplicates | 1..2 | 2 | 0 | 0 |") || !strings.Contains(out[sec:], "4 event(s) applied by two consumers at the same moment") {
 		t.Errorf("the consumers' section does not show the campaign and its notes:\n%s", out[sec:])
+	}
+	if !strings.Contains(out[sec:], "#### Findings") || !strings.Contains(out[sec:], "Every overlap was absorbed by the inbox.") {
+		t.Errorf("the consumers' section does not show the campaign's findings:\n%s", out[sec:])
 	}
 	if strings.Contains(out[:sec], "concurrent-duplicates") {
 		t.Errorf("the consumers' runs are in the relay's tables:\n%s", out[:sec])
