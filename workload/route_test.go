@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
@@ -19,12 +18,8 @@ func TestPGRouteStagesEachEventInItsContext(t *testing.T) {
 	srv := pgserver.StartT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, srv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(ctx, `CREATE SCHEMA rt; CREATE TABLE rt.business (id uuid PRIMARY KEY, event_id uuid NOT NULL, note text)`); err != nil {
+	db := srv.SchemaPoolT(t, "rt")
+	if _, err := db.Exec(ctx, `CREATE TABLE rt.business (id uuid PRIMARY KEY, event_id uuid NOT NULL, note text)`); err != nil {
 		t.Fatal(err)
 	}
 	orders, payments := outbox.MustParseTable("rt.orders_outbox"), outbox.MustParseTable("rt.payments_outbox")

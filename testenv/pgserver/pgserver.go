@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -166,6 +167,24 @@ func StartT(tb testing.TB) *Server {
 		}
 	})
 	return s
+}
+
+// SchemaPoolT connects a pool to the server's maintenance database,
+// creates schema in it, and closes the pool when the test ends; it fails
+// the test when either cannot be done.
+func (s *Server) SchemaPoolT(tb testing.TB, schema string) *pgxpool.Pool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := pgxpool.New(ctx, s.admin)
+	if err != nil {
+		tb.Fatalf("pgserver: %v", err)
+	}
+	tb.Cleanup(db.Close)
+	if _, err := db.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		tb.Fatalf("pgserver: creating schema %s: %v", schema, err)
+	}
+	return db
 }
 
 // StartContainer starts the outboxlab/postgres container alone (testenv

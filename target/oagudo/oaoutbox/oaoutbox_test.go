@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	oa "github.com/oagudo/outbox"
 
@@ -47,14 +46,7 @@ func TestSchemaOnPostgreSQL(t *testing.T) {
 	srv := pgserver.StartT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, srv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(ctx, `CREATE SCHEMA oa`); err != nil {
-		t.Fatal(err)
-	}
+	db := srv.SchemaPoolT(t, "oa")
 	table := outbox.MustParseTable("oa.orders_outbox")
 	s := oaoutbox.Schema()
 	if err := s.Validate(); err != nil || !s.Own() {

@@ -100,14 +100,7 @@ func TestSchemaOnPostgreSQL(t *testing.T) {
 	srv := pgserver.StartT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, srv.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(ctx, `CREATE SCHEMA wm`); err != nil {
-		t.Fatal(err)
-	}
+	db := srv.SchemaPoolT(t, "wm")
 	table := outbox.MustParseTable("wm.orders_outbox")
 	s := wmoutbox.Schema()
 	if err := s.Validate(); err != nil || !s.Own() {
