@@ -164,11 +164,12 @@ $(CTX)/watermill-relay/watermill-relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/wat
 $(CTX)/%.sum: $(CTX)/%
 	@:
 
-## build: compile every package and command (go build ./...) and the row-lock example relay into .build/bin
+## build: compile every package and command (go build ./...), and the row-lock example relay and oagudo/outbox's reader into .build/bin
 .PHONY: build
 build:
 	$(GO) build ./...
 	$(GO) build -o .build/bin/rowlock-relay ./examples/rowlock
+	$(GO) build -o .build/bin/oagudo-relay ./cmd/oagudo-relay
 
 # The relay's mutant tests are compiled only with the mutants tag, which
 # `go test ./...` does not set: both test targets run them on their own.

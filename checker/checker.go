@@ -132,6 +132,14 @@ type Features struct {
 	// Sweeps: the relay deletes processed rows after Retention. When
 	// false, no row may leave the outbox during the run.
 	Sweeps bool
+	// Deletes: the relay deletes a row once it has published it, and
+	// marks none; its delete is its mark. A row gone is then judged by
+	// its delivery (Lost), not by Retention, but a parked row must stay.
+	Deletes bool
+	// Unlocked: the relay takes no lock of a row, so two of its replicas
+	// may both publish one row; such a second publish is explained by
+	// CauseUnlocked (see DuplicateDeliveries).
+	Unlocked bool
 }
 
 // EntityVersion is an event that updates an entity: which one, and which

@@ -29,6 +29,11 @@ const (
 // no mark of it in between.
 const CauseLeaseExpired = "lease-expired"
 
+// CauseUnlocked names a duplicate of a relay that declares it takes no
+// lock of a row (Features.Unlocked): two of its replicas published the
+// row, as nothing keeps them from reading it at once.
+const CauseUnlocked = "unlocked"
+
 // CauseMarkFailed names a duplicate whose row the relay that held it
 // tried to mark and could not (the mark failed, or its outcome is
 // unknown): the row stayed pending and was published again.
@@ -57,6 +62,10 @@ const CauseMarkFailed = "mark-failed"
 //   - the row was claimed again after an earlier claim's lease had run
 //     out on the database clock (Claim ok DBTime >= the earlier Until)
 //     with no mark of it in between (CauseLeaseExpired);
+//   - for a relay that takes no lock of a row (Features.Unlocked), the
+//     row was published by two relay processes, at any point of the
+//     history (CauseUnlocked); a replica that publishes one row twice
+//     is not explained by it;
 //   - a redelivery (Deliver with Redelivered) is explained by a failed
 //     Apply of the event (CauseRequeue), or by a crash, restart or fault
 //     (not clock) of a consumer that had an earlier delivery of it,
@@ -70,8 +79,9 @@ const CauseMarkFailed = "mark-failed"
 // remains: a fault (not clock) that hit a relay (one of Config.Relays, a
 // process that recorded relay operations, or every process for a fault
 // without targets) while the event was in flight, between its first
-// Commit invoke and d; such duplicates are counted as
-// "explained_without_records".
+// Commit invoke and d; failing that, for a relay that takes no lock of a
+// row (Features.Unlocked) run as two replicas or more, CauseUnlocked.
+// Such duplicates are counted as "explained_without_records".
 //
 // Each explained duplicate is attributed to the cause that began last
 // before it (an expired lease only when nothing else explains it: it is
@@ -295,6 +305,21 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 			c.consider(CauseLeaseExpired, c2.Index)
 		}
 	}
+	if cause, ok := c.found(); ok || !a.cfg.Features.Unlocked {
+		return cause, ok
+	}
+	// Nothing keeps a second replica off a row the first is publishing.
+	// Every publish counts, also one recorded after to: the broker's
+	// tap may stamp a publish after a consumer took its copy.
+	publishers := map[string]bool{}
+	for _, p := range a.pairs {
+		if inv := p.Invoke; inv != nil && inv.F == history.Publish && slices.Contains(inv.Events, e.id) {
+			publishers[inv.Process] = true
+		}
+	}
+	if len(publishers) > 1 {
+		return CauseUnlocked, true
+	}
 	return c.found()
 }
 
@@ -361,7 +386,12 @@ func (a *analysis) blackBoxCause(e *event, to int64, relays []string) (string, b
 			c.considerWindow(w.name, max(w.start, from), w.start)
 		}
 	}
-	return c.found()
+	if cause, ok := c.found(); ok || !a.cfg.Features.Unlocked || len(relays) < 2 {
+		return cause, ok
+	}
+	// Unseen publishes of a relay that locks nothing: any two of its
+	// replicas may have published the row.
+	return CauseUnlocked, true
 }
 
 // nearFaults names the fault windows (clock faults included) open at some

@@ -246,12 +246,46 @@ func TestDuplicatesNeedACauseOnTheirRow(t *testing.T) {
 			offending: []string{"e1"},
 		}, near: map[string]int{"relay-b slowed": 1}},
 		{checkCase: checkCase{
+			name: "a relay that takes no lock: two replicas published the row",
+			h: build().commit("producer-1", "e1").publish("relay-a", "e1").publish("relay-b", "e1").
+				mark("relay-a", "e1").h(),
+			cfg:   Config{Features: Features{Unlocked: true}},
+			valid: true,
+		}, by: map[string]int{CauseUnlocked: 1}},
+		{checkCase: checkCase{
+			name: "a relay that takes no lock: one replica publishing a row twice is not explained by it",
+			h: build().commit("producer-1", "e1").publish("relay-a", "e1").publish("relay-a", "e1").
+				mark("relay-a", "e1").h(),
+			cfg:       Config{Features: Features{Unlocked: true}},
+			offending: []string{"e1"},
+		}, near: map[string]int{"none": 1}},
+		{checkCase: checkCase{
+			name: "two replicas publishing a row is no cause for a relay that did not declare locking=none",
+			h: build().commit("producer-1", "e1").publish("relay-a", "e1").publish("relay-b", "e1").
+				mark("relay-a", "e1").h(),
+			offending: []string{"e1"},
+		}, near: map[string]int{"none": 1}},
+		{checkCase: checkCase{
 			name: "a black-box relay: a fault on the consumers explains no second publish",
 			h: build().commit("producer-1", "e1").fault("consumer cut", history.ClassBroker, "consumer-1").
 				consume("consumer-1", "e1").heal("consumer cut").deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
 			cfg:       Config{Relays: []string{"relay-a"}},
 			offending: []string{"e1"},
 		}, near: map[string]int{"consumer cut": 1}},
+		{checkCase: checkCase{
+			name: "a black-box relay that takes no lock, run as two replicas: unseen publishes may be both of theirs",
+			h: build().commit("producer-1", "e1").consume("consumer-1", "e1").
+				deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			cfg:   Config{Relays: []string{"relay-a", "relay-b"}, Features: Features{Unlocked: true}},
+			valid: true,
+		}, by: map[string]int{CauseUnlocked: 1}},
+		{checkCase: checkCase{
+			name: "a black-box relay that takes no lock, run as one replica: nothing explains the second publish",
+			h: build().commit("producer-1", "e1").consume("consumer-1", "e1").
+				deliver("consumer-1", "e1").applyDup("consumer-1", "e1").h(),
+			cfg:       Config{Relays: []string{"relay-a"}, Features: Features{Unlocked: true}},
+			offending: []string{"e1"},
+		}, near: map[string]int{"none": 1}},
 		{checkCase: checkCase{
 			name: "a black-box relay: a fault on a relay in the event's flight explains it",
 			h: build().commit("producer-1", "e1").fault("kill relay-a", history.ClassProcess, "relay-a").

@@ -17,6 +17,7 @@ func TestFaultsAreScopedByTheirTypedFields(t *testing.T) {
 		{
 			name:      "a broker fault on relay-a blames relay-a's retry",
 			h:         healthy(build()).fault("f1", history.ClassBroker, "relay-a").retry("relay-a", "e1", att(1, false)).h(),
+			cfg:       Config{MaxAttempts: 5},
 			offending: []string{"e1"},
 		},
 		{
@@ -38,6 +39,7 @@ func TestFaultsAreScopedByTheirTypedFields(t *testing.T) {
 		{
 			name:      "an untargeted broker fault hits every relay",
 			h:         healthy(build()).fault("f2", history.ClassBroker).retry("relay-b", "e1", att(1, false)).h(),
+			cfg:       Config{MaxAttempts: 5},
 			offending: []string{"e1"},
 		},
 		{

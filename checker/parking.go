@@ -18,7 +18,9 @@ import (
 //   - a broker outage consumes no attempt: no Retry ok of a healthy event is
 //     recorded while a fault of class history.ClassBroker that affects the retrying
 //     relay is open. A fault with Targets affects those processes only;
-//     one without affects every process;
+//     one without affects every process. Judged of a relay that parks
+//     (Features.Parks) or declares an attempt limit: of one that does
+//     neither, an attempt has no consequence;
 //   - with Features.Parks, a healthy event's final row that shows attempts
 //     the history does not explain (no Retry recorded, the relay records
 //     nothing) while no fault of class other was open in the run: an
@@ -77,6 +79,11 @@ func (a *analysis) parking() Result {
 				v.offend(id, "healthy row ended with %d attempt(s) although nothing in the run refused it (no fault of class other): an outage consumed attempts", e.row.Attempts)
 			}
 			for _, r := range e.retries {
+				if !a.cfg.Features.Parks && maxAtt == 0 {
+					// Attempts have no consequence for a relay that
+					// neither parks nor declares a limit.
+					break
+				}
 				if w, in := a.brokerOutageAt(r.Index, r.Process); in {
 					v.counts["retries_in_broker_outage"]++
 					v.offend(id, "attempt consumed during broker outage %q: retry by %s at #%d (%s)", w.name, r.Process, r.Index, r.Meta)

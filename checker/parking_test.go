@@ -85,12 +85,27 @@ func TestParking(t *testing.T) {
 			name: "a broker outage consumed an attempt",
 			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("broker-down", history.ClassBroker).
 				retry("relay-a", "e1", att(1, false)).heal("broker-down").relay("relay-a", "e1").h(),
+			cfg:       Config{MaxAttempts: 5},
 			offending: []string{"e1"},
+		},
+		{
+			name: "a broker outage consumed an attempt of a relay that parks, with no limit declared",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("broker-down", history.ClassBroker).
+				retry("relay-a", "e1", att(1, false)).heal("broker-down").relay("relay-a", "e1").h(),
+			cfg:       parks,
+			offending: []string{"e1"},
+		},
+		{
+			name: "an attempt in an outage has no consequence for a relay that neither parks nor declares a limit",
+			h: build().commit("producer-1", "e1").claim("relay-a", "e1").fault("broker-down", history.ClassBroker).
+				retry("relay-a", "e1", att(1, false)).heal("broker-down").relay("relay-a", "e1").h(),
+			valid: true,
 		},
 		{
 			name: "a relay->broker timeout consumed an attempt",
 			h: build().commit("producer-1", "e1").fault("relay->broker timeout", history.ClassBroker).claim("relay-a", "e1").
 				retry("relay-a", "e1", att(1, false)).h(),
+			cfg:       Config{MaxAttempts: 5},
 			offending: []string{"e1"},
 		},
 		{
@@ -219,6 +234,7 @@ func TestParkingFaultScope(t *testing.T) {
 		{
 			name:      "a cut of this relay's broker link consumed an attempt",
 			h:         healthy(build()).fault("cut relay-a->broker", history.ClassBroker, "relay-a").retry("relay-a", "e1", att(1, false)).h(),
+			cfg:       Config{MaxAttempts: 5},
 			offending: []string{"e1"},
 		},
 		{

@@ -22,7 +22,9 @@ import (
 // From the final state, when the run stages rows (Features.Stages) and read
 // the outbox: a committed event whose row is gone must not have been parked;
 // when the history records relay marks, it must have been marked; without
-// Features.Sweeps no row may be gone at all; and it must not be gone
+// Features.Sweeps no row may be gone at all (with Features.Deletes, a
+// row gone that was not parked is the relay's mark of it, and Lost
+// judges it); and it must not be gone
 // before Retention could have passed, that is State.DBNow minus the earliest
 // time it can have been processed (its earliest Mark ok's db_time, else
 // State.DBStart) must reach Retention.
@@ -108,6 +110,11 @@ func (a *analysis) judgeSweep(v *verdict, e *event, sw history.Op) {
 func (a *analysis) judgeGone(v *verdict, e *event) {
 	if len(e.parks) > 0 {
 		v.offend(e.id, "faulted row (parked at #%d by %s) gone from the outbox", e.parks[0].Index, e.parks[0].Process)
+		return
+	}
+	if a.cfg.Features.Deletes {
+		// Its delete was its mark: whether the event got out is Lost's.
+		v.counts["deleted_on_publish"]++
 		return
 	}
 	if !a.cfg.Features.Sweeps {

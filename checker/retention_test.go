@@ -111,6 +111,20 @@ func TestRetention(t *testing.T) {
 			offending: []string{"e1"},
 		},
 		{
+			name:  "final state: gone from a relay that deletes a row once published",
+			h:     build().commit("producer-1", "e1").relay("relay-a", "e1").h(),
+			s:     State{Outbox: rows(), DBStart: db(0), DBNow: db(time.Minute)},
+			cfg:   Config{Retention: ret, Features: Features{Stages: true, Deletes: true}},
+			valid: true,
+		},
+		{
+			name:      "final state: a parked row gone from a relay that deletes a row once published",
+			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").park("relay-a", "p1").h(),
+			s:         State{Outbox: rows(), DBStart: db(0), DBNow: db(time.Minute)},
+			cfg:       Config{Retention: ret, Features: Features{Stages: true, Deletes: true}},
+			offending: []string{"p1"},
+		},
+		{
 			name:      "final state: a parked row is gone",
 			h:         build().commit("producer-1", "p1").claim("relay-a", "p1").park("relay-a", "p1").h(),
 			s:         State{Outbox: rows(), DBStart: db(0), DBNow: db(2 * ret)},

@@ -14,7 +14,9 @@ import (
 // in State.Effects; with Config.BrokerOnly, also a Publish ok, a Deliver or
 // a message still queued). A poison event is accounted for instead when it
 // ended parked or reached a consumer (a Deliver record) whatever became of
-// it there; Parking judges how it got there. Events of definitely failed or
+// it there, or, of a relay that does not declare Features.Parks (it
+// retries poison for ever), when its row is still pending in the outbox
+// at the end; Parking judges how it got there. Events of definitely failed or
 // unknown, unseen commits are never lost.
 func Lost(h []history.Op, s State, cfg Config) Result { return analyze(h, s, cfg).lost() }
 
@@ -31,6 +33,11 @@ func (a *analysis) lost() Result {
 			continue
 		}
 		if e.poison && (e.parked() || len(e.deliverOK) > 0) {
+			continue
+		}
+		if e.poison && !a.cfg.Features.Parks && e.row != nil && e.row.ProcessedAt == nil && e.row.FaultedAt == nil {
+			// A relay that parks nothing keeps retrying it: still in the
+			// outbox, not lost.
 			continue
 		}
 		v.offend(id, "%s, never delivered: %s", committedHow(e), e.fate())

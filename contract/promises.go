@@ -26,6 +26,11 @@ type Promises struct {
 	// Sweeps: the relay deletes processed rows after a retention;
 	// without it, no row may leave the outbox during a run.
 	Sweeps bool
+	// Deletes: the relay deletes a row once it has published it, and
+	// marks none (an outbox without mark-then-sweep). Its delete of a
+	// row is then its mark: no processed row is kept, so retention is
+	// not judged, and a row deleted without a delivery is lost.
+	Deletes bool
 	// Failpoints: the relay honours EnvFailpoints (docs/contract.md §3.6),
 	// so the scenarios that kill or slow it at a point of its loop can
 	// run.
@@ -160,6 +165,7 @@ const (
 	CapParks      = "parks"
 	CapFenced     = "fenced"
 	CapSweeps     = "sweeps"
+	CapDeletes    = "deletes"
 	CapFailpoints = "failpoints"
 	CapRecords    = "records"
 	// CapLease, as lease=DURATION, declares LockingLease with leases of
@@ -177,7 +183,7 @@ const (
 
 // Capabilities lists the capabilities in the order Promises.String writes
 // them, with the form of their values.
-var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapFailpoints, CapRecords,
+var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapDeletes, CapFailpoints, CapRecords,
 	CapLease + "=DURATION", CapLocking + "=lease|rowlock|none", CapAttempts + "=N", CapBackoff + "=BASE/MAX", CapRetention + "=DURATION"}
 
 // flag is a capability without a value.
@@ -192,6 +198,7 @@ var flags = []flag{
 	{CapParks, func(p *Promises) *bool { return &p.Parks }, "parks poison rows"},
 	{CapFenced, func(p *Promises) *bool { return &p.Fenced }, "writes a row only under its own unexpired lease"},
 	{CapSweeps, func(p *Promises) *bool { return &p.Sweeps }, "deletes processed rows after a retention"},
+	{CapDeletes, func(p *Promises) *bool { return &p.Deletes }, "deletes a row once it has published it"},
 	{CapFailpoints, func(p *Promises) *bool { return &p.Failpoints }, "honours " + EnvFailpoints},
 	{CapRecords, func(p *Promises) *bool { return &p.Records }, "writes records to " + EnvRecords},
 }
@@ -342,7 +349,8 @@ func (p Promises) String() string {
 
 // Validate returns every problem of p: a value out of range, and promises
 // that contradict each other (fenced without a lease locking style, a
-// lease length with another style, a retention without sweeps). A
+// lease length with another style, a retention without sweeps, deletes
+// with sweeps). A
 // Promises in Go code is checked by it as Parse checks the text.
 func (p Promises) Validate() error {
 	var errs []error
@@ -364,6 +372,9 @@ func (p Promises) Validate() error {
 	}
 	if b := p.Backoff; b != (Backoff{}) && (b.Base <= 0 || b.Max < b.Base) {
 		bad("backoff=%s is not two positive durations with BASE at most MAX", b)
+	}
+	if p.Deletes && p.Sweeps {
+		bad("%s and %s: a relay that deletes a row once published keeps no processed row to sweep; declare one of them", CapDeletes, CapSweeps)
 	}
 	switch {
 	case p.Retention < 0:

@@ -25,6 +25,7 @@ func TestParseAndString(t *testing.T) {
 		{text: "parks,attempts=5", want: Promises{Parks: true, Attempts: 5}},
 		{text: "sweeps", want: Promises{Sweeps: true}},
 		{text: "sweeps,retention=1s", want: Promises{Sweeps: true, Retention: time.Second}},
+		{text: "deletes,locking=none", want: Promises{Deletes: true, Locking: NoLocks}},
 		{text: " parks , failpoints ", want: Promises{Parks: true, Failpoints: true}, canon: "parks,failpoints"},
 		{text: "parks,fenced,lease=4s,attempts=3,backoff=100ms/2s", want: Promises{Parks: true, Fenced: true, Locking: Lease(4 * time.Second), Attempts: 3,
 			Backoff: Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}}},
@@ -62,7 +63,7 @@ func TestParseRefuses(t *testing.T) {
 		{"", "an empty name"},
 		{"parks,", "an empty name"},
 		{"teleports", `unknown capability "teleports"`},
-		{"parks,teleports", "parks, fenced, sweeps, failpoints, records, lease=DURATION"},
+		{"parks,teleports", "parks, fenced, sweeps, deletes, failpoints, records, lease=DURATION"},
 		{"none,parks", "stands alone"},
 		{"parks,fenced,parks", "parks is given twice"},
 		{"lease=1ns,lease=2s", "locking style is given twice"},
@@ -89,6 +90,7 @@ func TestParseRefuses(t *testing.T) {
 		{"fenced,locking=rowlock", "it declares row locks held while publishing (locking=rowlock)"},
 		{"fenced,locking=none", "it declares no lock of a row (locking=none)"},
 		{"retention=1s", "retention=1s without sweeps"},
+		{"sweeps,deletes", "deletes and sweeps: a relay that deletes a row once published keeps no processed row to sweep"},
 	} {
 		_, err := Parse(tc.text)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -75,7 +75,8 @@ func (s *Replica) unsettled(ctx context.Context, events []string) ([]string, err
 // mark of it, with no help from the relay: the harness watches the
 // broker's firehose, and when the broker accepts from the replica a
 // publish of a row that the database shows unmarked and held by that
-// replica (heldNow), it sends the replica SIGKILL (docker kill for an
+// replica (heldNow; for a relay that declares locking=none, unmarked and
+// not deleted), it sends the replica SIGKILL (docker kill for an
 // image) at once. The kill bit when, read once the replica is dead, the
 // published rows are still unmarked: the crash fell between publish and
 // mark. A kill that came after the mark does not count: the replica is
@@ -135,7 +136,14 @@ func (f *observedKill) Inject(ctx context.Context) error {
 		if len(events) == 0 {
 			continue
 		}
-		held, err := f.slot.heldNow(wctx)
+		var held []string
+		if f.slot.r.relay.Promises.Locking.Style == contract.LockingNone {
+			// A relay that locks nothing holds a row from its publish to
+			// its mark only in that it has not marked it yet.
+			held, err = f.slot.unsettled(wctx, events)
+		} else {
+			held, err = f.slot.heldNow(wctx)
+		}
 		if err != nil {
 			continue // read again at the next publish
 		}

@@ -120,12 +120,27 @@ func (r *run) readObserved(ctx context.Context) ([][]history.Op, history.Observe
 				sum.Others++
 			}
 		}
-		ops := pairUp(observe.Ops(mine, processes))
+		ops := observe.Ops(mine, processes)
+		if r.relay.Promises.Deletes {
+			deletesAsMarks(ops)
+		}
+		ops = pairUp(ops)
 		nameEvents(ops, bc.ids)
 		sum.Ops += len(ops) / 2
 		out = append(out, ops)
 	}
 	return out, sum, nil
+}
+
+// deletesAsMarks makes each observed delete of pending rows a mark of
+// them, for a relay that declares it deletes a row once published
+// (contract.Promises.Deletes): that delete is how it marks.
+func deletesAsMarks(ops []history.Op) {
+	for i, op := range ops {
+		if op.F == history.Sweep && op.Detail == "deleted "+string(observe.StatePending) {
+			ops[i].F, ops[i].Detail = history.Mark, "deleted once published"
+		}
+	}
 }
 
 // observedFuncs are the relay operations both a relay's records and the

@@ -166,6 +166,9 @@ func (r *run) readBacklog(ctx context.Context) (backlog, error) {
 			)
 			_, err = pgx.ForEachRow(rows, []any{&id, &pending, &parked}, func() error {
 				switch {
+				case pending && r.plan.Poison[bc.ids.Event(id)] && !r.relay.Promises.Parks:
+					// A relay that parks nothing retries poison for ever:
+					// its row stays pending, and nothing drains it.
 				case pending:
 					b.pending = true
 				case parked:

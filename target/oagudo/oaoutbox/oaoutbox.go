@@ -66,7 +66,8 @@ CREATE INDEX IF NOT EXISTS `+pgx.Identifier{table.Name() + "_scheduled_at"}.Sani
 }
 
 // Stage stores e with the library's UnmanagedWriter inside tx: id = the
-// event's id, created_at = its occurred_at (now when unset), payload =
+// event's id, created_at and scheduled_at = its occurred_at, the
+// producer's clock (the library's now when unset), payload =
 // its JSON payload, metadata = Metadata. The library names its table
 // without a schema, as its users' search path finds it; Stage puts
 // table's schema first on tx's search path for the call and puts the
@@ -88,7 +89,9 @@ func Stage(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) (
 	}
 	opts := []oa.MessageOption{oa.WithID(e.ID), oa.WithMetadata(meta)}
 	if !e.OccurredAt.IsZero() {
-		opts = append(opts, oa.WithCreatedAt(e.OccurredAt))
+		// The app's now, which the library takes for both when it is
+		// not given: the event's time is the producer's clock.
+		opts = append(opts, oa.WithCreatedAt(e.OccurredAt), oa.WithScheduledAt(e.OccurredAt))
 	}
 	w := oa.NewWriter(oa.NewDBContextWithDB(nil, oa.SQLDialectPostgres, oa.WithTableName(table.Name())))
 	if err := w.Unmanaged().Store(ctx, pgxTx{tx}, oa.NewMessage(e.Payload, opts...)); err != nil {
