@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,6 +47,12 @@ type Schema struct {
 	// columns NULL, and the relay declares its locking style
 	// (contract.Promises.Locking) so that nothing judges leases on it.
 	Rows func(table Table) string
+	// Table, when set, is the fixed name of the outbox's table in the
+	// run's schema, for an outbox that keeps one table per schema under
+	// a name of its own (River's river_job): the harness names the table
+	// so, and runs only scenarios of one bounded context against it.
+	// Empty: the harness names the table ("orders_outbox").
+	Table string
 }
 
 // Own reports whether s is a schema of its own rather than this
@@ -56,6 +63,9 @@ func (s Schema) Own() bool { return s.Migrate != nil || s.Stage != nil || s.Rows
 // only an own schema returns ids.
 func (s Schema) Validate() error {
 	if !s.Own() {
+		if s.Table != "" {
+			return errors.New("outbox schema: a Table name without a Migrate, Stage and Rows of its own")
+		}
 		if s.ReturnsID {
 			return errors.New("outbox schema: ReturnsID without a Stage of its own (this package's table keeps the event's id)")
 		}
@@ -70,6 +80,11 @@ func (s Schema) Validate() error {
 	}
 	if s.Rows == nil {
 		missing = append(missing, errors.New("no Rows"))
+	}
+	if s.Table != "" {
+		if _, err := ParseTable(s.Table); err != nil || strings.Contains(s.Table, ".") {
+			missing = append(missing, fmt.Errorf("table name %q: want a bare table name, which the harness puts in the run's schema", s.Table))
+		}
 	}
 	if err := errors.Join(missing...); err != nil {
 		return fmt.Errorf("outbox schema %s: %w", s.label(), err)

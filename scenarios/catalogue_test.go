@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/workload"
 )
 
@@ -131,6 +135,26 @@ func TestRunNotApplicable(t *testing.T) {
 				!strings.Contains(fmt.Sprint(err), "; or a relay that holds row locks while publishing (locking=rowlock), "+tc.reason)) {
 				t.Errorf("%s with %s: %v does not say what it needs and what the relay declares", name, tc.locking.Describe(), err)
 			}
+		}
+	}
+	// A relay that locks nothing is killed at its publish of a row still
+	// pending, without failpoints; one with no locking style is not.
+	sc, _ = Lookup(CrashBeforeMark)
+	if err := newRun(nil, sc, Options{Seed: 3, Relay: RelayUnderTest{Image: "example/relay:1", Promises: contract.Promises{Locking: contract.NoLocks}}}).applicable(); err != nil {
+		t.Errorf("crash-between-publish-and-mark with locking=none: %v, want applicable", err)
+	}
+	// An outbox with one table per schema runs no scenario of several
+	// bounded contexts.
+	fixed := RelayUnderTest{Name: "fixed", Image: "example/relay:1", Promises: contract.Promises{Failpoints: true, Locking: contract.Lease(0)}, Outbox: outbox.Schema{Name: "fixed", Table: "jobs",
+		Migrate: func(context.Context, *pgxpool.Pool, outbox.Table) error { return nil },
+		Stage:   func(context.Context, pgx.Tx, outbox.Table, outbox.Event) (string, error) { return "", nil },
+		Rows:    func(outbox.Table) string { return "" }}}
+	for _, name := range Names() {
+		sc, _ := Lookup(name)
+		err := newRun(nil, sc, Options{Seed: 3, Relay: fixed}).applicable()
+		if want := len(sc.Contexts) > 1; errors.Is(err, ErrNotApplicable) != want ||
+			want && !strings.Contains(err.Error(), "and fixed keeps one table per schema (jobs)") {
+			t.Errorf("%s (%d contexts) against an outbox of one table per schema: %v", name, len(sc.Contexts), err)
 		}
 	}
 	// Promises that contradict each other are refused before anything

@@ -404,6 +404,10 @@ func (r *run) baseResult() Result {
 // ErrNotApplicable, or returns nil: the one place that holds a
 // scenario's needs (Needs, NeedsOneOf) against what a relay promises.
 func (sc Scenario) Unmet(relay RelayUnderTest) error {
+	if t := relay.Outbox.Table; t != "" && len(sc.Contexts) > 1 {
+		return fmt.Errorf("%w: %s needs an outbox table for each of %d bounded contexts in one database, and %s keeps one table per schema (%s)",
+			ErrNotApplicable, sc.Name, len(sc.Contexts), relay.Name, t)
+	}
 	if unmet := relay.Promises.Unmet(sc.Needs, relay.Name); len(unmet) > 0 {
 		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, sc.Name, strings.Join(unmet, "; and "))
 	}
