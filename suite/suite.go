@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -317,4 +318,30 @@ func (e *envs) get(sub *testing.T, opts testenv.Options) *testenv.Env {
 		sub.Fatalf("suite: starting the environment: %v", err)
 	}
 	return e.envs[i]
+}
+
+// TargetFile returns the target a target file describes
+// (scenarios.LoadTarget), failing t if it does not load. When relayPkg is
+// set and the tests are not short (which skip every container test), the
+// relay's command is built from that Go package (a path as `go build`
+// takes it, relative to the test's directory) into the test's temporary
+// directory and run instead of the file's program, so that the run
+// tests the source beside it and not a binary a build left.
+func TargetFile(t *testing.T, path, relayPkg string) Target {
+	t.Helper()
+	u, err := scenarios.LoadTarget(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relayPkg != "" && !testing.Short() {
+		if len(u.Command) == 0 {
+			t.Fatalf("target file %s: relayPkg %s given for a relay that is not a command", path, relayPkg)
+		}
+		bin := filepath.Join(t.TempDir(), filepath.Base(u.Command[0]))
+		if out, err := exec.Command("go", "build", "-o", bin, relayPkg).CombinedOutput(); err != nil {
+			t.Fatalf("building the relay %s: %v\n%s", relayPkg, err, out)
+		}
+		u.Command[0] = bin
+	}
+	return Target{Relay: u}
 }

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,24 +25,10 @@ import (
 	"github.com/outboxlab/outboxlab/testenv/pgserver"
 )
 
-// Target is the library as target.yaml describes it. Unless the tests
-// are short (which skip every container test) the reader is built from
-// cmd/oagudo-relay into the test's temporary directory, so that the run
-// tests this source and not a binary that `make build` left.
+// Target is the library as target.yaml describes it, its reader built
+// from cmd/oagudo-relay unless the tests are short.
 func Target(t *testing.T) suite.Target {
-	t.Helper()
-	u, err := scenarios.LoadTarget("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !testing.Short() {
-		bin := filepath.Join(t.TempDir(), "oagudo-relay")
-		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/oagudo-relay").CombinedOutput(); err != nil {
-			t.Fatalf("building the reader: %v\n%s", err, out)
-		}
-		u.Command[0] = bin
-	}
-	return suite.Target{Relay: u}
+	return suite.TargetFile(t, "target.yaml", "../../cmd/oagudo-relay")
 }
 
 // TestTargetFile: the target file loads (no Docker needed) and declares

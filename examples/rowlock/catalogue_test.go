@@ -5,7 +5,6 @@
 package main_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,24 +20,10 @@ import (
 // and what the relay promises: it parks poison rows within
 // OUTBOX_MAX_ATTEMPTS (3 under the harness) with the backoff of
 // OUTBOX_BACKOFF_BASE/_MAX (100ms/2s), and holds row locks while it
-// publishes (locking=rowlock), no lease. Unless the tests are short (which
-// skip every container test) the relay is built from this directory's
-// source into the test's temporary directory, so that the run tests this
-// source and not a binary that `make build` left.
+// publishes (locking=rowlock), no lease. Unless the tests are short, the
+// relay is built from this directory's source.
 func Target(t *testing.T) suite.Target {
-	t.Helper()
-	u, err := scenarios.LoadTarget("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !testing.Short() {
-		bin := filepath.Join(t.TempDir(), "rowlock-relay")
-		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			t.Fatalf("building the relay: %v\n%s", err, out)
-		}
-		u.Command[0] = bin
-	}
-	return suite.Target{Relay: u}
+	return suite.TargetFile(t, "target.yaml", ".")
 }
 
 // TestTargetFile: the target file loads (no Docker needed) and declares
