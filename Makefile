@@ -164,12 +164,13 @@ $(CTX)/watermill-relay/watermill-relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/wat
 $(CTX)/%.sum: $(CTX)/%
 	@:
 
-## build: compile every package and command (go build ./...), and the row-lock example relay and oagudo/outbox's reader into .build/bin
+## build: compile every package and command (go build ./...), and the row-lock example relay, oagudo/outbox's reader and River's relay into .build/bin
 .PHONY: build
 build:
 	$(GO) build ./...
 	$(GO) build -o .build/bin/rowlock-relay ./examples/rowlock
 	$(GO) build -o .build/bin/oagudo-relay ./cmd/oagudo-relay
+	$(GO) build -o .build/bin/river-relay ./cmd/river-relay
 
 # The relay's mutant tests are compiled only with the mutants tag, which
 # `go test ./...` does not set: both test targets run them on their own.

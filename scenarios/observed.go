@@ -138,7 +138,7 @@ func (r *run) readObserved(ctx context.Context) ([][]history.Op, history.Observe
 func deletesAsMarks(ops []history.Op) {
 	for i, op := range ops {
 		if op.F == history.Sweep && op.Detail == "deleted "+string(observe.StatePending) {
-			ops[i].F, ops[i].Detail = history.Mark, "deleted once published"
+			ops[i].F, ops[i].Detail = history.Mark, "deleted while pending (this relay's mark: published, or discarded)"
 		}
 	}
 }

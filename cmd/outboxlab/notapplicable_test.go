@@ -64,6 +64,7 @@ func applicability(inconclusive ...string) deps {
 // crashNA is why crash-between-publish-and-mark cannot run against the
 // image norelay, which declares nothing: as scenarios says it.
 const crashNA = "crash-between-publish-and-mark needs a relay that honours OUTBOX_FAILPOINTS (failpoints), and norelay does not declare it; " +
+	"or a relay that takes no lock of a row (locking=none), and norelay declares no locking style; " +
 	"or a relay that takes leases of rows (lease=DURATION or locking=lease), and norelay declares no locking style; " +
 	"or a relay that holds row locks while publishing (locking=rowlock), and norelay declares no locking style"
 
@@ -198,12 +199,12 @@ func TestRequireAllFailsANotApplicableScenario(t *testing.T) {
 	}
 
 	// poison can run against a relay that takes no lock, and (in this
-	// fake) could not bite; crash-between-publish-and-mark cannot.
+	// fake) could not bite; clock-skew cannot.
 	three := []string{"run", "--relay", "image:norelay", "--capabilities", "locking=none", "--seed", "5",
-		"--scenario", scenarios.Baseline, "--scenario", crash, "--scenario", scenarios.Poison}
+		"--scenario", scenarios.Baseline, "--scenario", scenarios.ClockSkew, "--scenario", scenarios.Poison}
 	code, out, _ = invokeWith(t, applicability(scenarios.Poison), append(three, "--require-all")...)
 	for _, want := range []string{"2 of 3 scenarios not judged (1 not applicable, 1 inconclusive)",
-		crash + " (seed 5) not applicable: crash-between-publish-and-mark needs a relay that honours OUTBOX_FAILPOINTS",
+		scenarios.ClockSkew + " (seed 5) not applicable: clock-skew needs a relay that takes leases of rows",
 		scenarios.Poison + " (seed 5) inconclusive: relay-a pause holding claims could not bite"} {
 		if code != exitFail || !strings.Contains(lastLine(out), want) {
 			t.Errorf("--require-all with an inconclusive run: exit %d, last line %q lacks %q", code, lastLine(out), want)

@@ -19,6 +19,7 @@ import (
 	"github.com/outboxlab/outboxlab/internal/mutant/infra"
 	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
+	rvtarget "github.com/outboxlab/outboxlab/target/river"
 	wmtarget "github.com/outboxlab/outboxlab/target/watermill"
 	"github.com/outboxlab/outboxlab/testenv"
 )
@@ -68,7 +69,9 @@ func (o runOutcome) result() scenarios.Result {
 }
 
 // parseRelay reads --relay: "ours", "watermill" for watermill's SQL
-// forwarder with its own outbox (package wmtarget), "image:REF" for a relay image that
+// forwarder with its own outbox (package wmtarget), "river" for River used
+// as an outbox (package rvtarget, its relay the binary riverRelay that
+// `make build` writes), "image:REF" for a relay image that
 // follows the black-box contract, "cmd:COMMAND ARGS..." for a relay run as
 // a host process (split as a shell splits words, quotes included, by
 // splitArgs; no shell runs it), or the name of a relay-side mutant of the
@@ -80,6 +83,8 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		return scenarios.RelayUnderTest{Name: "ours"}, nil
 	case s == wmtarget.Name:
 		return wmtarget.Target(), nil
+	case s == rvtarget.Name:
+		return rvtarget.Target(riverRelay), nil
 	case strings.HasPrefix(s, "image:"):
 		ref := strings.TrimPrefix(s, "image:")
 		if ref == "" || strings.ContainsAny(ref, " \t") {
@@ -98,7 +103,7 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
-		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, river, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
 	}
 	if !m.HasRelayForm() {
 		return scenarios.RelayUnderTest{}, fmt.Errorf("mutant %s breaks the %s, not the relay process, so it cannot run as --relay: run `outboxlab mutants --mutant %s`", s, m.Side, s)
@@ -108,6 +113,10 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	return infra.Relay(s), nil
 }
 
+// riverRelay is the binary of River's relay that `make build` writes,
+// relative to the repository, where outboxlab runs from.
+const riverRelay = ".build/bin/river-relay"
+
 // needRelay checks, before any container starts, that the relay under
 // test can start: its image is in the local engine, or its command's
 // program is found. It returns exitOK, or says what to do and returns
@@ -115,6 +124,9 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenarios.RelayUnderTest) int {
 	if len(u.Command) > 0 {
 		prog := u.Command[0]
+		if _, err := d.lookPath(prog); err != nil && u.Replay == "--relay "+rvtarget.Name {
+			return unavailable(std, verb, "River's relay %s is not built: run `make build` in the repository (it writes %s from ./cmd/river-relay)", prog, riverRelay)
+		}
 		if _, err := d.lookPath(prog); err != nil {
 			if file, ok := strings.CutPrefix(u.Replay, "--target "); ok {
 				// The command is the target file's: that is what to fix.
