@@ -103,9 +103,9 @@ func (r *run) unchecked(rep checker.Report, obs history.ObservedSummary, h []his
 		out = append(out, line+" merged into the history, and from the final rows")
 		switch {
 		case !observedClaims(h) && obs.Broker.Known:
-			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks leaves no trace of its claims in the table); a replica held a row from its observed publish of it to its observed mark, and a second publish is explained by a crash, restart or fault of that replica then")
+			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks, or takes no lock, leaves no trace of its claims in the table); a replica held a row from its observed publish of it to its observed mark, and a second publish is explained by a crash, restart or fault of that replica then")
 		case !observedClaims(h):
-			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks leaves no trace of its claims in the table), and publishes are not observed; a duplicate delivery is explained by a requeue or a consumer fault, or, as a second publish, by a fault (not clock) that hit a relay while the event was in flight")
+			out = append(out, "duplicate-deliveries: no claim of a row was observed (a relay that holds row locks, or takes no lock, leaves no trace of its claims in the table), and publishes are not observed; a duplicate delivery is explained by a requeue or a consumer fault, or, as a second publish, by a fault (not clock) that hit a relay while the event was in flight")
 		}
 	default:
 		out = append(out,
@@ -114,6 +114,12 @@ func (r *run) unchecked(rep checker.Report, obs history.ObservedSummary, h []his
 			"retention: no sweep records; the final rows are judged (no committed row gone within retention)",
 			"duplicate-deliveries: publishes are not recorded; a duplicate delivery is explained by a requeue or a consumer fault, or, as a second publish, by a fault (not clock) that hit a relay while the event was in flight; which replica published it and why is not known",
 		)
+	}
+	if r.mode == workload.Outbox && r.relay.Promises.Locking.Style == contract.LockingNone {
+		out = append(out, "duplicate-deliveries: the relay declares that it takes no lock of a row (locking=none), so a row published by two of its replicas is explained by that declaration (unlocked)")
+	}
+	if r.mode == workload.Outbox && r.relay.Promises.Deletes {
+		out = append(out, "retention: the relay declares that it deletes a row once published (deletes): its observed deletes of pending rows are its marks, and whether each event got out is judged by lost")
 	}
 	for _, res := range rep.Results {
 		if res.Skipped {

@@ -34,11 +34,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +43,7 @@ import (
 	oa "github.com/oagudo/outbox"
 
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/internal/relaycmd"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/target/oagudo/oaoutbox"
@@ -57,20 +55,7 @@ const (
 	EnvBackoff     = "OAGUDO_BACKOFF"
 )
 
-func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("relay", os.Getenv(contract.EnvRelayID))
-	cfg, err := configure(os.Getenv)
-	if err != nil {
-		log.Error("bad configuration", "err", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
-		log.Error("relay failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { relaycmd.Main(configure, run) }
 
 // config is what the environment says.
 type config struct {
@@ -109,16 +94,7 @@ func configure(get func(string) string) (config, error) {
 		bad(contract.EnvExchange, errors.New("required"))
 	}
 	c.name = get(contract.EnvRelayID)
-	duration := func(name string, set func(time.Duration)) {
-		if v := get(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				bad(name, fmt.Errorf("want a positive duration, got %q", v))
-				return
-			}
-			set(d)
-		}
-	}
+	duration := func(name string, set func(time.Duration)) { relaycmd.Duration(get, bad, name, set) }
 	duration(contract.EnvPollInterval, func(d time.Duration) { c.opts = append(c.opts, oa.WithInterval(d)) })
 	duration(contract.EnvPublishTimeout, func(d time.Duration) { c.opts = append(c.opts, oa.WithPublishTimeout(d)) })
 	if v := get(EnvMaxAttempts); v != "" {

@@ -32,7 +32,8 @@ SQL forwarder with its own outbox tables, image
 outboxlab/watermill-relay:dev, judged by the core guarantee alone),
 river (River used as an outbox: jobs inserted in the business
 transaction, published by River's workers in .build/bin/river-relay,
-which ` + "`make build`" + ` writes), image:REF for any relay image that follows the black-box contract, or
+which ` + "`make build`" + ` writes; river-retry the same with a capped
+exponential retry policy), image:REF for any relay image that follows the black-box contract, or
 cmd:COMMAND for one run as a host process (its arguments split as a shell
 splits words, single and double quotes included, but no shell runs it). --target FILE puts an
 outbox with its own schema under test instead: a YAML file that gives its
@@ -65,7 +66,7 @@ why.`,
 			o := &runOptions{}
 			fs.Var(&o.scenarios, "scenario", "a scenario `NAME` to run; repeat for several (default: the whole catalogue)")
 			o.relay = givenString{v: "ours"}
-			fs.Var(&o.relay, "relay", "the `RELAY` under test: ours, a mutant name, watermill, river, image:REF or cmd:COMMAND")
+			fs.Var(&o.relay, "relay", "the `RELAY` under test: ours, a mutant name, watermill, river, river-retry, image:REF or cmd:COMMAND")
 			fs.StringVar(&o.target, "target", "", "a target `FILE` (YAML): an outbox with its own table, staging SQL and relay, instead of --relay (see docs/targets.md)")
 			fs.StringVar(&o.capabilities, "capabilities", "", "what an image: or cmd: relay promises beyond the core guarantee: a comma-separated `LIST` of "+strings.Join(contract.Capabilities, ", ")+", or none (default none)")
 			fs.Var(&o.seed, "seed", "the first `seed` of the workload and fault schedule (default: drawn from the clock and printed)")

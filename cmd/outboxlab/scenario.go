@@ -85,6 +85,8 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		return wmtarget.Target(), nil
 	case s == rvtarget.Name:
 		return rvtarget.Target(riverRelay), nil
+	case s == rvtarget.RetryName:
+		return rvtarget.RetryTarget(riverRelay), nil
 	case strings.HasPrefix(s, "image:"):
 		ref := strings.TrimPrefix(s, "image:")
 		if ref == "" || strings.ContainsAny(ref, " \t") {
@@ -103,7 +105,7 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
-		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, river, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, river, river-retry, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
 	}
 	if !m.HasRelayForm() {
 		return scenarios.RelayUnderTest{}, fmt.Errorf("mutant %s breaks the %s, not the relay process, so it cannot run as --relay: run `outboxlab mutants --mutant %s`", s, m.Side, s)
@@ -124,7 +126,7 @@ const riverRelay = ".build/bin/river-relay"
 func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenarios.RelayUnderTest) int {
 	if len(u.Command) > 0 {
 		prog := u.Command[0]
-		if _, err := d.lookPath(prog); err != nil && u.Replay == "--relay "+rvtarget.Name {
+		if _, err := d.lookPath(prog); err != nil && (u.Replay == "--relay "+rvtarget.Name || u.Replay == "--relay "+rvtarget.RetryName) {
 			return unavailable(std, verb, "River's relay %s is not built: run `make build` in the repository (it writes %s from ./cmd/river-relay)", prog, riverRelay)
 		}
 		if _, err := d.lookPath(prog); err != nil {

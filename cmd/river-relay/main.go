@@ -89,12 +89,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -103,6 +100,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/internal/relaycmd"
 	"github.com/outboxlab/outboxlab/outbox"
 	"github.com/outboxlab/outboxlab/relay"
 	"github.com/outboxlab/outboxlab/target/river/rvoutbox"
@@ -132,20 +130,7 @@ const (
 // again while it cannot.
 const startRetry = time.Second
 
-func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("relay", os.Getenv(contract.EnvRelayID))
-	cfg, err := configure(os.Getenv)
-	if err != nil {
-		log.Error("bad configuration", "err", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
-		log.Error("relay failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { relaycmd.Main(configure, run) }
 
 // config is what the environment says.
 type config struct {
@@ -199,16 +184,7 @@ func configure(get func(string) string) (config, error) {
 		bad(contract.EnvRelayID, fmt.Errorf("River's client id is at most 100 characters, got %d", len(c.name)))
 	}
 	c.river.ID = c.name
-	duration := func(name string, set func(time.Duration)) {
-		if v := get(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				bad(name, fmt.Errorf("want a positive duration, got %q", v))
-				return
-			}
-			set(d)
-		}
-	}
+	duration := func(name string, set func(time.Duration)) { relaycmd.Duration(get, bad, name, set) }
 	duration(contract.EnvPollInterval, func(d time.Duration) {
 		c.river.FetchPollInterval = d
 		if d < river.FetchCooldownDefault {

@@ -141,14 +141,15 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	return bytes.Equal(x.Bytes(), y.Bytes())
 }
 
-// TestCatalogue runs the library's reader on seed 1 of baseline and of a
-// broker outage. `outboxlab run --target examples/oagudo/target.yaml`
+// TestCatalogue runs the library's reader on seed 1 of a broker outage:
+// no event lost, every duplicate explained (by the outage, or by the two
+// readers publishing one row). `outboxlab run --target examples/oagudo/target.yaml`
 // runs the whole catalogue after `make build` (docs/examples.md). It
 // starts containers: skipped under -short, and without a Docker engine
 // unless OUTBOXLAB_REQUIRE_DOCKER is set.
 func TestCatalogue(t *testing.T) {
 	suite.Run(t, Target(t), suite.Options{
-		Scenarios: []string{scenarios.Baseline, scenarios.BrokerDown},
+		Scenarios: []string{scenarios.BrokerDown},
 		Seed:      1,
 		Timeout:   5 * time.Minute,
 	})

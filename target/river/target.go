@@ -164,6 +164,26 @@ func Promises() contract.Promises {
 	}
 }
 
+// RetryName names River run with a capped exponential retry policy
+// instead of River's default (RetryEnv), the setting that keeps a broker
+// outage from pushing jobs back by minutes.
+const RetryName = "river-retry"
+
+// Retry is the capped exponential retry policy RetryName runs River's
+// relay with: min(Base × 2^(n-1), Max) after the n-th failure, the shape
+// contract.Backoff declares.
+var Retry = contract.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+
+// RetryTarget is Target with the relay's RIVER_RETRY set to Retry, and
+// that backoff declared beside Promises.
+func RetryTarget(command string) scenarios.RelayUnderTest {
+	u := Target(command)
+	u.Name, u.Replay = RetryName, "--relay "+RetryName
+	u.Env["RIVER_RETRY"] = Retry.String()
+	u.Promises.Backoff = Retry
+	return u
+}
+
 // Target is River as a relay under test: command, the path of the
 // binary built from ./cmd/river-relay, run as a host process with Env,
 // over rvoutbox's schema, with Promises. Its deliveries carry the event
