@@ -15,7 +15,8 @@ import (
 //
 //   - no relay claims a row whose lease is live: a claim's locked_at must
 //     not be before the locked_until that the row's previous claim or
-//     retry left, whoever made it (unless that was a claim by the same
+//     retry left (a retry that left none freed the row at its own
+//     time), whoever made it (unless that was a claim by the same
 //     relay, which then extended its own lease; or a retry of the row whose outcome
 //     is unknown came in between: it may have left another one; or the
 //     database was killed in between, a fault of class db and kind kill:
@@ -57,8 +58,15 @@ func (a *analysis) leases() Result {
 			}
 		}
 		for _, r := range e.retries {
-			if !r.DBTime.IsZero() && !r.Until.IsZero() {
+			switch {
+			case r.DBTime.IsZero():
+			case !r.Until.IsZero():
 				evs = append(evs, leaseEvent{r, r.DBTime, r.Until})
+			default:
+				// A retry that left no next eligible time in the row (a
+				// relay whose rows show a hold only while it holds one)
+				// gave the row up at once.
+				evs = append(evs, leaseEvent{r, r.DBTime, r.DBTime})
 			}
 		}
 		if len(evs) == 0 {

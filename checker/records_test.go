@@ -46,6 +46,20 @@ func TestLeasesFromRecords(t *testing.T) {
 			cfg: fenced(), valid: false, offending: []string{"e1"},
 		},
 		{
+			name: "claimed after the holder's retry gave the row up, leaving no next eligible time",
+			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").
+				retry("relay-a", "e1", history.Meta{Attempts: 1, DBTime: db.Add(time.Second)}).
+				claimAt("relay-b", db.Add(2*time.Second), "e1").h(),
+			cfg: fenced(), valid: true,
+		},
+		{
+			name: "claimed before the holder's retry gave the row up",
+			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").
+				claimAt("relay-b", db.Add(time.Second), "e1").
+				retry("relay-a", "e1", history.Meta{Attempts: 1, DBTime: db.Add(2 * time.Second)}).h(),
+			cfg: fenced(), valid: false, offending: []string{"e1"},
+		},
+		{
 			name: "claimed while another relay's lease was live, after a database kill undid that claim",
 			h: build().commit("p", "e1").claimAt("relay-a", db, "e1").dbKill("postgres kill").heal("postgres kill").
 				claimAt("relay-b", db.Add(5*time.Second), "e1").h(),

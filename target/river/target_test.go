@@ -24,7 +24,7 @@ func TestTarget(t *testing.T) {
 	if err := u.Promises.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	want := contract.Promises{Locking: contract.Lease(rvoutbox.RescueAfter), Attempts: 25, Sweeps: true, Retention: 24 * time.Hour}
+	want := contract.Promises{Locking: contract.Lease(rvoutbox.RescueAfter), Sweeps: true, Retention: 24 * time.Hour}
 	switch {
 	case u.Name != rvtarget.Name || u.Image != "" || len(u.Command) != 1 || u.Command[0] != "/bin/river-relay":
 		t.Errorf("name %q, image %q, command %q", u.Name, u.Image, u.Command)
