@@ -162,13 +162,17 @@ const RetryName = "river-retry"
 // contract.Backoff declares.
 var Retry = contract.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 
-// RetryTarget is Target with the relay's RIVER_RETRY set to Retry, and
-// that backoff declared beside Promises.
+// RetryTarget is Target with the relay's RIVER_RETRY set to Retry. The
+// backoff is not declared: River computes a job's next time on the
+// failing worker's clock, and its completer records the failure
+// asynchronously, in batches, so the failures recorded on the database
+// clock are spaced by the delay less the completer's lag (750 ms for
+// 800 ms, say), short of the declared shape that the parking checker
+// holds a relay to.
 func RetryTarget(command string) scenarios.RelayUnderTest {
 	u := Target(command)
 	u.Name, u.Replay = RetryName, "--relay "+RetryName
 	u.Env["RIVER_RETRY"] = Retry.String()
-	u.Promises.Backoff = Retry
 	return u
 }
 
