@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/outboxlab/outboxlab/contract"
@@ -169,8 +168,8 @@ func TestTargetEnvironment(t *testing.T) {
 	if c.river.RescueStuckJobsAfter != u.Promises.Lease || c.river.RetryPolicy != nil || u.Promises.Backoff.Declared() {
 		t.Errorf("rescue after %s, retry policy %v; the target declares %s", c.river.RescueStuckJobsAfter, c.river.RetryPolicy, u.Promises)
 	}
-	if u.Promises.Attempts != river.MaxAttemptsDefault {
-		t.Errorf("the target declares %d attempts; its stage inserts jobs with River's default %d", u.Promises.Attempts, river.MaxAttemptsDefault)
+	if u.Promises.Attempts != 0 {
+		t.Errorf("the target declares an attempt limit of %d: River counts a broker outage as an attempt, which a declared limit promises not to do", u.Promises.Attempts)
 	}
 	if c.publishTimeout != scenarios.PublishTimeout || c.river.FetchPollInterval != scenarios.PollInterval {
 		t.Errorf("publish timeout %s, poll interval %s", c.publishTimeout, c.river.FetchPollInterval)
