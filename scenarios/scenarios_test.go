@@ -260,9 +260,9 @@ func TestBlackBoxImage(t *testing.T) {
 		sc, _ := Lookup(CrashBeforeMark)
 		opts := runOptions(t, 1)
 		opts.Relay = rut
-		opts.Relay.Promises = contract.Promises{Parks: true, Locking: contract.NoLocks}
+		opts.Relay.Promises = contract.Promises{Parks: true}
 		if _, err := Run(context.Background(), env, sc, opts); !errors.Is(err, ErrNotApplicable) {
-			t.Fatalf("crash-between-publish-and-mark with a relay that declares neither failpoints nor a hold on its rows: err = %v, want ErrNotApplicable", err)
+			t.Fatalf("crash-between-publish-and-mark with a relay that declares neither failpoints nor a locking style: err = %v, want ErrNotApplicable", err)
 		}
 	})
 }
