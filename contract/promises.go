@@ -156,6 +156,19 @@ func (b Backoff) Wait(n int) time.Duration {
 	return min(d, b.Max)
 }
 
+// ParseBackoff reads BASE/MAX, two positive Go durations with BASE at
+// most MAX, as backoff=BASE/MAX and the relays' backoff variables write
+// a backoff.
+func ParseBackoff(value string) (Backoff, error) {
+	base, max, ok := strings.Cut(value, "/")
+	b, errB := time.ParseDuration(base)
+	m, errM := time.ParseDuration(max)
+	if !ok || errB != nil || errM != nil || b <= 0 || m < b {
+		return Backoff{}, fmt.Errorf("%s is not BASE/MAX, two positive durations with BASE at most MAX, such as 100ms/2s", value)
+	}
+	return Backoff{Base: b, Max: m}, nil
+}
+
 // String is BASE/MAX, as backoff=BASE/MAX writes it.
 func (b Backoff) String() string { return b.Base.String() + "/" + b.Max.String() }
 
@@ -306,13 +319,9 @@ func (p *Promises) set(name, value string) error {
 		}
 		p.Attempts = n
 	case CapBackoff:
-		base, max, ok := strings.Cut(value, "/")
-		b, errB := time.ParseDuration(base)
-		m, errM := time.ParseDuration(max)
-		if !ok || errB != nil || errM != nil || b <= 0 || m < b {
-			err = fmt.Errorf("backoff=%s is not BASE/MAX, two positive durations with BASE at most MAX, such as 100ms/2s", value)
+		if p.Backoff, err = ParseBackoff(value); err != nil {
+			err = fmt.Errorf("backoff=%w", err)
 		}
-		p.Backoff = Backoff{Base: b, Max: m}
 	case CapRetention:
 		p.Retention, err = positive(CapRetention)
 	}

@@ -106,13 +106,10 @@ func configure(get func(string) string) (config, error) {
 		}
 	}
 	if v := get(EnvBackoff); v != "" {
-		base, maxDelay, ok := strings.Cut(v, "/")
-		b, err1 := time.ParseDuration(base)
-		m, err2 := time.ParseDuration(maxDelay)
-		if !ok || err1 != nil || err2 != nil || b <= 0 || m < b {
-			bad(EnvBackoff, fmt.Errorf("want BASE/MAX, two durations with MAX at least BASE, got %q", v))
+		if b, err := contract.ParseBackoff(v); err != nil {
+			bad(EnvBackoff, err)
 		} else {
-			c.opts = append(c.opts, oa.WithExponentialDelay(b, m))
+			c.opts = append(c.opts, oa.WithExponentialDelay(b.Base, b.Max))
 		}
 	}
 	return c, errors.Join(errs...)

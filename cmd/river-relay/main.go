@@ -208,13 +208,10 @@ func configure(get func(string) string) (config, error) {
 		}
 	}
 	if v := get(EnvRetry); v != "" {
-		base, maxDelay, ok := strings.Cut(v, "/")
-		b, err1 := time.ParseDuration(base)
-		m, err2 := time.ParseDuration(maxDelay)
-		if !ok || err1 != nil || err2 != nil || b <= 0 || m < b {
-			bad(EnvRetry, fmt.Errorf("want BASE/MAX, two durations with MAX at least BASE, got %q", v))
+		if b, err := contract.ParseBackoff(v); err != nil {
+			bad(EnvRetry, err)
 		} else {
-			c.river.RetryPolicy = cappedRetry{contract.Backoff{Base: b, Max: m}}
+			c.river.RetryPolicy = cappedRetry{b}
 		}
 	}
 	return c, errors.Join(errs...)
