@@ -53,6 +53,46 @@ type Schema struct {
 	// so, and runs only scenarios of one bounded context against it.
 	// Empty: the harness names the table ("orders_outbox").
 	Table string
+	// Commit, when set, ends a producer's business transaction through
+	// the outbox's own writer, for an outbox whose writer owns the COMMIT
+	// and acts after it (oagudo/outbox's Writer.Write publishes what it
+	// stored at once after committing, and deletes what the broker
+	// confirmed). The producer then makes its business writes in the
+	// transaction and stages nothing itself: Commit stores c.Events in
+	// the outbox inside c.Tx, sends COMMIT by calling c.Send (exactly
+	// once, or never when it gives up before COMMIT), and may act after
+	// it through c.Publish and c.After. It returns the error its writer
+	// returned. Stage still stages where the harness owns the
+	// transaction (a pipeline's hop, the setup probe). An outbox with a
+	// Commit writes one table per transaction: a run whose events of one
+	// transaction go to several contexts' outboxes does not apply.
+	Commit func(ctx context.Context, c Commit) error
+}
+
+// Commit is a producer's business transaction handed to an outbox's own
+// writer (Schema.Commit).
+type Commit struct {
+	// Tx is the business transaction, with the producer's writes made
+	// and nothing staged.
+	Tx pgx.Tx
+	// Table is the outbox the events go to.
+	Table Table
+	// Events are the events to store, in the producer's order.
+	Events []Event
+	// Send sends COMMIT of Tx; the producer records its outcome from
+	// the error Commit returns.
+	Send func(ctx context.Context) error
+	// Publish publishes e to the broker as the producer does (through
+	// its link to the broker, the contract's message for e, waiting for
+	// the broker's confirm), recorded in the history as the producer's
+	// publish. It fails at once, without publishing, once the producer
+	// has stopped.
+	Publish func(ctx context.Context, e Event) error
+	// After runs fn in a transaction of its own on the producer's
+	// database link, committed when fn returns nil: the writer's
+	// statements after the COMMIT. It fails at once once the producer
+	// has stopped.
+	After func(ctx context.Context, fn func(tx pgx.Tx) error) error
 }
 
 // Own reports whether s is a schema of its own rather than this
@@ -69,6 +109,9 @@ func (s Schema) Validate() error {
 		if s.ReturnsID {
 			return errors.New("outbox schema: ReturnsID without a Stage of its own (this package's table keeps the event's id)")
 		}
+		if s.Commit != nil {
+			return errors.New("outbox schema: a Commit without a Migrate, Stage and Rows of its own")
+		}
 		return nil
 	}
 	var missing []error
@@ -80,6 +123,9 @@ func (s Schema) Validate() error {
 	}
 	if s.Rows == nil {
 		missing = append(missing, errors.New("no Rows"))
+	}
+	if s.Commit != nil && s.ReturnsID {
+		missing = append(missing, errors.New("a Commit of its own with ReturnsID: a writer that commits keeps the event's own id"))
 	}
 	if s.Table != "" {
 		if _, err := ParseTable(s.Table); err != nil || strings.Contains(s.Table, ".") {

@@ -408,6 +408,10 @@ func (sc Scenario) Unmet(relay RelayUnderTest) error {
 		return fmt.Errorf("%w: %s needs an outbox table for each of %d bounded contexts in one database, and %s keeps one table per schema (%s)",
 			ErrNotApplicable, sc.Name, len(sc.Contexts), relay.Name, t)
 	}
+	if relay.Outbox.Commit != nil && sc.Independent && len(sc.Contexts) > 1 {
+		return fmt.Errorf("%w: %s stages the events of one transaction in the outboxes of %d bounded contexts, and the writer of %s commits one outbox table per transaction",
+			ErrNotApplicable, sc.Name, len(sc.Contexts), relay.Name)
+	}
 	if unmet := relay.Promises.Unmet(sc.Needs, relay.Name); len(unmet) > 0 {
 		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, sc.Name, strings.Join(unmet, "; and "))
 	}

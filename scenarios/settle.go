@@ -235,6 +235,9 @@ func (r *run) deliveries() int {
 // consumers take what is left in the queues, stops them, and takes what
 // is still queued (dead letters included).
 func (r *run) settle(ctx context.Context) ([]string, error) {
+	for _, p := range r.producers {
+		p.Stop()
+	}
 	var wg sync.WaitGroup
 	for _, bc := range r.contexts {
 		for _, s := range bc.relays {

@@ -107,7 +107,7 @@ func (r *run) scopeLinks() {
 		testenv.LinkConsumerBroker: consumers,
 		testenv.LinkConsumerDB:     consumers,
 	}
-	if r.mode.Unsafe() {
+	if r.publishes() {
 		pb := r.publisherBrokerLink()
 		users[pb] = append(slices.Clone(users[pb]), producers...)
 	}
@@ -269,8 +269,16 @@ func (r *run) producerStore(bc *boundedCtx) workload.PG {
 	return st
 }
 
-// makeProducers builds the producers; the unsafe variants get a publisher
-// each.
+// publishes reports whether the producers publish: the unsafe variants
+// inline, and the producers of an outbox whose own writer publishes
+// after COMMIT (outbox.Schema.Commit), through the relays' link to the
+// broker.
+func (r *run) publishes() bool {
+	return r.mode.Unsafe() || (r.mode == workload.Outbox && r.relay.Outbox.Commit != nil)
+}
+
+// makeProducers builds the producers; those that publish (publishes)
+// get a publisher each.
 func (r *run) makeProducers() error {
 	bc := r.contexts[0]
 	for i := range max(r.workload.Producers, 1) {
@@ -281,7 +289,7 @@ func (r *run) makeProducers() error {
 			Mode:  r.mode, PublishTimeout: 2 * PublishTimeout, Rec: r.rec, Now: clk.Now,
 			StampOccurredAt: true,
 		}
-		if r.mode.Unsafe() {
+		if r.publishes() {
 			pub, err := relay.NewAMQPPublisher(relay.AMQPConfig{
 				URL: r.env.AMQPURL(r.publisherBrokerLink()), Exchange: bc.exchange, Name: p.Name, DialTimeout: time.Second,
 			})
@@ -290,6 +298,11 @@ func (r *run) makeProducers() error {
 			}
 			p.Publisher = pub
 			r.publishers = append(r.publishers, pub)
+		}
+		if r.relay.Outbox.Commit != nil {
+			st := p.Store.(workload.PG)
+			st.Producer = p
+			p.Store = st
 		}
 		r.producers = append(r.producers, p)
 		r.clocks = append(r.clocks, clk)

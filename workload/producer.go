@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -111,6 +113,11 @@ type PG struct {
 	// the same transaction: events of one transaction may go to the
 	// outboxes of several contexts in one database.
 	Route func(e outbox.Event) PG
+	// Producer is the producer whose transactions these are, for an
+	// outbox whose own writer commits (outbox.Schema.Commit): the
+	// writer publishes, and acts on the database after COMMIT, as that
+	// producer does (Producer.afterCommit). Nil: the writer gets neither.
+	Producer *Producer
 }
 
 // Begin implements Store.
@@ -125,6 +132,9 @@ func (s PG) Begin(ctx context.Context) (Tx, error) {
 type pgTx struct {
 	s  PG
 	tx pgx.Tx
+	// staged are the events an outbox's own writer stores at Commit
+	// (outbox.Schema.Commit).
+	staged []outbox.Event
 }
 
 func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
@@ -132,15 +142,22 @@ func (t *pgTx) Write(ctx context.Context, e outbox.Event, stage bool) error {
 		uuid.New(), e.ID, e.Type); err != nil {
 		return fmt.Errorf("business write: %w", err)
 	}
-	if stage {
-		st := t.s
-		if st.Route != nil {
-			st = st.Route(e)
-		}
-		_, err := st.Stage(ctx, t.tx, e)
-		return err
+	if !stage {
+		return nil
 	}
-	return nil
+	st := t.s
+	if st.Route != nil {
+		st = st.Route(e)
+	}
+	if st.Schema.Commit != nil {
+		if st.Table != t.s.Table {
+			return fmt.Errorf("staging event %s: the writer of outbox %s commits one table per transaction, and this one also stages in %s", e.ID, t.s.Table, st.Table)
+		}
+		t.staged = append(t.staged, e)
+		return nil
+	}
+	_, err := st.Stage(ctx, t.tx, e)
+	return err
 }
 
 // Stage stages e in s's outbox inside tx: through s.Schema when it is an
@@ -162,7 +179,30 @@ func (s PG) Stage(ctx context.Context, tx pgx.Tx, e outbox.Event) (dbID string, 
 	return dbID, nil
 }
 
-func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+// Commit sends COMMIT, or, for an outbox whose own writer commits
+// (outbox.Schema.Commit), hands the transaction and the events staged in
+// it to the writer. An error of the writer's before it sent COMMIT is
+// ErrNotSent: the transaction did not commit.
+func (t *pgTx) Commit(ctx context.Context) error {
+	if t.s.Schema.Commit == nil {
+		return t.tx.Commit(ctx)
+	}
+	var sent atomic.Bool
+	c := outbox.Commit{Tx: t.tx, Table: t.s.Table, Events: t.staged,
+		Send: func(ctx context.Context) error { sent.Store(true); return t.tx.Commit(ctx) }}
+	if t.s.Producer != nil {
+		c.Publish, c.After = t.s.Producer.afterCommit(t.s.DB)
+	}
+	err := t.s.Schema.Commit(ctx, c)
+	if err != nil && !sent.Load() {
+		rbctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = t.tx.Rollback(rbctx)
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
+	return err
+}
+
 func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 func (t *pgTx) Kill()                              { _ = t.tx.Conn().PgConn().Conn().Close() }
 
@@ -195,6 +235,72 @@ type Producer struct {
 	// an application that trusts its own clock does; otherwise the
 	// database's now() decides.
 	StampOccurredAt bool
+
+	// gate keeps what an outbox's own writer does after COMMIT
+	// (afterCommit) to the producer's life: a crash ends what its
+	// earlier life committed, and Stop ends everything.
+	gate struct {
+		sync.Mutex
+		life     int
+		stopped  bool
+		inflight sync.WaitGroup
+	}
+}
+
+// ErrProducerGone is the error of what an outbox's own writer tries
+// after COMMIT once the producer that committed died, or stopped.
+var ErrProducerGone = errors.New("the producer that committed is gone")
+
+// afterCommit returns what an outbox's own writer acts through after
+// COMMIT of a transaction of this producer's (outbox.Commit's Publish
+// and After): its publish, recorded as its own, and transactions on db.
+// Both act only while the producer lives the life in which it committed
+// (a crash begins a new one) and has not stopped, and Stop waits for
+// those in flight; otherwise they fail at once with ErrProducerGone,
+// having done nothing.
+func (p *Producer) afterCommit(db Beginner) (publish func(context.Context, outbox.Event) error, after func(context.Context, func(pgx.Tx) error) error) {
+	p.gate.Lock()
+	life := p.gate.life
+	p.gate.Unlock()
+	enter := func() bool {
+		p.gate.Lock()
+		defer p.gate.Unlock()
+		if p.gate.stopped || p.gate.life != life {
+			return false
+		}
+		p.gate.inflight.Add(1)
+		return true
+	}
+	publish = func(ctx context.Context, e outbox.Event) error {
+		if p.Publisher == nil || !enter() {
+			return ErrProducerGone
+		}
+		defer p.gate.inflight.Done()
+		return p.publishOne(ctx, e, true)
+	}
+	after = func(ctx context.Context, fn func(pgx.Tx) error) error {
+		if db == nil || !enter() {
+			return ErrProducerGone
+		}
+		defer p.gate.inflight.Done()
+		return pgx.BeginFunc(ctx, beginner{db}, fn)
+	}
+	return publish, after
+}
+
+// beginner is a Beginner as pgx.BeginFunc takes it.
+type beginner struct{ Beginner }
+
+func (b beginner) Begin(ctx context.Context) (pgx.Tx, error) { return b.Beginner.Begin(ctx) }
+
+// Stop ends what an outbox's own writer may still do after the COMMITs
+// of this producer (afterCommit): it waits for what is in flight and
+// refuses the rest. The producer runs no transaction after it.
+func (p *Producer) Stop() {
+	p.gate.Lock()
+	p.gate.stopped = true
+	p.gate.Unlock()
+	p.gate.inflight.Wait()
 }
 
 // Recorder takes the producer's operations; *history.Recorder is one.
@@ -346,6 +452,9 @@ func (p *Producer) pause(ctx context.Context, d time.Duration) error {
 // crashed records the producer's death and its restart with an empty
 // memory: whatever it had open is left with an unknown outcome.
 func (p *Producer) crashed(where string) {
+	p.gate.Lock()
+	p.gate.life++
+	p.gate.Unlock()
 	p.record(history.Op{Type: history.Info, F: history.Crash, Meta: history.Meta{Detail: where}})
 	p.record(history.Op{Type: history.Info, F: history.Restart})
 }
@@ -381,39 +490,48 @@ func (p *Producer) crashAtCommit(ctx context.Context, tx Tx, evs []string, delay
 
 // publish sends events inline, recording each as a publish operation.
 func (p *Producer) publish(ctx context.Context, events []outbox.Event, confirm bool) error {
+	for _, e := range events {
+		if err := p.publishOne(ctx, e, confirm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishOne sends e, waiting for the broker's confirm when confirm is
+// set, and records it as a publish operation.
+func (p *Producer) publishOne(ctx context.Context, e outbox.Event, confirm bool) error {
 	timeout := p.PublishTimeout
 	if timeout == 0 {
 		timeout = 2 * time.Second
 	}
-	for _, e := range events {
-		id := []string{e.ID.String()}
-		p.record(history.Op{Type: history.Invoke, F: history.Publish, Events: id})
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		m := relay.MessageOf(relay.Row{ID: e.ID, Type: e.Type, Payload: e.Payload, CorrelationID: e.CorrelationID})
-		conf, err := p.Publisher.Publish(pctx, m)
-		sent := err == nil
-		if sent && confirm {
-			err = conf.Wait(pctx)
-		}
-		cancel()
-		if err != nil {
-			// A publish that was not sent, or that the broker refused, is
-			// a failure; a sent one whose confirm never came, or one in
-			// flight when the process died, has an unknown outcome.
-			typ := history.Fail
-			if errors.Is(err, ErrUnknownOutcome) ||
-				(sent && !errors.Is(err, relay.ErrNacked) && !errors.Is(err, relay.ErrReturned)) {
-				typ = history.Info
-			}
-			p.record(history.Op{Type: typ, F: history.Publish, Events: id, Error: err.Error()})
-			return fmt.Errorf("publishing %s: %w", e.ID, err)
-		}
-		typ := history.OK
-		if !confirm {
-			typ = history.Info // sent, never confirmed
-		}
-		p.record(history.Op{Type: typ, F: history.Publish, Events: id})
+	id := []string{e.ID.String()}
+	p.record(history.Op{Type: history.Invoke, F: history.Publish, Events: id})
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	m := relay.MessageOf(relay.Row{ID: e.ID, Type: e.Type, Payload: e.Payload, CorrelationID: e.CorrelationID})
+	conf, err := p.Publisher.Publish(pctx, m)
+	sent := err == nil
+	if sent && confirm {
+		err = conf.Wait(pctx)
 	}
+	if err != nil {
+		// A publish that was not sent, or that the broker refused, is
+		// a failure; a sent one whose confirm never came, or one in
+		// flight when the process died, has an unknown outcome.
+		typ := history.Fail
+		if errors.Is(err, ErrUnknownOutcome) ||
+			(sent && !errors.Is(err, relay.ErrNacked) && !errors.Is(err, relay.ErrReturned)) {
+			typ = history.Info
+		}
+		p.record(history.Op{Type: typ, F: history.Publish, Events: id, Error: err.Error()})
+		return fmt.Errorf("publishing %s: %w", e.ID, err)
+	}
+	typ := history.OK
+	if !confirm {
+		typ = history.Info // sent, never confirmed
+	}
+	p.record(history.Op{Type: typ, F: history.Publish, Events: id})
 	return nil
 }
 

@@ -30,7 +30,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -156,11 +155,11 @@ type publisher struct {
 }
 
 func (p publisher) Publish(ctx context.Context, m *oa.Message) error {
-	var meta oaoutbox.Metadata
-	if err := json.Unmarshal(m.Metadata, &meta); err != nil || meta.Type == "" {
-		return fmt.Errorf("message %s: no type in its metadata %q", m.ID, m.Metadata)
+	e, err := oaoutbox.Event(m)
+	if err != nil {
+		return err
 	}
-	conf, err := p.pub.Publish(ctx, relay.Message{ID: m.ID.String(), Type: meta.Type, CorrelationID: meta.CorrelationID, Payload: m.Payload})
+	conf, err := p.pub.Publish(ctx, relay.MessageOf(relay.Row{ID: e.ID, Type: e.Type, Payload: e.Payload, CorrelationID: e.CorrelationID}))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/outboxlab/outboxlab/internal/mutant/infra"
 	"github.com/outboxlab/outboxlab/internal/report"
 	"github.com/outboxlab/outboxlab/scenarios"
+	oatarget "github.com/outboxlab/outboxlab/target/oagudo"
 	rvtarget "github.com/outboxlab/outboxlab/target/river"
 	wmtarget "github.com/outboxlab/outboxlab/target/watermill"
 	"github.com/outboxlab/outboxlab/testenv"
@@ -87,6 +88,8 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 		return rvtarget.Target(riverRelay), nil
 	case s == rvtarget.RetryName:
 		return rvtarget.RetryTarget(riverRelay), nil
+	case s == oatarget.OptimisticName:
+		return oatarget.OptimisticTarget(oagudoRelay), nil
 	case strings.HasPrefix(s, "image:"):
 		ref := strings.TrimPrefix(s, "image:")
 		if ref == "" || strings.ContainsAny(ref, " \t") {
@@ -105,7 +108,7 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	}
 	m, ok := mutant.Lookup(s)
 	if !ok {
-		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, river, river-retry, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
+		return scenarios.RelayUnderTest{}, fmt.Errorf("--relay %q is not ours, watermill, river, river-retry, oagudo-optimistic, image:REF, cmd:COMMAND or a mutant of the catalogue (%s)", s, strings.Join(mutant.Names(), ", "))
 	}
 	if !m.HasRelayForm() {
 		return scenarios.RelayUnderTest{}, fmt.Errorf("mutant %s breaks the %s, not the relay process, so it cannot run as --relay: run `outboxlab mutants --mutant %s`", s, m.Side, s)
@@ -115,9 +118,22 @@ func parseRelay(s string) (scenarios.RelayUnderTest, error) {
 	return infra.Relay(s), nil
 }
 
-// riverRelay is the binary of River's relay that `make build` writes,
-// relative to the repository, where outboxlab runs from.
-const riverRelay = ".build/bin/river-relay"
+// riverRelay and oagudoRelay are the binaries of River's relay and of
+// oagudo/outbox's reader that `make build` writes, relative to the
+// repository, where outboxlab runs from.
+const (
+	riverRelay  = ".build/bin/river-relay"
+	oagudoRelay = ".build/bin/oagudo-relay"
+)
+
+// builtRelays names, by the replay of the relay that runs it, each
+// binary `make build` writes for a --relay name, with the package it
+// builds.
+var builtRelays = map[string][2]string{
+	"--relay " + rvtarget.Name:           {riverRelay, "./cmd/river-relay"},
+	"--relay " + rvtarget.RetryName:      {riverRelay, "./cmd/river-relay"},
+	"--relay " + oatarget.OptimisticName: {oagudoRelay, "./cmd/oagudo-relay"},
+}
 
 // needRelay checks, before any container starts, that the relay under
 // test can start: its image is in the local engine, or its command's
@@ -126,8 +142,10 @@ const riverRelay = ".build/bin/river-relay"
 func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenarios.RelayUnderTest) int {
 	if len(u.Command) > 0 {
 		prog := u.Command[0]
-		if _, err := d.lookPath(prog); err != nil && (u.Replay == "--relay "+rvtarget.Name || u.Replay == "--relay "+rvtarget.RetryName) {
-			return unavailable(std, verb, "River's relay %s is not built: run `make build` in the repository (it writes %s from ./cmd/river-relay)", prog, riverRelay)
+		if built, ok := builtRelays[u.Replay]; ok {
+			if _, err := d.lookPath(prog); err != nil {
+				return unavailable(std, verb, "the relay of %s, %s, is not built: run `make build` in the repository (it writes %s from %s)", u.Name, prog, built[0], built[1])
+			}
 		}
 		if _, err := d.lookPath(prog); err != nil {
 			if file, ok := strings.CutPrefix(u.Replay, "--target "); ok {

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	oa "github.com/oagudo/outbox"
@@ -73,19 +74,48 @@ CREATE INDEX IF NOT EXISTS `+pgx.Identifier{table.Name() + "_scheduled_at"}.Sani
 // table's schema first on tx's search path for the call and puts the
 // path back after it.
 func Stage(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) (string, error) {
-	if e.Type == "" {
-		return "", fmt.Errorf("staging event %s: empty message type", e.ID)
-	}
-	meta, err := json.Marshal(Metadata{Type: e.Type, CorrelationID: correlation(e)})
+	m, err := Message(e)
 	if err != nil {
 		return "", fmt.Errorf("staging event %s: %w", e.ID, err)
 	}
+	path, err := searchFirst(ctx, tx, table)
+	if err != nil {
+		return "", fmt.Errorf("staging event %s: %w", e.ID, err)
+	}
+	w := oa.NewWriter(oa.NewDBContextWithDB(nil, oa.SQLDialectPostgres, oa.WithTableName(table.Name())))
+	if err := w.Unmanaged().Store(ctx, pgxTx{tx}, m); err != nil {
+		return "", fmt.Errorf("staging event %s: %w", e.ID, err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, path); err != nil {
+		return "", fmt.Errorf("staging event %s: restoring the search path: %w", e.ID, err)
+	}
+	return "", nil
+}
+
+// searchFirst puts table's schema first on tx's search path, for the
+// rest of tx, and returns the path it had.
+func searchFirst(ctx context.Context, tx pgx.Tx, table outbox.Table) (string, error) {
 	var path string
 	if err := tx.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path); err != nil {
-		return "", fmt.Errorf("staging event %s: reading the search path: %w", e.ID, err)
+		return "", fmt.Errorf("reading the search path: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{table.Schema()}.Sanitize()+", "+path); err != nil {
-		return "", fmt.Errorf("staging event %s: setting the search path: %w", e.ID, err)
+		return "", fmt.Errorf("setting the search path: %w", err)
+	}
+	return path, nil
+}
+
+// Message is the library's message of e: id = the event's id,
+// created_at and scheduled_at = its occurred_at, the producer's clock
+// (the library's now when unset), payload = its JSON payload, metadata =
+// Metadata.
+func Message(e outbox.Event) (*oa.Message, error) {
+	if e.Type == "" {
+		return nil, errors.New("empty message type")
+	}
+	meta, err := json.Marshal(Metadata{Type: e.Type, CorrelationID: correlation(e)})
+	if err != nil {
+		return nil, err
 	}
 	opts := []oa.MessageOption{oa.WithID(e.ID), oa.WithMetadata(meta)}
 	if !e.OccurredAt.IsZero() {
@@ -93,14 +123,26 @@ func Stage(ctx context.Context, tx pgx.Tx, table outbox.Table, e outbox.Event) (
 		// not given: the event's time is the producer's clock.
 		opts = append(opts, oa.WithCreatedAt(e.OccurredAt), oa.WithScheduledAt(e.OccurredAt))
 	}
-	w := oa.NewWriter(oa.NewDBContextWithDB(nil, oa.SQLDialectPostgres, oa.WithTableName(table.Name())))
-	if err := w.Unmanaged().Store(ctx, pgxTx{tx}, oa.NewMessage(e.Payload, opts...)); err != nil {
-		return "", fmt.Errorf("staging event %s: %w", e.ID, err)
+	return oa.NewMessage(e.Payload, opts...), nil
+}
+
+// Event is the event a message of the library's carries, as Message
+// wrote it: its id, its type and correlation id from Metadata, its
+// payload. A message without a type in its metadata is an error.
+func Event(m *oa.Message) (outbox.Event, error) {
+	var meta Metadata
+	if err := json.Unmarshal(m.Metadata, &meta); err != nil || meta.Type == "" {
+		return outbox.Event{}, fmt.Errorf("message %s: no type in its metadata %q", m.ID, m.Metadata)
 	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, path); err != nil {
-		return "", fmt.Errorf("staging event %s: restoring the search path: %w", e.ID, err)
+	e := outbox.Event{ID: m.ID, Type: meta.Type, Payload: m.Payload, OccurredAt: m.CreatedAt}
+	if meta.CorrelationID != "" {
+		id, err := uuid.Parse(meta.CorrelationID)
+		if err != nil {
+			return outbox.Event{}, fmt.Errorf("message %s: correlation id %q: %w", m.ID, meta.CorrelationID, err)
+		}
+		e.CorrelationID = &id
 	}
-	return "", nil
+	return e, nil
 }
 
 func correlation(e outbox.Event) string {
