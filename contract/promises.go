@@ -49,6 +49,9 @@ type Promises struct {
 	// sweep it, on the database clock; only with Sweeps. 0: the
 	// retention the harness gave it (EnvRetention) is judged.
 	Retention time.Duration
+	// Budgets are what the relay may cost the producers and do during
+	// an outage; the zero value declares none.
+	Budgets Budgets
 }
 
 // LockingStyle is how a relay keeps two replicas from publishing one row
@@ -196,8 +199,19 @@ const (
 
 // Capabilities lists the capabilities in the order Promises.String writes
 // them, with the form of their values.
-var Capabilities = []string{CapParks, CapFenced, CapSweeps, CapDeletes, CapFailpoints, CapRecords,
-	CapLease + "=DURATION", CapLocking + "=lease|rowlock|none", CapAttempts + "=N", CapBackoff + "=BASE/MAX", CapRetention + "=DURATION"}
+var Capabilities = append([]string{CapParks, CapFenced, CapSweeps, CapDeletes, CapFailpoints, CapRecords,
+	CapLease + "=DURATION", CapLocking + "=lease|rowlock|none", CapAttempts + "=N", CapBackoff + "=BASE/MAX", CapRetention + "=DURATION",
+	CapBudgets}, budgetForms()...)
+
+// budgetForms are the budget capabilities with the forms of their
+// values.
+func budgetForms() []string {
+	out := make([]string, len(budgets))
+	for i, b := range budgets {
+		out[i] = b.name + "=" + b.form
+	}
+	return out
+}
 
 // flag is a capability without a value.
 type flag struct {
@@ -231,6 +245,7 @@ func Parse(list string) (Promises, error) {
 	}
 	want := "want a comma-separated list of " + strings.Join(Capabilities, ", ") + ", or " + None
 	seen := map[string]string{}
+	defaults := false
 	for _, entry := range strings.Split(list, ",") {
 		entry = strings.TrimSpace(entry)
 		name, value, valued := strings.Cut(entry, "=")
@@ -253,6 +268,22 @@ func Parse(list string) (Promises, error) {
 			*flags[i].on(&p) = true
 			continue
 		}
+		if name == CapBudgets {
+			if valued {
+				return fail("%s takes no value (got %s): it declares the default budgets; give one budget as %s=VALUE", name, entry, CapResume)
+			}
+			defaults = true
+			continue
+		}
+		if i := budgetIndex(name); i >= 0 {
+			if !valued {
+				return fail("%s needs a value (%s=%s)", name, name, budgets[i].form)
+			}
+			if err := p.Budgets.set(i, value); err != nil {
+				return fail("%v", err)
+			}
+			continue
+		}
 		var err error
 		switch name {
 		case "":
@@ -270,6 +301,9 @@ func Parse(list string) (Promises, error) {
 		if err != nil {
 			return fail("%v", err)
 		}
+	}
+	if defaults {
+		p.Budgets.fillDefaults()
 	}
 	if err := p.Validate(); err != nil {
 		return fail("%v", err)
@@ -350,6 +384,7 @@ func (p Promises) String() string {
 	if p.Retention != 0 {
 		out = append(out, CapRetention+"="+p.Retention.String())
 	}
+	out = append(out, p.Budgets.strings()...)
 	if len(out) == 0 {
 		return None
 	}
@@ -385,6 +420,7 @@ func (p Promises) Validate() error {
 	if p.Deletes && p.Sweeps {
 		bad("%s and %s: a relay that deletes a row once published keeps no processed row to sweep; declare one of them", CapDeletes, CapSweeps)
 	}
+	errs = append(errs, p.Budgets.validate()...)
 	switch {
 	case p.Retention < 0:
 		bad("retention=%s is not a positive duration", p.Retention)

@@ -214,3 +214,45 @@ func TestBackoffWait(t *testing.T) {
 		t.Error("Declared: want the zero value to declare nothing")
 	}
 }
+
+// TestBudgets: "budgets" declares the defaults of every budget not given
+// on its own; each budget parses, renders and reads back; bad values and
+// forms are refused.
+func TestBudgets(t *testing.T) {
+	p, err := Parse("parks,budgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Budgets != DefaultBudgets {
+		t.Errorf("budgets = %+v, want the defaults %+v", p.Budgets, DefaultBudgets)
+	}
+	p, err = Parse("budgets,resume=5s,producer-p99=2x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultBudgets
+	want.Resume, want.ProducerP99 = 5*time.Second, 2
+	if p.Budgets != want {
+		t.Errorf("budgets = %+v, want %+v", p.Budgets, want)
+	}
+	s := p.String()
+	if !strings.Contains(s, "producer-p99=2x") || !strings.Contains(s, "resume=5s") || strings.Contains(s, CapBudgets+",") {
+		t.Errorf("String() = %s: want every budget spelled out", s)
+	}
+	back, err := Parse(s)
+	if err != nil || back != p {
+		t.Errorf("Parse(%q) = %+v, %v; want %+v", s, back, err, p)
+	}
+	if !p.Budgets.Declared() || !p.Budgets.Outage() || (Budgets{ProducerP99: 2}).Outage() || (Budgets{}).Declared() {
+		t.Error("Declared or Outage disagree with the budgets")
+	}
+	for _, bad := range []string{"resume", "budgets=1", "producer-p99=0.5x", "producer-p99=x", "outage-cpu=-1",
+		"outage-logs=abc", "outage-statements=0", "resume=0s", "resume=fast", "outage-cpu=1,outage-cpu=2"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+	if err := (Promises{Budgets: Budgets{ProducerP99: 0.5}}).Validate(); err == nil {
+		t.Error("a producer factor below 1 validated")
+	}
+}

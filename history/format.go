@@ -128,6 +128,13 @@ type Meta struct {
 	// CausedBy, on a Commit invoke, names the events whose consumption
 	// caused the events of this commit.
 	CausedBy []string `json:"caused_by,omitempty"`
+	// Held, on a Commit invoke, is how long the transaction is held open
+	// on purpose before its COMMIT (a slow request): not time the
+	// database made it wait.
+	Held time.Duration `json:"held_ns,omitempty"`
+	// SQLState, on a Commit fail, is the SQLSTATE of the database's
+	// error (40001 for a serialization failure, 40P01 for a deadlock).
+	SQLState string `json:"sqlstate,omitempty"`
 	// Queue names the queue of a Deliver when a run has several.
 	Queue string `json:"queue,omitempty"`
 	// Redelivered is the broker's redelivery flag on a Deliver.
@@ -158,6 +165,10 @@ const (
 
 // Phase names carried in Meta.Phase of a Phase record.
 const (
+	// PhaseControl runs the first share of the workload before any relay
+	// replica starts: the producers' transactions without a relay, the
+	// control of what the relay costs them.
+	PhaseControl = "control"
 	// PhaseSafety runs the workload under faults.
 	PhaseSafety = "safety"
 	// PhaseLiveness heals every fault and waits for the backlog to drain.
@@ -284,6 +295,12 @@ func (m Meta) String() string {
 	}
 	if m.Failpoint != "" {
 		parts = append(parts, "failpoint="+m.Failpoint)
+	}
+	if m.Held > 0 {
+		parts = append(parts, "held="+m.Held.String())
+	}
+	if m.SQLState != "" {
+		parts = append(parts, "sqlstate="+m.SQLState)
 	}
 	if len(m.CausedBy) > 0 {
 		parts = append(parts, "caused-by="+strings.Join(m.CausedBy, ","))

@@ -1,9 +1,13 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestParseTable(t *testing.T) {
@@ -216,5 +220,41 @@ func TestPublicSchemaNamesTheUnqualifiedTable(t *testing.T) {
 	}
 	if MustParseTable("chat.outbox").Channel() == MustParseTable("outbox").Channel() {
 		t.Error("chat.outbox and outbox share a channel")
+	}
+}
+
+// TestSchemaValidate: a schema of its own sets Migrate, Stage and Rows; a
+// fixed table name, ids the database gives and a writer that commits
+// each need one, and a writer that commits keeps the event's own id.
+func TestSchemaValidate(t *testing.T) {
+	migrate := func(context.Context, *pgxpool.Pool, Table) error { return nil }
+	stage := func(context.Context, pgx.Tx, Table, Event) (string, error) { return "", nil }
+	rows := func(Table) string { return "SELECT 1" }
+	commit := func(context.Context, Commit) error { return nil }
+	own := Schema{Name: "own", Migrate: migrate, Stage: stage, Rows: rows}
+	withCommit := own
+	withCommit.Commit = commit
+	commitIDs := withCommit
+	commitIDs.ReturnsID = true
+	badTable := own
+	badTable.Table = "a.b"
+	for _, c := range []struct {
+		name string
+		s    Schema
+		ok   bool
+	}{
+		{"this package's", Schema{}, true},
+		{"own", own, true},
+		{"own with a writer that commits", withCommit, true},
+		{"a writer that commits without a schema of its own", Schema{Commit: commit}, false},
+		{"ids without a stage of its own", Schema{ReturnsID: true}, false},
+		{"a table name without a schema of its own", Schema{Table: "river_job"}, false},
+		{"a writer that commits and ids the database gives", commitIDs, false},
+		{"a schema-qualified table name", badTable, false},
+		{"no Rows", Schema{Migrate: migrate, Stage: stage}, false},
+	} {
+		if err := c.s.Validate(); (err == nil) != c.ok {
+			t.Errorf("%s: Validate() = %v, want ok %v", c.name, err, c.ok)
+		}
 	}
 }

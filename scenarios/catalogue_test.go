@@ -157,6 +157,19 @@ func TestRunNotApplicable(t *testing.T) {
 			t.Errorf("%s (%d contexts) against an outbox of one table per schema: %v", name, len(sc.Contexts), err)
 		}
 	}
+	// An outbox whose writer commits runs every scenario but those whose
+	// transactions stage in several contexts' outboxes.
+	committing := fixed
+	committing.Name, committing.Outbox.Name, committing.Outbox.Table = "committing", "committing", ""
+	committing.Outbox.Commit = func(context.Context, outbox.Commit) error { return nil }
+	for _, name := range append(Names(), CrossContext) {
+		sc, _ := Lookup(name)
+		err := newRun(nil, sc, Options{Seed: 3, Relay: committing}).applicable()
+		if want := sc.Independent && len(sc.Contexts) > 1; errors.Is(err, ErrNotApplicable) != want ||
+			want && !strings.Contains(err.Error(), "the writer of committing commits one outbox table per transaction") {
+			t.Errorf("%s against an outbox whose writer commits: %v", name, err)
+		}
+	}
 	// Promises that contradict each other are refused before anything
 	// runs, as an error of the run rather than a scenario not applicable.
 	sc, _ = Lookup(Baseline)
