@@ -34,7 +34,7 @@ type Footprint struct {
 	Outages []Outage `json:"outages,omitempty"`
 }
 
-// Latency summarises the times of committed transactions.
+// Latency summarises the times of transactions.
 type Latency struct {
 	Count int           `json:"count"`
 	P50   time.Duration `json:"p50_ns"`
@@ -43,9 +43,11 @@ type Latency struct {
 }
 
 // Producers is what the producers' business transactions took: from the
-// producer's invoke to its commit's acknowledgement, less the time a
-// transaction was held open on purpose (history.Meta.Held), for the
-// transactions that committed.
+// producer's invoke to its outcome (committed, failed, or cut off with
+// its outcome unknown), less the time a transaction was held open on
+// purpose (history.Meta.Held). A transaction that failed counts with the
+// time it took to fail: one that waited for a lock until its deadline
+// waited all that time.
 type Producers struct {
 	// Control are the transactions of the control phase, before any
 	// replica started; Run those of the safety and liveness phases,
@@ -69,6 +71,13 @@ type Producers struct {
 	Unjudged string `json:"unjudged,omitempty"`
 }
 
+// Waited reports whether the database shows the relay's doing in the
+// producers' transactions: their sessions waited for locks, or the
+// database aborted some of them (a serialization failure, a deadlock).
+func (p Producers) Waited() bool {
+	return p.LockWaitSamples > 0 || p.SerializationFailures > 0 || p.Deadlocks > 0
+}
+
 // Outage is one window in which the broker or the database was down:
 // from the start of its faults to their heal. A replica's rates are
 // taken over the window and contract.OutageAfter after it.
@@ -77,7 +86,11 @@ type Outage struct {
 	Class  history.FaultClass `json:"class"`
 	From   time.Time          `json:"from"`
 	To     time.Time          `json:"to"`
-	// Replicas are every replica's figures over the window.
+	// Resume is the time from the heal to the first publish after it of
+	// any replica the outage hit: when the relay got events flowing
+	// again; nil when none published after the heal.
+	Resume *time.Duration `json:"resume_ns,omitempty"`
+	// Replicas are the figures of every replica the outage hit.
 	Replicas []ReplicaOutage `json:"replicas"`
 }
 
@@ -95,9 +108,12 @@ type ReplicaOutage struct {
 	Connects *float64 `json:"connects_per_s,omitempty"`
 	// Resume is the time from the heal to its first publish after it;
 	// Never says it published nothing after the heal while another
-	// replica did; both unset when not judged (ResumeUnjudged says why).
+	// replica did, and OthersUntil how long after the heal the others
+	// went on publishing; unset when not judged (ResumeUnjudged says
+	// why).
 	Resume         *time.Duration `json:"resume_ns,omitempty"`
 	Never          bool           `json:"never_resumed,omitempty"`
+	OthersUntil    time.Duration  `json:"others_until_ns,omitempty"`
 	ResumeUnjudged string         `json:"resume_unjudged,omitempty"`
 	Unmeasured     []string       `json:"unmeasured,omitempty"`
 }
@@ -153,8 +169,9 @@ const (
 	SQLStateDeadlock      = "40P01"
 )
 
-// minCommits is the fewest committed transactions of each phase a
-// producer budget is judged on.
+// minCommits is the fewest transactions of the control phase a producer
+// budget is judged on. Of the run, one is enough: a relay that blocks
+// the producers may leave them few.
 const minCommits = 5
 
 // Measure computes a run's footprint.
@@ -193,7 +210,7 @@ func producers(in Input) Producers {
 		case op.Type == history.Fail && op.SQLState == SQLStateDeadlock:
 			p.Deadlocks++
 		}
-		if !ok || op.Type != history.OK {
+		if !ok {
 			continue
 		}
 		d := op.Time.Sub(inv.op.Time) - inv.op.Held
@@ -204,7 +221,7 @@ func producers(in Input) Producers {
 			run = append(run, d)
 		}
 	}
-	p.Control, p.Run = latency(control), latency(run)
+	p.Control, p.Run = LatencyOf(control), LatencyOf(run)
 	if p.Control.P99 > 0 && p.Run.Count > 0 {
 		p.Ratio = float64(p.Run.P99) / float64(p.Control.P99)
 	}
@@ -217,9 +234,9 @@ func producers(in Input) Producers {
 	switch hit := faultsOnProducers(in); {
 	case len(hit) > 0:
 		p.Unjudged = "faults hit the producers: " + strings.Join(hit, ", ")
-	case p.Control.Count < minCommits || p.Run.Count < minCommits:
-		p.Unjudged = fmt.Sprintf("too few transactions committed to compare: %d in the control phase, %d with the relay (at least %d each)",
-			p.Control.Count, p.Run.Count, minCommits)
+	case p.Control.Count < minCommits || p.Run.Count == 0:
+		p.Unjudged = fmt.Sprintf("too few transactions to compare: %d in the control phase (at least %d), %d with the relay (at least one)",
+			p.Control.Count, minCommits, p.Run.Count)
 	}
 	return p
 }
@@ -244,8 +261,8 @@ func faultsOnProducers(in Input) []string {
 	return out
 }
 
-// latency summarises ds.
-func latency(ds []time.Duration) Latency {
+// LatencyOf summarises the transaction times ds.
+func LatencyOf(ds []time.Duration) Latency {
 	if len(ds) == 0 {
 		return Latency{}
 	}
@@ -270,7 +287,14 @@ type window struct {
 	faults   []string
 	class    history.FaultClass
 	from, to time.Time
+	// hits are the faults' targets; all is set when one of them hits
+	// every process.
+	hits []string
+	all  bool
 }
+
+// hit reports whether a fault of w hits process.
+func (w window) hit(process string) bool { return w.all || slices.Contains(w.hits, process) }
 
 // windows finds the outages of h: faults of the broker or the database
 // of an outage kind, from their start to their stop, overlapping ones
@@ -292,7 +316,7 @@ func windows(h []history.Op) []window {
 				continue
 			}
 			delete(starts, f.Name)
-			w := window{faults: []string{f.Name}, class: f.Class, from: st.Time, to: op.Time}
+			w := window{faults: []string{f.Name}, class: f.Class, from: st.Time, to: op.Time, hits: f.Targets, all: len(f.Targets) == 0}
 			merged := false
 			for i := range out {
 				o := &out[i]
@@ -301,6 +325,7 @@ func windows(h []history.Op) []window {
 						o.faults = append(o.faults, f.Name)
 					}
 					o.from, o.to = minTime(o.from, w.from), maxTime(o.to, w.to)
+					o.hits, o.all = append(o.hits, w.hits...), o.all || w.all
 					merged = true
 					break
 				}
@@ -328,13 +353,18 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// outages measures every replica over every outage window.
+// outages measures, over every outage window, each replica its faults
+// hit; a window that hit no replica (an outage of the consumers' links)
+// is left out.
 func outages(in Input) []Outage {
 	var out []Outage
 	for _, w := range windows(in.History) {
 		o := Outage{Faults: w.faults, Class: w.class, From: w.from, To: w.to}
 		end := w.to.Add(contract.OutageAfter)
 		for _, r := range in.Replicas {
+			if !w.hit(r.Name) {
+				continue
+			}
 			ro := ReplicaOutage{Replica: r.Name}
 			if v, ok := rate(r.Samples, w.from, end, true, func(s Sample) int64 { return int64(s.CPU) }); ok {
 				v /= float64(time.Second)
@@ -366,6 +396,15 @@ func outages(in Input) []Outage {
 			}
 			resume(in, w, &ro)
 			o.Replicas = append(o.Replicas, ro)
+		}
+		if len(o.Replicas) == 0 {
+			continue
+		}
+		for _, r := range o.Replicas {
+			if r.Resume != nil && (o.Resume == nil || *r.Resume < *o.Resume) {
+				d := *r.Resume
+				o.Resume = &d
+			}
 		}
 		out = append(out, o)
 	}
@@ -412,21 +451,23 @@ func rate(samples []Sample, from, to time.Time, perLife bool, counter func(Sampl
 	return float64(grew) / covered.Seconds(), true
 }
 
-// resume finds the replica's first publish after the heal of w. It is
-// judged of a replica that was not crashed, killed, paused or stopped
-// from the window's start to that publish (or to the end of the
-// history), and when some replica published after the heal.
+// resume finds the replica's first publish after the heal of w, or that
+// it published nothing after it while another replica went on
+// publishing (until OthersUntil after the heal). It is judged of a
+// replica that was not crashed, killed, paused or stopped from the
+// window's start to that publish (or to the end of the history), and
+// when some replica published after the heal.
 func resume(in Input, w window, ro *ReplicaOutage) {
-	var first, anyAfter time.Time
+	var first, othersLast time.Time
 	for _, op := range in.History {
-		if op.F != history.Publish || op.Type == history.Invoke || !op.Time.After(w.to) {
+		if op.F != history.Publish || op.Type == history.Invoke || !op.Time.After(w.to) || !w.hit(op.Process) {
 			continue
 		}
-		if anyAfter.IsZero() {
-			anyAfter = op.Time
-		}
-		if op.Process == ro.Replica && first.IsZero() {
+		switch {
+		case op.Process == ro.Replica && first.IsZero():
 			first = op.Time
+		case op.Process != ro.Replica && slices.ContainsFunc(in.Replicas, func(r Replica) bool { return r.Name == op.Process }):
+			othersLast = op.Time
 		}
 	}
 	until := first
@@ -447,10 +488,10 @@ func resume(in Input, w window, ro *ReplicaOutage) {
 		}
 	}
 	switch {
-	case anyAfter.IsZero():
+	case first.IsZero() && othersLast.IsZero():
 		ro.ResumeUnjudged = "no replica published after the heal"
 	case first.IsZero():
-		ro.Never = true
+		ro.Never, ro.OthersUntil = true, othersLast.Sub(w.to)
 	default:
 		d := first.Sub(w.to)
 		ro.Resume = &d

@@ -77,6 +77,14 @@ func appendMeta(buf []byte, m *Meta) []byte {
 		buf = appendString(buf, m.Failpoint)
 	}
 	buf = appendStrings(buf, `,"caused_by":`, m.CausedBy)
+	if m.Held != 0 {
+		buf = append(buf, `,"held_ns":`...)
+		buf = strconv.AppendInt(buf, int64(m.Held), 10)
+	}
+	if m.SQLState != "" {
+		buf = append(buf, `,"sqlstate":`...)
+		buf = appendString(buf, m.SQLState)
+	}
 	if m.Queue != "" {
 		buf = append(buf, `,"queue":`...)
 		buf = appendString(buf, m.Queue)

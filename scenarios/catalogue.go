@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/seed"
 	"github.com/outboxlab/outboxlab/workload"
@@ -9,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/outboxlab/outboxlab/chaos"
@@ -152,7 +154,7 @@ func defaultWorkload() workload.Shape {
 // Catalogue returns every scenario, in the order the catalogue runs them.
 func Catalogue() []Scenario {
 	return named(
-		baseline(), brokerDown(), brokerKilled(), dbDown(), crashBeforeMark(), leaseExpiry(),
+		baseline(), brokerDown(), brokerKilled(), dbDown(), crashBeforeMark(), leaseExpiry(), stallUnderLoad(),
 		clockSkew(), poison(), confirmLost(), slowNetwork(), commitOrder(), rollingRestart(),
 		producerCrash(), pipeline(),
 	)
@@ -431,55 +433,9 @@ func leaseExpiry() Scenario {
 		Safety:     10 * time.Second,
 		NeedsRelay: true,
 		NeedsOneOf: holdsRows,
-		Prepare: func(s Stage, r *Replica) {
-			if r != s.Replica(0, 0) {
-				return
-			}
-			switch {
-			case s.Relay().Promises.Locking.Style == contract.LockingRowLock:
-				// The database ends the frozen replica's transaction, as
-				// a team's idle_in_transaction_session_timeout would,
-				// long before the freeze ends.
-				r.SetSessionSetting("idle_in_transaction_session_timeout", rowLockTimeout(s).String())
-			case s.Relay().Promises.Failpoints:
-				// The first replica lingers after each claim, so that the
-				// pause catches it holding a batch it has not published yet.
-				r.Setenv(contract.EnvFailpoints, relay.FailAfterClaim+"=sleep(1500ms)")
-			}
-		},
+		Prepare:    prepareFreeze,
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			f := &pauseHolding{db: s.DB(), rec: s.Recorder(), slot: s.Replica(0, 0), within: s.Lease() + 6*time.Second}
-			at := between(rng, time.Second, 2*time.Second)
-			d := s.Lease() + between(rng, time.Second, 2*time.Second)
-			var steps []chaos.Step
-			if s.Relay().Promises.Locking.Style == contract.LockingRowLock {
-				// A relay holding row locks holds them while it waits for
-				// its confirms: slowed confirms keep them held long enough
-				// to be caught.
-				slow := chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed for the pause")
-				if err := s.AddFault(slow, ""); err != nil {
-					return nil, err
-				}
-				steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
-			} else if s.Relay().Promises.Failpoints {
-				f.asleep = relay.FailAfterClaim
-			} else {
-				// A lease relay without failpoints is frozen once the
-				// broker took its publish of a row it holds, its confirms
-				// slowed so that it is waiting for one: the confirm reaches
-				// it while it is frozen, and it marks the row when it
-				// resumes, its lease long gone: its late mark is exercised.
-				f.onPublish = true
-				slow := chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed for the pause")
-				if err := s.AddFault(slow, ""); err != nil {
-					return nil, err
-				}
-				steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
-			}
-			if err := s.AddFault(f, ""); err != nil {
-				return nil, err
-			}
-			return append(steps, Step(f, at, d)), nil
+			return freezeHolder(s, rng, safety, s.Lease()+between(rng, time.Second, 2*time.Second))
 		},
 		Check: func(ctx context.Context, s Stage, res *Result) {
 			var pause *pauseHolding
@@ -529,6 +485,144 @@ func leaseExpiry() Scenario {
 			}
 		},
 	}
+}
+
+// prepareFreeze readies the first replica for a freeze while it holds
+// rows (freezeHolder): a relay of row locks gets an
+// idle_in_transaction_session_timeout, one with failpoints lingers after
+// each claim.
+func prepareFreeze(s Stage, r *Replica) {
+	if r != s.Replica(0, 0) {
+		return
+	}
+	switch {
+	case s.Relay().Promises.Locking.Style == contract.LockingRowLock:
+		// The database ends the frozen replica's transaction, as a
+		// team's idle_in_transaction_session_timeout would, long before
+		// the freeze ends.
+		r.SetSessionSetting("idle_in_transaction_session_timeout", rowLockTimeout(s).String())
+	case s.Relay().Promises.Failpoints:
+		// The first replica lingers after each claim, so that the pause
+		// catches it holding a batch it has not published yet.
+		r.Setenv(contract.EnvFailpoints, relay.FailAfterClaim+"=sleep(1500ms)")
+	}
+}
+
+// freezeHolder schedules a freeze of d of the first replica, 1 to 2 s
+// into the fault clock, once it holds rows (pauseHolding), with what
+// makes it hold them long enough to be caught.
+func freezeHolder(s Stage, rng *rand.Rand, safety, d time.Duration) ([]chaos.Step, error) {
+	f := &pauseHolding{db: s.DB(), rec: s.Recorder(), slot: s.Replica(0, 0), within: s.Lease() + 6*time.Second}
+	at := between(rng, time.Second, 2*time.Second)
+	var steps []chaos.Step
+	if s.Relay().Promises.Locking.Style == contract.LockingRowLock {
+		// A relay holding row locks holds them while it waits for its
+		// confirms: slowed confirms keep them held long enough to be
+		// caught.
+		slow := chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed for the pause")
+		if err := s.AddFault(slow, ""); err != nil {
+			return nil, err
+		}
+		steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
+	} else if s.Relay().Promises.Failpoints {
+		f.asleep = relay.FailAfterClaim
+	} else {
+		// A lease relay without failpoints is frozen once the broker took
+		// its publish of a row it holds, its confirms slowed so that it
+		// is waiting for one: the confirm reaches it while it is frozen,
+		// and it marks the row when it resumes, its lease long gone: its
+		// late mark is exercised.
+		f.onPublish = true
+		slow := chaos.Latency(s.PublisherLink(), chaos.Downstream, holdWindowLatency, 0).WithName(s.PublisherLink().Name() + " confirms slowed for the pause")
+		if err := s.AddFault(slow, ""); err != nil {
+			return nil, err
+		}
+		steps = append(steps, Step(slow, 0, min(at+d, safety-500*time.Millisecond)))
+	}
+	if err := s.AddFault(f, ""); err != nil {
+		return nil, err
+	}
+	return append(steps, Step(f, at, d)), nil
+}
+
+// StallUnderLoad freezes a relay replica while it holds rows, as
+// lease-expiry does, for 3 s, while the producers keep committing to its
+// outbox at twice the default pace: what the producers suffer from a
+// stalled holder is its subject. A relay that holds a lease or row locks
+// must not make them wait; one that locks more (the table) makes every
+// producer wait for the stalled replica. The run's footprint holds their
+// transactions against the control phase (a declared producer budget
+// fails the run), and the check reports the transactions that began
+// during the freeze.
+const StallUnderLoad = "stall-under-load"
+
+func stallUnderLoad() Scenario {
+	w := defaultWorkload()
+	w.Events *= 2
+	return Scenario{
+		Name:       StallUnderLoad,
+		Summary:    "a relay holding rows is frozen for 3 s while the producers keep committing to its outbox at twice the usual pace: their transactions must not wait for it (held to the relay's producer budget against the control phase)",
+		Workload:   w,
+		Safety:     9 * time.Second,
+		NeedsRelay: true,
+		NeedsOneOf: holdsRows,
+		Prepare:    prepareFreeze,
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			return freezeHolder(s, rng, safety, 3*time.Second)
+		},
+		Check: func(ctx context.Context, s Stage, res *Result) {
+			var pause *pauseHolding
+			for _, f := range s.Faults() {
+				if p, ok := f.(*pauseHolding); ok {
+					pause = p
+				}
+			}
+			if pause == nil || pause.Hits() == 0 {
+				return // never fired: the run is failed or inconclusive for it
+			}
+			if line, ok := freezeCommits(res.History, pause.Name()); ok {
+				res.Unchecked = append(res.Unchecked, line)
+			} else {
+				res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("%s: no producer transaction ran while %s was frozen, so none could wait for it", StallUnderLoad, pause.slot.name))
+			}
+		},
+	}
+}
+
+// freezeCommits describes the producers' transactions that ran while
+// fault did (began before it ended, ended after it began), committed or
+// not: how many, their p99 and the longest.
+func freezeCommits(h []history.Op, fault string) (string, bool) {
+	var from, to time.Time
+	for _, op := range h {
+		if op.Fault == nil || op.Fault.Name != fault || op.Type != history.OK {
+			continue
+		}
+		switch {
+		case op.F == history.FaultStart && from.IsZero():
+			from = op.Time
+		case op.F == history.FaultStop && !from.IsZero() && to.IsZero():
+			to = op.Time
+		}
+	}
+	if from.IsZero() || to.IsZero() {
+		return "", false
+	}
+	var took []time.Duration
+	for _, p := range history.Pairs(h) {
+		inv := p.Invoke
+		if inv == nil || inv.F != history.Commit || !strings.HasPrefix(inv.Process, "producer-") || p.Done == nil ||
+			p.Done.Time.Before(from) || inv.Time.After(to) {
+			continue
+		}
+		took = append(took, p.Done.Time.Sub(inv.Time)-inv.Held)
+	}
+	if len(took) == 0 {
+		return "", false
+	}
+	l := footprint.LatencyOf(took)
+	return fmt.Sprintf("producers during the freeze of %s (%s): %d transactions ran into it, p99 %s, longest %s",
+		fault, to.Sub(from).Round(time.Millisecond), l.Count, l.P99.Round(time.Millisecond), l.Max.Round(time.Millisecond)), true
 }
 
 func clockSkew() Scenario {

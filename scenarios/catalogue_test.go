@@ -20,8 +20,8 @@ import (
 
 func TestCatalogueNamesAndLookup(t *testing.T) {
 	names := Names()
-	if len(names) != 14 {
-		t.Fatalf("catalogue has %d scenarios, want 14: %v", len(names), names)
+	if len(names) != 15 {
+		t.Fatalf("catalogue has %d scenarios, want 15: %v", len(names), names)
 	}
 	seen := map[string]bool{}
 	for _, sc := range Catalogue() {
@@ -127,7 +127,7 @@ func TestRunNotApplicable(t *testing.T) {
 		for _, name := range Names() {
 			sc, _ := Lookup(name)
 			err := newRun(nil, sc, Options{Seed: 3, Relay: u}).applicable()
-			want := tc.reason != "" && (name == LeaseExpiry || name == ClockSkew)
+			want := tc.reason != "" && (name == LeaseExpiry || name == StallUnderLoad || name == ClockSkew)
 			if got := errors.Is(err, ErrNotApplicable); got != want {
 				t.Errorf("%s with %s: err = %v, want not applicable %v", name, tc.locking.Describe(), err, want)
 			}

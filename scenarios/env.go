@@ -92,12 +92,21 @@ func TimingEnv() map[string]string {
 	}
 }
 
+// OurBudgets are the budgets this repository's relay declares: its
+// producers' p99 at most three times the control's; over an outage, at
+// most a quarter of a core, 20 lines of output, 100 statements and 20
+// TCP connections a second per replica (it retries every poll interval,
+// 100 ms under the harness, and a failed tick logs a line and opens a
+// connection to the service that is down); and events flowing again
+// within 10 s of the heal.
+var OurBudgets = contract.Budgets{ProducerP99: 3, OutageCPU: 0.25, OutageLogs: 20, OutageStatements: 100, OutageConnects: 20, Resume: 10 * time.Second}
+
 // ourPromises are the promises of this repository's relay, run with the
 // settings setting reads: every capability, with the lease, the attempt
-// limit and the backoff it is given. It declares no retention: it sweeps
+// limit and the backoff it is given, and OurBudgets. It declares no retention: it sweeps
 // after the OUTBOX_RETENTION it gets, which the checkers judge it by.
 func ourPromises(setting func(string) string) contract.Promises {
-	p := contract.Promises{Parks: true, Fenced: true, Sweeps: true, Failpoints: true, Records: true, Locking: contract.Lease(0)}
+	p := contract.Promises{Parks: true, Fenced: true, Sweeps: true, Failpoints: true, Records: true, Locking: contract.Lease(0), Budgets: OurBudgets}
 	if d, err := time.ParseDuration(setting(contract.EnvLease)); err == nil && d > 0 {
 		p.Locking = contract.Lease(d)
 	}

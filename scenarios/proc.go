@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,16 +48,28 @@ func (s procSignal) String() string {
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a
-// process's stdout and stderr.
+// process's stdout and stderr, which keeps the time each line came.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	lines []time.Time
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
+	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for range bytes.Count(p, []byte{'\n'}) {
+		b.lines = append(b.lines, now)
+	}
 	return b.b.Write(p)
+}
+
+// lineTimes returns when each line came.
+func (b *syncBuffer) lineTimes() []time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.lines)
 }
 
 func (b *syncBuffer) String() string {
@@ -229,6 +242,27 @@ func (p *procRelay) Logs(ctx context.Context, tail int) (string, error) {
 		s = strings.Join(lines, "\n")
 	}
 	return s, nil
+}
+
+// LineTimes returns when each line of the process's output came, over
+// every run of the command.
+func (p *procRelay) LineTimes(ctx context.Context) ([]time.Time, error) {
+	return p.out.lineTimes(), nil
+}
+
+// Pid returns the process id of the running command, 0 when it does
+// not run.
+func (p *procRelay) Pid(ctx context.Context) (int, error) {
+	cmd, done := p.current()
+	if cmd == nil || cmd.Process == nil {
+		return 0, nil
+	}
+	select {
+	case <-done:
+		return 0, nil
+	default:
+		return cmd.Process.Pid, nil
+	}
 }
 
 // WaitExit waits for the exit and returns the status, 128+signal for a

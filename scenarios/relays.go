@@ -34,6 +34,11 @@ type relayHandle interface {
 	// Running reports whether the replica's process runs (paused counts).
 	Running(ctx context.Context) (bool, error)
 	Remove(ctx context.Context) error
+	// Pid is the host's process id of the replica's process, 0 when it
+	// does not run.
+	Pid(ctx context.Context) (int, error)
+	// LineTimes returns when each line of the replica's output came.
+	LineTimes(ctx context.Context) ([]time.Time, error)
 }
 
 // containerHandle adapts a testenv container.
@@ -45,6 +50,14 @@ func (c containerHandle) Running(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return st.Running, nil
+}
+
+func (c containerHandle) Pid(ctx context.Context) (int, error) {
+	st, err := c.State(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.Pid, nil
 }
 
 func (c containerHandle) paused(ctx context.Context) bool {
@@ -71,6 +84,13 @@ type Replica struct {
 	h       relayHandle
 	extra   map[string]string // environment of the current lifetime
 	oldLogs []string
+	// oldLines are the times of the output lines of the earlier
+	// lifetimes; linesLost says some could not be read.
+	oldLines  []time.Time
+	linesLost bool
+	// pid is the process id of the current process as last read, 0 when
+	// it must be read again (every action on the process clears it).
+	pid int
 	// records are the host paths of the records files of every lifetime
 	// so far, the current one last; empty when the relay records nothing.
 	records []string
@@ -148,7 +168,51 @@ func (s *Replica) act(f func(h relayHandle) error) error {
 	if h == nil {
 		return fmt.Errorf("relay %s has no process running", s.name)
 	}
+	defer s.forgetPid()
 	return f(h)
+}
+
+// forgetPid makes the next reading of the replica's process id ask its
+// handle again: the process may have changed.
+func (s *Replica) forgetPid() {
+	s.mu.Lock()
+	s.pid = 0
+	s.mu.Unlock()
+}
+
+// processID returns the host's process id of the replica's current
+// process, 0 when it has none running.
+func (s *Replica) processID(ctx context.Context) int {
+	s.mu.Lock()
+	pid, h := s.pid, s.h
+	s.mu.Unlock()
+	if pid != 0 || h == nil {
+		return pid
+	}
+	pid, err := h.Pid(ctx)
+	if err != nil {
+		return 0
+	}
+	s.mu.Lock()
+	if s.h == h {
+		s.pid = pid
+	}
+	s.mu.Unlock()
+	return pid
+}
+
+// lineTimes returns when each line of the replica's output came, over
+// every lifetime so far; ok is false when some could not be read.
+func (s *Replica) lineTimes(ctx context.Context) (times []time.Time, ok bool) {
+	s.mu.Lock()
+	times, ok = slices.Clone(s.oldLines), !s.linesLost
+	h := s.h
+	s.mu.Unlock()
+	if h != nil {
+		cur, err := h.LineTimes(ctx)
+		times, ok = append(times, cur...), ok && err == nil
+	}
+	return times, ok
 }
 
 // Kill sends the replica's process SIGKILL.
@@ -245,7 +309,7 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 		}
 	}
 	s.mu.Lock()
-	s.h, s.extra = h, maps.Clone(extra)
+	s.h, s.extra, s.pid = h, maps.Clone(extra), 0
 	if path != "" {
 		s.records = append(s.records, path)
 	}
@@ -278,12 +342,15 @@ func (s *Replica) remove(ctx context.Context) error {
 		_ = h.Stop(ctx, relayStopTimeout)
 	}
 	logs, _ := h.Logs(ctx, 0)
+	lines, linesErr := h.LineTimes(ctx)
 	if err := h.Remove(ctx); err != nil {
 		return fmt.Errorf("removing relay %s: %w", s.name, err)
 	}
 	s.mu.Lock()
 	s.oldLogs = append(s.oldLogs, logs)
-	s.h = nil
+	s.oldLines = append(s.oldLines, lines...)
+	s.linesLost = s.linesLost || linesErr != nil
+	s.h, s.pid = nil, 0
 	s.mu.Unlock()
 	return nil
 }

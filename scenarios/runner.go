@@ -20,6 +20,7 @@ import (
 	"github.com/outboxlab/outboxlab/workload"
 
 	"github.com/outboxlab/outboxlab/chaos"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/internal/observe"
 	"github.com/outboxlab/outboxlab/outbox"
@@ -153,6 +154,9 @@ type run struct {
 	nemesis   *chaos.Nemesis
 	links     map[string]*chaos.Link
 	producers []*workload.Producer
+	// usage samples the replicas and the producers' lock waits for the
+	// footprint, from the replicas' start; nil in an unsafe mode.
+	usage *usage
 	// consumerNames are the history processes of the consumers, and
 	// consumers their inboxes, in the same order.
 	consumerNames []string
@@ -306,6 +310,11 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	if rr := res.Records; rr.Known {
 		r.logf("relay records: %d lifetime(s), %d record(s) merged; %d torn last line(s) dropped, %d lifetime(s) ended without a stop, %d without a file",
 			rr.Lifetimes, rr.Ops, rr.Torn, rr.Died, rr.Missing)
+	}
+	if res.Footprint != nil {
+		for _, line := range footprint.Summary(*res.Footprint) {
+			r.logf("footprint: %s", line)
+		}
 	}
 	if res.Valid {
 		r.logf("PASS %s in %s: %d committed, %d delivered, %d duplicate deliveries%s, drain %s",

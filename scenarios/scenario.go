@@ -39,6 +39,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/consumer"
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/outbox"
 
 	"github.com/outboxlab/outboxlab/checker"
@@ -169,6 +170,10 @@ type Result struct {
 	// records when they do.
 	Observed    history.ObservedSummary `json:"observed"`
 	ObservedOps []history.Op            `json:"-"`
+	// Footprint is what the relay cost the producers, against the run's
+	// control phase, and how its replicas behaved over the outages of
+	// the broker or the database; nil for a run without a relay.
+	Footprint *footprint.Footprint `json:"footprint,omitempty"`
 	// Events is the size of the workload that ran.
 	Events int `json:"events"`
 	// Safety is the planned length of the safety phase; a fault that a

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/seed"
 	"github.com/outboxlab/outboxlab/workload"
 
@@ -56,19 +57,58 @@ func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
 	})
 }
 
-// runWorkload runs every producer's transactions, paced over most of the
-// safety phase. A held transaction of the outbox variant runs beside the
-// producer's next ones, as a slow request does beside others.
+// controlShare is the share of each producer's transactions that the
+// control phase runs, one in controlShare, before any replica starts.
+const controlShare = 4
+
+// controlCount is how many of n transactions of a producer the control
+// phase runs: none in an unsafe mode, which runs no relay to compare
+// with.
+func (r *run) controlCount(n int) int {
+	if r.mode != workload.Outbox {
+		return 0
+	}
+	return n / controlShare
+}
+
+// runControl runs the control phase: the first transactions of every
+// producer's plan (controlCount), paced as the workload is, before any
+// replica of the relay starts, so that the producers' transaction times
+// without a relay can be held against theirs with it
+// (footprint.Producers). Their events are the run's like any others:
+// the replicas publish them once they start.
+func (r *run) runControl(ctx context.Context) {
+	if r.mode != workload.Outbox {
+		return
+	}
+	chaos.RecordPhase(r.rec, history.PhaseControl)
+	r.phase.Store(history.PhaseControl)
+	r.runTxns(ctx, func(txns []workload.Txn) []workload.Txn { return txns[:r.controlCount(len(txns))] })
+}
+
+// runWorkload runs every producer's transactions but those of the control
+// phase, paced over most of the safety phase. A held transaction of the
+// outbox variant runs beside the producer's next ones, as a slow request
+// does beside others.
 func (r *run) runWorkload(ctx context.Context) error {
+	r.runTxns(ctx, func(txns []workload.Txn) []workload.Txn { return txns[r.controlCount(len(txns)):] })
+	return nil
+}
+
+// runTxns runs, for every producer, the share of its plan that part
+// picks, on a fixed beat: the pace that spreads its whole plan over most
+// of the safety phase.
+func (r *run) runTxns(ctx context.Context, part func([]workload.Txn) []workload.Txn) {
 	var wg sync.WaitGroup
-	for i, txns := range r.plan.Txns {
-		if i >= len(r.producers) || len(txns) == 0 {
+	for i, all := range r.plan.Txns {
+		if i >= len(r.producers) || len(all) == 0 {
 			continue
 		}
+		txns := part(all)
 		p := r.producers[i]
 		pace := r.workload.Pace
 		if pace == 0 {
-			pace = max(5*time.Millisecond, r.safety*7/10/time.Duration(len(txns)))
+			pace = max(5*time.Millisecond, r.safety*7/10/time.Duration(len(all)))
 		}
 		offset := pace * time.Duration(i) / time.Duration(len(r.producers))
 		wg.Go(func() {
@@ -93,5 +133,4 @@ func (r *run) runWorkload(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	return nil
 }

@@ -273,6 +273,9 @@ func (r *run) settle(ctx context.Context) ([]string, error) {
 func (r *run) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if r.usage != nil {
+		r.usage.stop()
+	}
 	if r.consumersStop != nil {
 		r.consumersStop()
 		r.consumersDone.Wait()

@@ -38,8 +38,9 @@ func (r *run) schemaPrefix() string {
 	return "sc_" + short
 }
 
-// setup creates the run's schema, tables and topology, and starts the
-// relays, the consumers and the producers.
+// setup creates the run's schema, tables and topology, makes the
+// producers and runs the control phase with them, and starts the relays
+// and the consumers.
 func (r *run) setup(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -73,13 +74,17 @@ func (r *run) setup(ctx context.Context) error {
 		}
 	}
 	r.observeOutboxes(sctx)
+	if err := r.makeProducers(); err != nil {
+		return err
+	}
+	r.runControl(sctx)
 	if err := r.startRelays(sctx); err != nil {
 		return err
 	}
-	if err := r.startConsumers(); err != nil {
-		return err
+	if r.mode == workload.Outbox {
+		r.usage = r.startUsage(ctx)
 	}
-	if err := r.makeProducers(); err != nil {
+	if err := r.startConsumers(); err != nil {
 		return err
 	}
 	r.scopeLinks()

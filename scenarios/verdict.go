@@ -18,6 +18,7 @@ import (
 
 	"github.com/outboxlab/outboxlab/chaos"
 	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
 )
@@ -150,6 +151,11 @@ func (r *run) verdict(ctx context.Context, st checker.State, drain time.Duration
 			line += fmt.Sprintf(" (first %s: %s)", f.Offending[0], f.Reasons[f.Offending[0]])
 		}
 		res.Problems = append(res.Problems, line)
+	}
+	if r.usage != nil {
+		res.Footprint = r.measureFootprint(ctx, h)
+		res.Problems = append(res.Problems, footprint.Judge(*res.Footprint, r.relay.Promises.Budgets)...)
+		res.Unchecked = append(res.Unchecked, r.usage.notes()...)
 	}
 
 	// Every fault of the plan must have fired.

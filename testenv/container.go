@@ -193,6 +193,9 @@ type ContainerState struct {
 	Running  bool // true also while paused
 	Paused   bool
 	ExitCode int
+	// Pid is the host's process id of the container's main process, 0
+	// when it does not run.
+	Pid int
 }
 
 // State inspects the container.
@@ -205,7 +208,7 @@ func (c *Container) State(ctx context.Context) (ContainerState, error) {
 	if st == nil {
 		return ContainerState{}, fmt.Errorf("inspecting %s: no state", c.name)
 	}
-	return ContainerState{Status: string(st.Status), Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode}, nil
+	return ContainerState{Status: string(st.Status), Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode, Pid: st.Pid}, nil
 }
 
 // Address returns the container's IP address on the environment's
@@ -281,6 +284,30 @@ func (c *Container) Logs(ctx context.Context, tail int) (string, error) {
 		return buf.String(), fmt.Errorf("logs of %s: %w", c.name, err)
 	}
 	return buf.String(), nil
+}
+
+// LineTimes returns the time the engine received each line of the
+// container's output (stdout and stderr), in order.
+func (c *Container) LineTimes(ctx context.Context) ([]time.Time, error) {
+	rc, err := c.env.docker.ContainerLogs(ctx, c.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true})
+	if err != nil {
+		return nil, fmt.Errorf("logs of %s: %w", c.name, err)
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("logs of %s: %w", c.name, err)
+	}
+	var out []time.Time
+	for line := range strings.Lines(buf.String()) {
+		stamp, _, _ := strings.Cut(line, " ")
+		t, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil {
+			return out, fmt.Errorf("logs of %s: a line without the engine's time: %q", c.name, strings.TrimSpace(line))
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Exec runs cmd in the running container and returns its exit code and

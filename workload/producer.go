@@ -361,7 +361,7 @@ func ids(events []outbox.Event) []string {
 // says what is known of the outcome.
 func (p *Producer) Do(ctx context.Context, t Txn) error {
 	evs := ids(t.Events)
-	inv := history.Op{Type: history.Invoke, F: history.Commit, Events: evs}
+	inv := history.Op{Type: history.Invoke, F: history.Commit, Events: evs, Meta: history.Meta{Held: t.Hold}}
 	if t.CausedBy != "" {
 		inv.CausedBy = []string{t.CausedBy}
 	}
@@ -370,6 +370,9 @@ func (p *Producer) Do(ctx context.Context, t Txn) error {
 		op := history.Op{Type: typ, F: history.Commit, Events: evs}
 		if err != nil {
 			op.Error = err.Error()
+			if pgErr := (*pgconn.PgError)(nil); typ == history.Fail && errors.As(err, &pgErr) {
+				op.SQLState = pgErr.Code
+			}
 		}
 		p.record(op)
 		return err

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/outboxlab/outboxlab/contract"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/internal/argv"
 	"github.com/outboxlab/outboxlab/internal/campaign"
 	"github.com/outboxlab/outboxlab/internal/report"
@@ -297,6 +299,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 			}
 			return r.Scenario
 		}, "scenario")
+		footprintLines(std.out, rows, o.seeds > 1)
 	}
 	for _, r := range rows {
 		if r.Verdict() == scenarios.VerdictNotApplicable {
@@ -447,4 +450,31 @@ func (o *runOptions) campaignCommand(names []string, seed uint64, relay scenario
 	}
 	fmt.Fprintf(&more, " --seeds %d --seed ", o.seeds)
 	return strings.Replace(cmd, " --seed ", more.String(), 1)
+}
+
+// footprintLines prints, per run with a relay, what the relay cost the
+// producers against the control phase and its replicas' figures over
+// each outage (footprint.Summary).
+func footprintLines(w io.Writer, rows []scenarios.Result, seeds bool) {
+	first := true
+	for _, r := range rows {
+		if r.Footprint == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nfootprint (the producers' transaction p99 with the relay and in the control phase without it; each replica over each outage and 5s after):")
+			first = false
+		}
+		name := r.Scenario
+		if seeds {
+			name = fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
+		}
+		for i, line := range footprint.Summary(*r.Footprint) {
+			if i == 0 {
+				fmt.Fprintf(w, "  %s: %s\n", name, line)
+				continue
+			}
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
 }

@@ -22,10 +22,13 @@ const (
 	bugNoLock       bug = "no-lock"
 	bugDropPoison   bug = "drop-poison"
 	bugTransient    bug = "transient"
+	bugLockTable    bug = "lock-table"
+	bugNoBackoff    bug = "no-reconnect-backoff"
 )
 
 // bugMode describes one bug mode: what it does wrong, the promise it
-// breaks (numbered as in docs/contract.md §2), and the scenario of the
+// breaks (numbered as in docs/contract.md: §2, or a budget of §3.3.2),
+// and the scenario of the
 // harness's catalogue and the checker (or the scenario's own check)
 // expected to fail it under the target's capabilities.
 type bugMode struct {
@@ -62,6 +65,14 @@ var bugModes = []bugMode{
 		"publishes with transient delivery mode",
 		"§2.2 persistent delivery",
 		"broker-killed", "lost"},
+	{bugLockTable,
+		"locks the whole table for each batch, held while it publishes and waits for the confirms",
+		"§3.3.2 the producers' transactions do not wait for the relay (producer-p99)",
+		"stall-under-load", "the producer budget"},
+	{bugNoBackoff,
+		"starts the next batch at once after a failed one, without a pause",
+		"§3.3.2 an outage does not make the relay spin (outage-cpu, outage-logs, outage-statements)",
+		"broker-down", "the outage budget"},
 }
 
 // parseBug reads ROWLOCK_BUG.

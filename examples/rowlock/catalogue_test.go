@@ -33,7 +33,8 @@ func TestTargetFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := u.Promises.String(), "parks,locking=rowlock,attempts=3,backoff=100ms/2s"; got != want {
+	want := "parks,locking=rowlock,attempts=3,backoff=100ms/2s,producer-p99=3x,outage-cpu=0.5,outage-logs=20,outage-statements=100,outage-connects=10,resume=30s"
+	if got := u.Promises.String(); got != want {
 		t.Errorf("capabilities %s, want %s", got, want)
 	}
 	if !u.Outbox.ReturnsID {
@@ -46,13 +47,14 @@ func TestTargetFile(t *testing.T) {
 
 // TestCatalogue runs, on seed 1, the scenarios expected to catch most of
 // the relay's bug modes (docs/examples.md): a broker outage, poison
-// rows and commits that land out of order. `outboxlab run --target
+// rows, commits that land out of order, and a replica frozen while it
+// holds rows under the producers' load. `outboxlab run --target
 // examples/rowlock/target.yaml` runs the whole catalogue after `make
 // build`. It starts containers: skipped under -short, and without a
 // Docker engine unless OUTBOXLAB_REQUIRE_DOCKER is set.
 func TestCatalogue(t *testing.T) {
 	suite.Run(t, Target(t), suite.Options{
-		Scenarios: []string{scenarios.BrokerDown, scenarios.Poison, scenarios.CommitOrder},
+		Scenarios: []string{scenarios.BrokerDown, scenarios.Poison, scenarios.CommitOrder, scenarios.StallUnderLoad},
 		Seed:      1,
 		Timeout:   5 * time.Minute,
 	})

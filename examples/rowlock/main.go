@@ -120,7 +120,8 @@
 // scenarios.RelayUnderTest that scenarios.LoadTarget returns. The
 // scenario and checker named are those of the harness's catalogue
 // expected to catch it under the target's capabilities
-// (parks,locking=rowlock,attempts=3,backoff=100ms/2s): expectations read
+// (parks,locking=rowlock,attempts=3,backoff=100ms/2s and its budgets):
+// expectations read
 // from the scenarios, to be confirmed on containers.
 //
 //   - commit-first: marks the batch's rows published and commits before it
@@ -153,6 +154,17 @@
 //     "persistent delivery" (§2.2): the messages confirmed and marked that
 //     sit in a queue when RabbitMQ is killed are gone after its restart:
 //     broker-killed, checker lost.
+//   - lock-table: locks the whole table (LOCK TABLE ... IN SHARE ROW
+//     EXCLUSIVE MODE) at the start of each batch, which holds the lock
+//     while it publishes and waits for the confirms. Breaks its producer
+//     budget (§3.3.2): every producer's INSERT waits for the batch, and
+//     for as long as a replica that holds the lock is frozen:
+//     stall-under-load, the producer budget.
+//   - no-reconnect-backoff: starts the next batch at once after a failed
+//     one, instead of waiting from the poll interval. Breaks its outage
+//     budget (§3.3.2): while the broker is unreachable it claims, fails
+//     to connect and logs, in a loop: broker-down, the outage budget
+//     (its CPU, lines of output and statements a second).
 //
 // No mode drops the publisher confirm: as seqrelay's comment says, no
 // scenario of the catalogue makes the broker lose a message that reached

@@ -78,6 +78,9 @@ func (r *relay) loop() {
 		n, err := r.batch()
 		pause := r.cfg.pollInterval
 		switch {
+		case err != nil && r.cfg.bug == bugNoBackoff:
+			r.log.printf("batch failed: %v", err)
+			pause = 0
 		case err != nil:
 			failures++
 			r.log.printf("batch failed: %v", err)
@@ -239,6 +242,11 @@ func (r *relay) rollback(tx pgx.Tx) {
 func (r *relay) claim(tx pgx.Tx) ([]row, error) {
 	ctx, cancel := r.store()
 	defer cancel()
+	if r.cfg.bug == bugLockTable {
+		if _, err := tx.Exec(ctx, r.q.lockTable()); err != nil {
+			return nil, err
+		}
+	}
 	sql, args := r.q.claim(r.cfg.batchSize, r.highWater)
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {

@@ -54,6 +54,13 @@ ORDER BY ` + order + `
 LIMIT $1` + lock, args
 }
 
+// lockTable is lock-table's lock of the whole table for the batch's
+// transaction: SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock
+// every INSERT takes, so no producer stages until the batch ends.
+func (q queries) lockTable() string {
+	return `LOCK TABLE ` + q.table + ` IN SHARE ROW EXCLUSIVE MODE`
+}
+
 // mark sets published_at on the confirmed rows of the batch. The rows are
 // locked by the batch, so they are still pending; the condition says so
 // all the same.

@@ -120,7 +120,7 @@ func TestAppendJSONLMatchesWriteJSONL(t *testing.T) {
 	odd := []history.Op{{Index: 1, Process: "p<1>&\"x\"\n", Type: history.Info, F: history.Phase,
 		Events: []string{"é", "\u2028"}, Error: "\x01", Meta: history.Meta{Phase: "a\\b", Detail: "<d>",
 			Fault: &history.Fault{Name: "f&", Class: history.ClassBroker, Targets: []string{"r"}}, Attempts: 3, Parked: true,
-			DBTime: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), CausedBy: []string{"a", "b"}, Queue: "q", Redelivered: true, Duplicate: true}}}
+			DBTime: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), CausedBy: []string{"a", "b"}, Held: 1500 * time.Millisecond, SQLState: "40001", Queue: "q", Redelivered: true, Duplicate: true}}}
 	if got, want := appendJSONL(nil, odd), jsonl(t, odd); !bytes.Equal(got, want) {
 		t.Fatalf("escaping differs:\n%s\n%s", got, want)
 	}
