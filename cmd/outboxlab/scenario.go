@@ -260,7 +260,7 @@ func toRun(res scenarios.Result, title string) report.Run {
 	run := report.Run{
 		Title: title, Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed,
 		Valid: res.Valid, Problems: res.Problems, Inconclusive: res.Inconclusive, Report: res.Report, Replay: res.Replay, History: res.History,
-		ExpectFail: workload.Mode(res.Variant).Unsafe(),
+		ExpectFail: workload.Mode(res.Variant).Unsafe(), Footprint: res.Footprint,
 	}
 	for _, f := range res.Faults {
 		run.Faults = append(run.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})
@@ -277,6 +277,7 @@ func toBundle(dir string, i int, res scenarios.Result, note string) (report.Scen
 		Problems: res.Problems, Inconclusive: res.Inconclusive, Counts: res.Counts, Checkers: report.Verdicts(res.Report),
 		DrainTime: res.DrainTime, Duration: res.Duration, Replay: res.Replay, Note: note,
 		Queue: res.Queue, ConfirmStall: res.ConfirmStall, Unchecked: res.Unchecked, Subject: res.Subject,
+		Footprint: res.Footprint,
 	}
 	for _, f := range res.Faults {
 		r.Faults = append(r.Faults, report.FaultHits{Name: f.Name, Class: f.Class, Hits: f.Hits})

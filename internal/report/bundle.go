@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/internal/bench/result"
 	"github.com/outboxlab/outboxlab/internal/campaign"
@@ -125,6 +126,10 @@ type ScenarioRun struct {
 	// Observed sums up what the run observed of the relays from the
 	// database, when it observed them.
 	Observed *history.ObservedSummary `json:"observed,omitempty"`
+	// Footprint is what the relay cost the producers and did over the
+	// outages (scenarios.Result.Footprint); nil for a run without a
+	// relay, or one made before runs measured it.
+	Footprint *footprint.Footprint `json:"footprint,omitempty"`
 }
 
 // ScenarioFile is the content of FileScenarios and FileDemo.

@@ -117,6 +117,10 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 				c.Lost, c.Phantom, c.DuplicateEffects, fmtLatency(r.DrainTime))
 			replays = append(replays, r.Replay)
 		}
+		if slices.ContainsFunc(b.Scenarios.Runs, func(r ScenarioRun) bool { return r.Footprint != nil }) {
+			s.WriteString("\n")
+			writeFootprint(&s, b.Scenarios.Runs)
+		}
 		for _, r := range b.Scenarios.Runs {
 			if len(r.Problems) == 0 {
 				continue
@@ -540,7 +544,58 @@ func writeCampaign(s *strings.Builder, f *ScenarioFile, heading string, meta Met
 	writeUnfinished(s, f)
 	writeSeedTable(s, f.Rows(), false)
 	s.WriteString("\n")
+	writeFootprint(s, f.Runs)
 	writeNotes(s, f.Runs, notes)
+}
+
+// writeFootprint renders what the relay cost in each run that measured
+// it: the producers' p99 with the relay against the control phase, their
+// lock waits, and each replica's figures over each outage; nothing for
+// runs made before runs measured it.
+func writeFootprint(s *strings.Builder, runs []ScenarioRun) {
+	if !slices.ContainsFunc(runs, func(r ScenarioRun) bool { return r.Footprint != nil }) {
+		return
+	}
+	s.WriteString("#### Footprint\n\n")
+	s.WriteString("_The producers' transaction times while the relay ran against the control phase without it, and each replica over each outage of the broker or the database that hit it, until 5 s after the heal: CPU in cores, lines of output, statements and TCP connections a second (`-`: not measured), and the time from the heal to its first publish._\n\n")
+	s.WriteString("| scenario | seed | producers p99 | control p99 | ratio | lock-wait samples | outages |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|---|\n")
+	for _, r := range runs {
+		f := r.Footprint
+		if f == nil {
+			continue
+		}
+		p := f.Producers
+		ratio := "-"
+		if p.Ratio > 0 {
+			ratio = fmt.Sprintf("%.1f×", p.Ratio)
+		}
+		var outs []string
+		for _, o := range f.Outages {
+			var reps []string
+			for _, x := range o.Replicas {
+				num := func(v *float64, format string) string {
+					if v == nil {
+						return "-"
+					}
+					return fmt.Sprintf(format, *v)
+				}
+				resume := "-"
+				switch {
+				case x.Resume != nil:
+					resume = fmtLatency(*x.Resume)
+				case x.Never:
+					resume = "never"
+				}
+				reps = append(reps, fmt.Sprintf("%s %s / %s / %s / %s / %s", x.Replica, num(x.CPU, "%.2f"), num(x.Logs, "%.1f"),
+					num(x.Statements, "%.1f"), num(x.Connects, "%.1f"), resume))
+			}
+			outs = append(outs, fmt.Sprintf("%s (%s): %s", strings.Join(o.Faults, ", "), fmtLatency(o.To.Sub(o.From)), strings.Join(reps, "; ")))
+		}
+		fmt.Fprintf(s, "| %s | %d | %s | %s | %s | %d | %s |\n", cell(r.Scenario), r.Seed, fmtLatency(p.Run.P99), fmtLatency(p.Control.P99), ratio,
+			p.LockWaitSamples, cell(orValue(strings.Join(outs, "<br>"), "-")))
+	}
+	s.WriteString("\n")
 }
 
 // campaignSeeds returns the smallest seed of runs and whether some

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/internal/bench/result"
 	"github.com/outboxlab/outboxlab/internal/sim"
 )
@@ -220,5 +221,37 @@ func TestBenchSummaryLeavesTheRunsToTheHTMLPage(t *testing.T) {
 	}
 	if strings.Contains(page.String(), "Throughput of d2") {
 		t.Error("the HTML page shows the second shared run in full")
+	}
+}
+
+// TestFootprintSection: a run that measured the relay's footprint gets a
+// row of figures under the table; a bundle of runs that did not gets no
+// such section.
+func TestFootprintSection(t *testing.T) {
+	cpu, logs := 0.02, 4.5
+	resume := 1100 * time.Millisecond
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	fp := &footprint.Footprint{
+		Producers: footprint.Producers{Control: footprint.Latency{Count: 17, P99: 12 * time.Millisecond},
+			Run: footprint.Latency{Count: 57, P99: 21 * time.Millisecond}, Ratio: 1.75, LockWaitSamples: 2},
+		Outages: []footprint.Outage{{Faults: []string{"relay-broker down"}, From: at, To: at.Add(1500 * time.Millisecond),
+			Replicas: []footprint.ReplicaOutage{{Replica: "relay-a", CPU: &cpu, Logs: &logs, Resume: &resume}}}},
+	}
+	run := ScenarioRun{Scenario: "broker-down", Relay: "ours", Variant: "outbox", Seed: 7, Valid: true}
+	for _, c := range []struct {
+		fp   *footprint.Footprint
+		want bool
+	}{{fp, true}, {nil, false}} {
+		r := run
+		r.Footprint = c.fp
+		var out bytes.Buffer
+		if err := WriteMarkdown(&out, Bundle{Dir: "results", Scenarios: &ScenarioFile{Meta: Meta{Date: "d"}, Runs: []ScenarioRun{r}}}); err != nil {
+			t.Fatal(err)
+		}
+		md := out.String()
+		row := "| broker-down | 7 | 21ms | 12ms | 1.8× | 2 | relay-broker down (1.5s): relay-a 0.02 / 4.5 / - / - / 1.1s |"
+		if got := strings.Contains(md, "#### Footprint") && strings.Contains(md, row); got != c.want {
+			t.Errorf("footprint %v: the section with %q is there %v, want %v:\n%s", c.fp != nil, row, got, c.want, md)
+		}
 	}
 }

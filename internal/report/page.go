@@ -130,6 +130,7 @@ func (b Bundle) scenarioRun(r ScenarioRun) (Run, error) {
 		Problems: r.Problems, Inconclusive: r.Inconclusive, Faults: r.Faults, Replay: r.Replay, Note: r.Note,
 		Report:     checker.Report{Valid: r.Valid, Counts: r.Counts},
 		ExpectFail: workload.Mode(r.Variant).Unsafe(),
+		Footprint:  r.Footprint,
 	}
 	for _, v := range r.Checkers {
 		run.Report.Results = append(run.Report.Results, checker.Result{Checker: v.Name, Valid: v.Valid, Skipped: v.Skipped, Detail: v.Detail, Offending: v.First})

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/outboxlab/outboxlab/checker"
+	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/internal/sim"
 )
@@ -53,6 +54,9 @@ type Run struct {
 	// needs a promise the relay does not declare): the run judged
 	// nothing, has no counts or history, and its verdict is N/A.
 	NotApplicable string
+	// Footprint is what the relay cost (scenarios.Result.Footprint);
+	// nil for a run without a relay.
+	Footprint *footprint.Footprint
 }
 
 // VerdictNotApplicable is the verdict of a cell that did not run, as
