@@ -438,13 +438,8 @@ func leaseExpiry() Scenario {
 			return freezeHolder(s, rng, safety, s.Lease()+between(rng, time.Second, 2*time.Second))
 		},
 		Check: func(ctx context.Context, s Stage, res *Result) {
-			var pause *pauseHolding
-			for _, f := range s.Faults() {
-				if p, ok := f.(*pauseHolding); ok {
-					pause = p
-				}
-			}
-			if pause == nil || pause.Hits() == 0 {
+			pause := frozen(s)
+			if pause == nil {
 				return // never fired: the run is failed or inconclusive for it
 			}
 			rowLocks := s.Relay().Promises.Locking.Style == contract.LockingRowLock
@@ -545,6 +540,17 @@ func freezeHolder(s Stage, rng *rand.Rand, safety, d time.Duration) ([]chaos.Ste
 	return append(steps, Step(f, at, d)), nil
 }
 
+// frozen returns the run's freeze of a replica holding rows
+// (freezeHolder), nil when it never fired.
+func frozen(s Stage) *pauseHolding {
+	for _, f := range s.Faults() {
+		if p, ok := f.(*pauseHolding); ok && p.Hits() > 0 {
+			return p
+		}
+	}
+	return nil
+}
+
 // StallUnderLoad freezes a relay replica while it holds rows, as
 // lease-expiry does, for 3 s, while the producers keep committing to its
 // outbox at twice the default pace: what the producers suffer from a
@@ -571,13 +577,8 @@ func stallUnderLoad() Scenario {
 			return freezeHolder(s, rng, safety, 3*time.Second)
 		},
 		Check: func(ctx context.Context, s Stage, res *Result) {
-			var pause *pauseHolding
-			for _, f := range s.Faults() {
-				if p, ok := f.(*pauseHolding); ok {
-					pause = p
-				}
-			}
-			if pause == nil || pause.Hits() == 0 {
+			pause := frozen(s)
+			if pause == nil {
 				return // never fired: the run is failed or inconclusive for it
 			}
 			if line, ok := freezeCommits(res.History, pause.Name()); ok {
