@@ -276,6 +276,17 @@ bench:
 	@$(MAKE) --no-print-directory images
 	$(GO) run ./cmd/outboxlab bench $(BENCHFLAGS)
 
+## soak: a million events through our relay's outbox, then watermill's, each aged with vacuum held back for a third of the run; prints the time each took; results in $(BUILD)/soak-ours and $(BUILD)/soak-watermill (SOAKFLAGS=--events N, ...)
+.PHONY: soak
+SOAKFLAGS ?=
+soak:
+	@$(MAKE) --no-print-directory images
+	@for r in ours watermill; do \
+		start=$$(date +%s); \
+		$(GO) run ./cmd/outboxlab soak --relay $$r --out $(BUILD)/soak-$$r $(SOAKFLAGS) || exit $$?; \
+		echo "soak: $$r took $$(( $$(date +%s) - start ))s"; \
+	done
+
 ## report: rebuild REPORT.md from the bundles results/report.list names, in its order (no Docker); the HTML page, with every benchmark run, goes to .build/REPORT.html
 .PHONY: report
 report:

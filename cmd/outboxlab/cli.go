@@ -56,7 +56,7 @@ type stdio struct {
 
 // verbs returns the verbs in the order usage lists them.
 func verbs() []verb {
-	return []verb{demoVerb(), runVerb(), validateVerb(), simVerb(), mutantsVerb(), benchVerb(), reportVerb()}
+	return []verb{demoVerb(), runVerb(), validateVerb(), simVerb(), mutantsVerb(), benchVerb(), soakVerb(), reportVerb()}
 }
 
 // helpVerb is the help verb: it is run by run itself, and listed last.

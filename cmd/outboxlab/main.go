@@ -9,6 +9,7 @@
 //	outboxlab sim --seeds N             the deterministic simulation, no Docker
 //	outboxlab mutants                   the mutant catalogue and who kills what
 //	outboxlab bench                     relay throughput and latency
+//	outboxlab soak                      a relay's outbox aged by a million events
 //	outboxlab report --in DIR           REPORT.md from a results bundle
 //	outboxlab help [VERB]               usage
 //

@@ -36,6 +36,8 @@ type deps struct {
 	mutants mutantCatalogue
 	// bench runs the benchmark on a fresh environment.
 	bench func(ctx context.Context, opts bench.Options, status func(string)) (result.Result, error)
+	// soak runs a soak on a fresh environment.
+	soak func(ctx context.Context, opts bench.SoakOptions, status func(string)) (result.Soak, error)
 	// dockerAvailable reports whether a Docker engine answers, and why not.
 	dockerAvailable func(ctx context.Context) error
 	// imageExists reports whether an image is in the local Docker engine
@@ -56,6 +58,7 @@ func production() deps {
 		runScenarios:    runOnContainers,
 		mutants:         catalogueOfMutants(),
 		bench:           benchOnContainers,
+		soak:            soakOnContainers,
 		dockerAvailable: testenv.DockerAvailable,
 		imageExists:     testenv.ImageExists,
 		lookPath:        exec.LookPath,

@@ -215,6 +215,17 @@ func (in *infra) stageCopy(ctx context.Context, table outbox.Table, w *workload)
 // stageCopy stages every event of w in table with one COPY on pool, then
 // runs VACUUM ANALYZE.
 func stageCopy(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, w *workload) error {
+	if err := copyEvents(ctx, pool, table, w); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+table.Ident()); err != nil {
+		return fmt.Errorf("vacuuming %s: %w", table, err)
+	}
+	return nil
+}
+
+// copyEvents stages every event of w in table with COPY.
+func copyEvents(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, w *workload) error {
 	rows := make([][]any, w.len())
 	for i := range rows {
 		rows[i] = []any{w.ids[i], MessageType, w.payloads[i], w.occurredAt(i)}
@@ -230,9 +241,6 @@ func stageCopy(ctx context.Context, pool *pgxpool.Pool, table outbox.Table, w *w
 	}
 	if int(n) != w.len() {
 		return fmt.Errorf("staging %d events in %s: copied %d", w.len(), table, n)
-	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+table.Ident()); err != nil {
-		return fmt.Errorf("vacuuming %s: %w", table, err)
 	}
 	return nil
 }

@@ -101,6 +101,18 @@ func (p *watermillPeer) stage(ctx context.Context, w *workload) error {
 	if err := p.tables.Migrate(ctx, p.pool); err != nil {
 		return fmt.Errorf("watermill: %w", err)
 	}
+	if err := p.stageEvents(ctx, w); err != nil {
+		return err
+	}
+	if _, err := p.pool.Exec(ctx, `ANALYZE `+p.tables.Messages.Ident()); err != nil {
+		return fmt.Errorf("watermill: analyzing: %w", err)
+	}
+	return nil
+}
+
+// stageEvents stages every event of w in watermill's tables, made
+// before, each chunk in one transaction.
+func (p *watermillPeer) stageEvents(ctx context.Context, w *workload) error {
 	for start := 0; start < w.len(); start += watermillStageChunk {
 		end := min(start+watermillStageChunk, w.len())
 		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -115,9 +127,6 @@ func (p *watermillPeer) stage(ctx context.Context, w *workload) error {
 		if err != nil {
 			return fmt.Errorf("watermill: staging events %d-%d: %w", start, end, err)
 		}
-	}
-	if _, err := p.pool.Exec(ctx, `ANALYZE `+p.tables.Messages.Ident()); err != nil {
-		return fmt.Errorf("watermill: analyzing: %w", err)
 	}
 	return nil
 }

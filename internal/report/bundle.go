@@ -39,6 +39,9 @@ const (
 	FileGenerated = "generated.json"
 	// FileBench holds a BenchFile from `outboxlab bench`.
 	FileBench = "bench.json"
+	// FileSoak holds a SoakFile from `outboxlab soak`, beside the plots
+	// it names.
+	FileSoak = "soak.json"
 	// FileFindings, beside a scenarios.json, is what its runs showed when
 	// their histories were read: each failure's cause, with its evidence
 	// and replay (Markdown, written by whoever read them). REPORT.md
@@ -423,6 +426,19 @@ type BenchFile struct {
 	Result *result.Result `json:"result,omitempty"`
 }
 
+// SoakFile is the content of FileSoak: one soak run, and the SVG plots
+// of its figures over time, files beside it.
+type SoakFile struct {
+	// FormatVersion is the file's format version, as ScenarioFile's.
+	FormatVersion int         `json:"format_version,omitempty"`
+	Meta          Meta        `json:"meta"`
+	Soak          result.Soak `json:"soak"`
+	// Plots are the names of the plot files beside the file.
+	Plots []string `json:"plots,omitempty"`
+	// dir is the directory the file was read from.
+	dir string
+}
+
 // Table is a titled table of text cells.
 type Table struct {
 	Title   string     `json:"title"`
@@ -460,6 +476,21 @@ type Bundle struct {
 	// one code side by side show the spread of a noisy machine, runs in
 	// each layout what sharing the cores costs.
 	Benches []*BenchFile
+	// Soak is the bundle's soak run; Soaks every soak run of the bundles
+	// merged by Merge, in the order given.
+	Soak  *SoakFile
+	Soaks []*SoakFile
+}
+
+// soaks returns every soak run of b.
+func (b Bundle) soaks() []*SoakFile {
+	if len(b.Soaks) > 0 {
+		return b.Soaks
+	}
+	if b.Soak != nil {
+		return []*SoakFile{b.Soak}
+	}
+	return nil
 }
 
 // ErrNoMeta is returned by Bundle.Validate for a results file that does
@@ -495,6 +526,9 @@ func (b Bundle) Validate() error {
 	}
 	if b.Bench != nil {
 		check(FileBench, b.Bench.Meta)
+	}
+	if b.Soak != nil {
+		check(FileSoak, b.Soak.Meta)
 	}
 	if b.Scenarios != nil {
 		if err := b.Scenarios.checkCells(); err != nil {
@@ -659,6 +693,12 @@ func ReadBundle(dir string) (Bundle, error) {
 	if b.Bench, err = readFile[BenchFile](dir, FileBench, "meta", "tables"); err != nil {
 		return b, err
 	}
+	if b.Soak, err = readFile[SoakFile](dir, FileSoak, "meta", "soak"); err != nil {
+		return b, err
+	}
+	if b.Soak != nil {
+		b.Soak.dir = dir
+	}
 	return b, nil
 }
 
@@ -767,6 +807,11 @@ func versioned(v any) any {
 		f.FormatVersion = FormatVersion
 		return f
 	case *BenchFile:
+		return versioned(*f)
+	case SoakFile:
+		f.FormatVersion = FormatVersion
+		return f
+	case *SoakFile:
 		return versioned(*f)
 	}
 	return v
@@ -877,7 +922,7 @@ func (b Bundle) Inputs() []string {
 		dirs = append(dirs, b.Dir)
 	}
 	for _, dir := range dirs {
-		for _, name := range []string{FileScenarios, FileDemo, FileSim, FileMutants, FileGenerated, FileBench, FileFindings} {
+		for _, name := range []string{FileScenarios, FileDemo, FileSim, FileMutants, FileGenerated, FileBench, FileSoak, FileFindings} {
 			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 				out = append(out, filepath.Join(dir, name))
 			}
@@ -904,6 +949,11 @@ func (b Bundle) Inputs() []string {
 		}
 		for _, f := range sm.Failures {
 			history(f.History)
+		}
+	}
+	for _, f := range b.soaks() {
+		for _, p := range f.Plots {
+			out = append(out, filepath.Join(f.dir, p))
 		}
 	}
 	return out
@@ -1012,6 +1062,20 @@ func (b Bundle) Archive(dir string) error {
 		}
 		if err := WriteFile(dir, f.name, f.v); err != nil {
 			return err
+		}
+	}
+	if b.Soak != nil {
+		if err := WriteFile(dir, FileSoak, b.Soak); err != nil {
+			return err
+		}
+		for _, p := range b.Soak.Plots {
+			data, err := os.ReadFile(filepath.Join(b.Soak.dir, p))
+			if err != nil {
+				return fmt.Errorf("archiving the soak's plot %s: %w", p, err)
+			}
+			if err := WriteAtomic(filepath.Join(dir, p), data); err != nil {
+				return fmt.Errorf("archiving the soak's plot %s: %w", p, err)
+			}
 		}
 	}
 	return nil

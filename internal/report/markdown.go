@@ -271,6 +271,7 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 		}
 		writeBench(&s, f, meta)
 	}
+	writeSoaks(&s, b.soaks(), meta)
 
 	s.WriteString("## Replay commands\n\n")
 	if len(replays) == 0 {

@@ -71,6 +71,9 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 	if len(out.Benches) > 0 {
 		out.Bench = out.Benches[0]
 	}
+	for _, b := range bundles {
+		out.Soaks = append(out.Soaks, b.soaks()...)
+	}
 	if out.Generated, err = onlyOne(bundles, FileGenerated, func(b Bundle) *GeneratedFile { return b.Generated }); err != nil {
 		return Bundle{}, err
 	}
