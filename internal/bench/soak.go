@@ -325,10 +325,10 @@ func soakWatermill(ctx context.Context, in *infra) (*soakContender, error) {
 			peer.close()
 			return err
 		},
-		claim:          `query LIKE '%' || $1 || '%'`,
-		claimArg:       fragment,
-		claimStatement: "the SQL subscriber's SELECT (watermill-sql's PostgreSQL schema adapter): ... " + fragment + " ... FOR UPDATE",
-		config:         "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), watermill-amqp v3.0.2 publisher with confirms; events staged through the SQL publisher in transactions of 5,000 (chunks of the soak's size)",
+		claim:           `query LIKE '%' || $1 || '%'`,
+		claimArg:        fragment,
+		claimStatement:  "the SQL subscriber's SELECT (watermill-sql's PostgreSQL schema adapter): ... " + fragment + " ... FOR UPDATE",
+		config:          "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), watermill-amqp v3.0.2 publisher with confirms; events staged through the SQL publisher in transactions of 5,000 (chunks of the soak's size)",
 		sweepsNothingAt: "watermill's SQL outbox deletes nothing: its messages table keeps every event, and its subscriber reads past the acknowledged offset",
 	}, nil
 }
