@@ -42,6 +42,9 @@ type AMQPSource struct {
 	MinBackoff, MaxBackoff time.Duration
 	// MaxTracked bounds the delivery counts kept. Default 100,000.
 	MaxTracked int
+	// backoff, when set, waits d between two rounds of dials in place of
+	// a timer: a test's hook, which sees every wait the source asks for.
+	backoff func(ctx context.Context, d time.Duration)
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 	// Observe, when set, is called after each delivery was handled.
@@ -121,9 +124,13 @@ func (s *AMQPSource) Run(ctx context.Context, c *Consumer) error {
 				continue
 			}
 			log.Warn("amqp source: connecting failed", "queue", s.Queue, "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
+			if s.backoff != nil {
+				s.backoff(ctx, backoff)
+			} else {
+				select {
+				case <-ctx.Done():
+				case <-time.After(backoff):
+				}
 			}
 			backoff = min(2*backoff, s.MaxBackoff)
 			continue

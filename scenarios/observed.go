@@ -210,14 +210,27 @@ func compareObserved(h, observed []history.Op, unseen func(time.Time) bool) []st
 	// have committed, and its record cannot name the rows it leased:
 	// each such claim of a replica explains one more observed claim of
 	// any row by that replica.
-	blindClaims := map[string]int{}
+	// A sweep cut short in the same way (its DELETE may have committed
+	// as the relay stopped) cannot name the rows it deleted, up to a
+	// batch of them: it explains every observed sweep of that replica.
+	blindClaims, blindSweeps := map[string]int{}, map[string]bool{}
 	for _, p := range history.Pairs(h) {
-		if inv := p.Start(); inv.F == history.Claim && len(inv.Events) == 0 && p.Outcome() != history.OK {
+		inv := p.Start()
+		if len(inv.Events) > 0 || p.Outcome() == history.OK {
+			continue
+		}
+		switch inv.F {
+		case history.Claim:
 			blindClaims[inv.Process]++
+		case history.Sweep:
+			blindSweeps[inv.Process] = true
 		}
 	}
 	unsure := func(k key, surplus int) bool {
 		if k.f == string(history.Claim) && surplus <= blindClaims[k.process] {
+			return true
+		}
+		if k.f == string(history.Sweep) && blindSweeps[k.process] {
 			return true
 		}
 		for _, p := range history.Pairs(h) {

@@ -37,6 +37,9 @@ func TestCompareObserved(t *testing.T) {
 		// a claim cut short: its record names no rows
 		{Time: at(13), Process: "relay-c", Type: history.Invoke, F: history.Claim},
 		{Time: at(14), Process: "relay-c", Type: history.Info, F: history.Claim},
+		// a sweep cut short: its record names no rows either
+		{Time: at(16), Process: "relay-c", Type: history.Invoke, F: history.Sweep},
+		{Time: at(17), Process: "relay-c", Type: history.Info, F: history.Sweep},
 	}
 	observed := []history.Op{
 		ok(1, "relay-a", history.Claim, "e1", "e2"),
@@ -48,6 +51,8 @@ func TestCompareObserved(t *testing.T) {
 		ok(25, "relay-a", history.Claim, "e4"),         // not recorded, but relay-a crashed after it
 		ok(13, "relay-c", history.Claim, "e10", "e11"), // the claim cut short
 		ok(15, "relay-c", history.Claim, "e11"),        // one more: no record explains it
+		ok(17, "relay-c", history.Sweep, "e12", "e13"), // the sweep cut short
+		ok(18, "relay-b", history.Sweep, "e14"),        // not recorded: nothing explains it
 	}
 	got := compareObserved(recorded, observed, nil)
 	want := []string{
@@ -55,6 +60,7 @@ func TestCompareObserved(t *testing.T) {
 		"relay-a mark of e6: recorded 1 times, observed 0",
 		"relay-b claim of e9: observed 1 times, recorded 0",
 		"relay-b mark of e3: recorded 1 times, observed 0",
+		"relay-b sweep of e14: observed 1 times, recorded 0",
 		"relay-c claim of e11: observed 2 times, recorded 0",
 	}
 	if !slices.Equal(got, want) {
@@ -67,7 +73,7 @@ func TestCompareObserved(t *testing.T) {
 		Meta: history.Meta{Fault: &history.Fault{Name: "db-restart", Kind: "restart", Class: history.ClassDB}}})
 	got = compareObserved(recorded, observed, nil)
 	want = []string{"relay-b claim of e9: observed 1 times, recorded 0", "relay-b mark of e3: recorded 1 times, observed 0",
-		"relay-c claim of e11: observed 2 times, recorded 0"}
+		"relay-b sweep of e14: observed 1 times, recorded 0", "relay-c claim of e11: observed 2 times, recorded 0"}
 	if !slices.Equal(got, want) {
 		t.Errorf("disagreements with a database fault after every record:\n got %q\nwant %q", got, want)
 	}

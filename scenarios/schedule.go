@@ -58,21 +58,35 @@ func (r *run) runSafety(ctx context.Context, steps []chaos.Step) error {
 }
 
 // controlShare is the share of each producer's transactions that the
-// control phase runs, one in controlShare, before any replica starts.
-const controlShare = 4
+// control phase runs, one in controlShare, before any replica starts,
+// for at most controlFor at the workload's pace.
+const (
+	controlShare = 4
+	controlFor   = time.Second
+)
 
 // controlCount is how many of n transactions of a producer the control
 // phase runs: none in an unsafe mode, which runs no relay to compare
 // with.
 func (r *run) controlCount(n int) int {
-	if r.mode != workload.Outbox {
+	if r.mode != workload.Outbox || n == 0 {
 		return 0
 	}
-	return n / controlShare
+	return min(n/controlShare, int(controlFor/r.pace(n)))
+}
+
+// pace is the beat of a producer's n transactions: the workload's, or
+// the one that spreads them over most of the safety phase.
+func (r *run) pace(n int) time.Duration {
+	if r.workload.Pace > 0 {
+		return r.workload.Pace
+	}
+	return max(5*time.Millisecond, r.safety*7/10/time.Duration(n))
 }
 
 // runControl runs the control phase: the first transactions of every
-// producer's plan (controlCount), paced as the workload is, before any
+// producer's plan (controlCount: a quarter, for a second at most), paced
+// as the workload is, before any
 // replica of the relay starts, so that the producers' transaction times
 // without a relay can be held against theirs with it
 // (footprint.Producers). Their events are the run's like any others:
@@ -106,10 +120,7 @@ func (r *run) runTxns(ctx context.Context, part func([]workload.Txn) []workload.
 		}
 		txns := part(all)
 		p := r.producers[i]
-		pace := r.workload.Pace
-		if pace == 0 {
-			pace = max(5*time.Millisecond, r.safety*7/10/time.Duration(len(all)))
-		}
+		pace := r.pace(len(all))
 		offset := pace * time.Duration(i) / time.Duration(len(r.producers))
 		wg.Go(func() {
 			// Transactions start on a fixed beat, however long each
