@@ -111,8 +111,9 @@ type soakContender struct {
 	published func() int64
 	stop      func() error
 	// claim and sweep select the contender's statements in
-	// pg_stat_statements (a WHERE clause on query, with $1); sweep is
-	// empty for a contender that sweeps nothing.
+	// pg_stat_statements (a WHERE clause on query, with claimArg or
+	// sweepArg as $1); sweep is empty for a contender that sweeps
+	// nothing.
 	claim, sweep    string
 	claimArg        string
 	sweepArg        string
@@ -234,6 +235,9 @@ func Soak(ctx context.Context, env Env, opts SoakOptions) (result.Soak, error) {
 		return res, err
 	}
 	res.Samples = s.samples[1:]
+	if s.claimCalls == 0 {
+		res.Notes = append(res.Notes, "the claim statement was not found in pg_stat_statements: "+s.topStatements(context.WithoutCancel(ctx)))
+	}
 	if stageErr != nil && !errors.Is(stageErr, context.Canceled) && !errors.Is(stageErr, context.DeadlineExceeded) {
 		return res, fmt.Errorf("soak: staging: %w", stageErr)
 	}
@@ -290,14 +294,24 @@ func soakRelay(ctx context.Context, in *infra, o SoakOptions) (*soakContender, e
 		stage:          func(ctx context.Context, w *workload) error { return copyEvents(ctx, in.admin, table, w) },
 		published:      rs.published,
 		stop:           rs.stop,
-		claim:          `query = $1`,
-		claimArg:       q.Claim,
-		sweep:          `query = $1`,
-		sweepArg:       q.Sweep,
+		claim:          `left(query, length($1)) = $1`,
+		claimArg:       beforeLiteral(q.Claim),
+		sweep:          `left(query, length($1)) = $1`,
+		sweepArg:       beforeLiteral(q.Sweep),
 		claimStatement: q.Claim,
 		config: fmt.Sprintf("this repository's relay, one replica in the process, its defaults (batch %d, publish window %d) but a poll interval of %s and a retention of %s swept every %s; events staged with COPY in chunks of %d, at most %d waiting",
 			relay.DefaultBatchSize, relay.DefaultPublishWindow, soakPoll, o.Retention, o.SweepInterval, o.Chunk, o.Backlog),
 	}, nil
+}
+
+// beforeLiteral is q up to its first string literal: pg_stat_statements
+// keeps a statement with its constants made parameters, so the text
+// before the first one is what it keeps of q as sent.
+func beforeLiteral(q string) string {
+	if i := strings.IndexByte(q, '\''); i >= 0 {
+		return q[:i]
+	}
+	return q
 }
 
 // soakWatermill starts watermill's forwarder on its own tables.
@@ -328,7 +342,7 @@ func soakWatermill(ctx context.Context, in *infra) (*soakContender, error) {
 		claim:           `query LIKE '%' || $1 || '%'`,
 		claimArg:        fragment,
 		claimStatement:  "the SQL subscriber's SELECT (watermill-sql's PostgreSQL schema adapter): ... " + fragment + " ... FOR UPDATE",
-		config:          "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), watermill-amqp v3.0.2 publisher with confirms; events staged through the SQL publisher in transactions of 5,000 (chunks of the soak's size)",
+		config:          "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), watermill-amqp v3.0.2 publisher with confirms; events staged through the SQL publisher in transactions of 5,000",
 		sweepsNothingAt: "watermill's SQL outbox deletes nothing: its messages table keeps every event, and its subscriber reads past the acknowledged offset",
 	}, nil
 }
@@ -394,6 +408,26 @@ func (s *soakSampler) statements(ctx context.Context, where, arg string) (calls 
 	err = s.in.admin.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8, coalesce(sum(rows), 0)::bigint
 FROM pg_stat_statements WHERE `+where, arg).Scan(&calls, &ms, &rows)
 	return calls, ms, rows, err
+}
+
+// topStatements names the statements that ran most, for a run whose
+// claim statement was not found.
+func (s *soakSampler) topStatements(ctx context.Context) string {
+	rows, err := s.in.admin.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 160), calls FROM pg_stat_statements ORDER BY calls DESC LIMIT 5`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("%q (%d calls)", q, n))
+	}
+	return "the statements that ran most: " + strings.Join(out, "; ")
 }
 
 // take takes one sample; the first (at the start) only sets the
