@@ -117,7 +117,7 @@ FROM pg_roles r LEFT JOIN pg_stat_statements s ON s.userid = r.oid
 WHERE r.rolname = ANY($1) GROUP BY r.rolname`, roles)
 	if err != nil {
 		if ctx.Err() == nil {
-			u.problem("the replicas' statements could not be read: %v", err)
+			u.problem("some readings of the replicas' statements failed (their rates are over the others): %v", err)
 		}
 		return nil
 	}
