@@ -216,7 +216,7 @@ func Soak(ctx context.Context, env Env, opts SoakOptions) (result.Soak, error) {
 		}
 		last := s.samples[len(s.samples)-1]
 		o.Logf("soak: %s: %6.0fs %9d published (%6.0f/s), claim %.2f ms, %d dead tuples, %s table and indexes%s",
-			o.Contender, last.At, last.Published, last.Rate, last.ClaimMs, last.DeadTuples, bytesIEC(last.TableBytes+last.IndexBytes),
+			o.Contender, last.At, last.Published, last.Rate, last.ClaimMs, last.DeadTuples, result.Bytes(last.TableBytes+last.IndexBytes),
 			map[bool]string{true: ", vacuum held back", false: ""}[last.Holding])
 		if pub >= int64(o.Events) {
 			done = true
@@ -466,18 +466,4 @@ func (s *soakSampler) take(ctx context.Context, staged, published int64, holding
 	s.at, s.published = now, published
 	s.claimCalls, s.claimMs, s.sweepCalls, s.sweepMs, s.swept = cc, cms, sc, sms, srows
 	return nil
-}
-
-// bytesIEC renders n bytes for a progress line.
-func bytesIEC(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), strings.ToUpper("kmgtpe")[exp])
 }

@@ -19,7 +19,7 @@ func SoakSummary(s result.Soak) []string {
 		map[bool]string{true: ", stopped at its timeout", false: ""}[s.TimedOut])}
 	for _, p := range soakPeriods(s) {
 		out = append(out, fmt.Sprintf("  %-24s claim %6.2f ms mean, up to %d dead tuples, up to %s of table and indexes",
-			p.name+":", s.ClaimMean(p.from, p.to), p.dead, bytesText(p.size)))
+			p.name+":", s.ClaimMean(p.from, p.to), p.dead, result.Bytes(p.size)))
 	}
 	out = append(out, "  "+s.Config)
 	for _, n := range s.Notes {
@@ -53,20 +53,6 @@ func soakPeriods(s result.Soak) []soakPeriod {
 		}
 	}
 	return ps
-}
-
-// bytesText renders a size in binary units.
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // soakSeries is one line of a soak plot.
@@ -202,7 +188,7 @@ func writeSoaks(s *strings.Builder, soaks []*SoakFile, page Meta) {
 		}
 		fmt.Fprintf(s, "| %s | %d of %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", cell(x.Contender), x.Published, x.Events, fmtLatency(x.Duration()),
 			float64(x.Published)/max(x.Seconds, 1e-9), x.ClaimMean(0, x.HoldFrom), x.ClaimMean(x.HoldFrom, x.HoldTo), x.ClaimMean(x.HoldTo, x.Seconds+1),
-			dead, bytesText(size))
+			dead, result.Bytes(size))
 	}
 	s.WriteString("\n")
 	for _, f := range soaks {

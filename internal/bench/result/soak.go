@@ -1,6 +1,9 @@
 package result
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Soak is one soak run: a long stream of events through one relay's
 // outbox, sampled over time, to show whether the relay's claim stays fast
@@ -87,4 +90,18 @@ func (s Soak) ClaimMean(from, to float64) float64 {
 		return 0
 	}
 	return total / float64(calls)
+}
+
+// Bytes renders n bytes in binary units, for people.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
