@@ -138,8 +138,8 @@ func (o *reportOptions) run(ctx context.Context, std *stdio, _ deps) int {
 			return unavailable(std, "report", "%v", err)
 		}
 		if b.Empty() {
-			return unavailable(std, "report", "%s holds no results (no %s, %s, %s, %s or %s): run a verb with `--out %s` first",
-				dir, report.FileDemo, report.FileScenarios, report.FileSim, report.FileMutants, report.FileBench, dir)
+			return unavailable(std, "report", "%s holds no results (no %s, %s, %s, %s, %s or %s): run a verb with `--out %s` first",
+				dir, report.FileDemo, report.FileScenarios, report.FileSim, report.FileMutants, report.FileBench, report.FileSoak, dir)
 		}
 		if err := b.Validate(); err != nil {
 			hint := ""

@@ -435,8 +435,9 @@ type SoakFile struct {
 	Soak          result.Soak `json:"soak"`
 	// Plots are the names of the plot files beside the file.
 	Plots []string `json:"plots,omitempty"`
-	// dir is the directory the file was read from.
-	dir string
+	// dir is the directory the file was read from, and findings the
+	// findings.md beside it.
+	dir, findings string
 }
 
 // Table is a titled table of text cells.
@@ -655,7 +656,7 @@ func PartCells(p Part) ([]campaign.Cell, bool) {
 
 // Empty reports whether the bundle holds no results at all.
 func (b Bundle) Empty() bool {
-	return b.Scenarios == nil && b.Demo == nil && b.Sim == nil && b.Mutants == nil && b.Generated == nil && b.Bench == nil
+	return b.Scenarios == nil && b.Demo == nil && b.Sim == nil && b.Mutants == nil && b.Generated == nil && b.Bench == nil && b.Soak == nil
 }
 
 // ReadBundle reads every results file in dir. A missing file is no error;
@@ -698,6 +699,13 @@ func ReadBundle(dir string) (Bundle, error) {
 	}
 	if b.Soak != nil {
 		b.Soak.dir = dir
+		data, err := os.ReadFile(filepath.Join(dir, FileFindings))
+		switch {
+		case err == nil:
+			b.Soak.findings = strings.TrimSpace(string(data))
+		case !errors.Is(err, fs.ErrNotExist):
+			return b, fmt.Errorf("reading %s: %w", FileFindings, err)
+		}
 	}
 	return b, nil
 }
@@ -1067,6 +1075,11 @@ func (b Bundle) Archive(dir string) error {
 	if b.Soak != nil {
 		if err := WriteFile(dir, FileSoak, b.Soak); err != nil {
 			return err
+		}
+		if b.Soak.findings != "" {
+			if err := WriteAtomic(filepath.Join(dir, FileFindings), []byte(b.Soak.findings+"\n")); err != nil {
+				return fmt.Errorf("archiving %s: %w", FileFindings, err)
+			}
 		}
 		for _, p := range b.Soak.Plots {
 			data, err := os.ReadFile(filepath.Join(b.Soak.dir, p))

@@ -205,5 +205,8 @@ func writeSoaks(s *strings.Builder, soaks []*SoakFile, page Meta) {
 			fmt.Fprintf(s, "![%s](%s)\n", strings.TrimSuffix(p, ".svg"), filepath.ToSlash(filepath.Join(f.dir, p)))
 		}
 		s.WriteString("\n")
+		if f.findings != "" {
+			fmt.Fprintf(s, "#### Findings\n\n_What reading the run's figures showed (%s of the bundle)._\n\n%s\n\n", mdCode(FileFindings), f.findings)
+		}
 	}
 }
