@@ -15,7 +15,7 @@ import (
 // vacuum was held back, and late.
 func SoakSummary(s result.Soak) []string {
 	out := []string{fmt.Sprintf("soak of %s: %d of %d events published in %s (%.0f/s)%s",
-		s.Contender, s.Published, s.Events, fmtLatency(s.Duration()), float64(s.Published)/max(s.Seconds, 1e-9),
+		soakName(s.Contender), s.Published, s.Events, fmtLatency(s.Duration()), float64(s.Published)/max(s.Seconds, 1e-9),
 		map[bool]string{true: ", stopped at its timeout", false: ""}[s.TimedOut])}
 	for _, p := range soakPeriods(s) {
 		out = append(out, fmt.Sprintf("  %-24s claim %6.2f ms mean, up to %d dead tuples, up to %s of table and indexes",
@@ -53,6 +53,15 @@ func soakPeriods(s result.Soak) []soakPeriod {
 		}
 	}
 	return ps
+}
+
+// soakName is how the report names a soak's contender: ours for this
+// repository's relay.
+func soakName(contender string) string {
+	if contender == "relay" {
+		return "ours"
+	}
+	return contender
 }
 
 // soakSeries is one line of a soak plot.
@@ -98,7 +107,7 @@ func soakPlotSVG(s result.Soak, p soakPlot) string {
 	py := func(v float64) float64 { return bottom - (bottom-top)*v/maxY }
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" font-family="sans-serif" font-size="11">`, int(w), int(h), int(w), int(h))
-	fmt.Fprintf(&b, `<text x="8" y="16" font-size="13">%s: %s (%s)</text>`, esc(s.Contender), esc(p.title), esc(p.unit))
+	fmt.Fprintf(&b, `<text x="8" y="16" font-size="13">%s: %s (%s)</text>`, esc(soakName(s.Contender)), esc(p.title), esc(p.unit))
 	if s.HoldTo > s.HoldFrom {
 		fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" fill="#eeeeee"/>`, f1(px(s.HoldFrom)), f1(top), f1(px(s.HoldTo)-px(s.HoldFrom)), f1(bottom-top))
 		fmt.Fprintf(&b, `<text x="%s" y="%s" fill="#777777">vacuum held back</text>`, f1(px(s.HoldFrom)+4), f1(top+12))
@@ -156,7 +165,7 @@ func WriteSoakHTML(path string, f SoakFile) error {
 		Contender string
 		Summary   string
 		Plots     []template.HTML
-	}{Contender: f.Soak.Contender, Summary: strings.Join(SoakSummary(f.Soak), "\n")}
+	}{Contender: soakName(f.Soak.Contender), Summary: strings.Join(SoakSummary(f.Soak), "\n")}
 	for _, p := range soakPlots {
 		v.Plots = append(v.Plots, template.HTML(soakPlotSVG(f.Soak, p))) //nolint:gosec // drawn here, its text escaped
 	}
@@ -186,13 +195,13 @@ func writeSoaks(s *strings.Builder, soaks []*SoakFile, page Meta) {
 		for _, p := range x.Samples {
 			dead, size = max(dead, p.DeadTuples), max(size, p.TableBytes+p.IndexBytes)
 		}
-		fmt.Fprintf(s, "| %s | %d of %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", cell(x.Contender), x.Published, x.Events, fmtLatency(x.Duration()),
+		fmt.Fprintf(s, "| %s | %d of %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", cell(soakName(x.Contender)), x.Published, x.Events, fmtLatency(x.Duration()),
 			float64(x.Published)/max(x.Seconds, 1e-9), x.ClaimMean(0, x.HoldFrom), x.ClaimMean(x.HoldFrom, x.HoldTo), x.ClaimMean(x.HoldTo, x.Seconds+1),
 			dead, result.Bytes(size))
 	}
 	s.WriteString("\n")
 	for _, f := range soaks {
-		fmt.Fprintf(s, "### %s\n\n", mdCode(f.Soak.Contender))
+		fmt.Fprintf(s, "### %s\n\n", mdCode(soakName(f.Soak.Contender)))
 		sectionMeta(s, f.Meta, page)
 		fmt.Fprintf(s, "%s. The claim statement: %s.\n\n", f.Soak.Config, mdCode(f.Soak.ClaimStatement))
 		for _, n := range f.Soak.Notes {

@@ -37,7 +37,7 @@ func TestSoakReport(t *testing.T) {
 	writeSoaks(&b, []*SoakFile{f}, Meta{Date: "d"})
 	md := b.String()
 	for _, want := range []string{
-		"| relay | 300 of 300 | 30s | 10 | 1.00 | 4.00 | 1.00 | 600 | 1.5 MiB |",
+		"| ours | 300 of 300 | 30s | 10 | 1.00 | 4.00 | 1.00 | 600 | 1.5 MiB |",
 		"![soak-claim](results/soak-ours/soak-claim.svg)",
 	} {
 		if !strings.Contains(md, want) {
