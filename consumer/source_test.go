@@ -14,12 +14,11 @@ import (
 )
 
 // closingBroker accepts connections and closes each at once, as a node
-// whose broker refuses clients does; it records which node was dialled
-// when, in one log shared by every node of a test.
+// whose broker refuses clients does; it records which node was dialled,
+// in one log shared by every node of a test.
 type closingBroker struct {
 	mu    sync.Mutex
 	order []int
-	at    []time.Time
 }
 
 func (b *closingBroker) node(t *testing.T, n int) string {
@@ -28,7 +27,6 @@ func (b *closingBroker) node(t *testing.T, n int) string {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.order = append(b.order, n)
-		b.at = append(b.at, time.Now())
 		return false
 	})
 	return "amqp://" + addr + "/"

@@ -114,12 +114,13 @@ type soakContender struct {
 	// pg_stat_statements (a WHERE clause on query, with claimArg or
 	// sweepArg as $1); sweep is empty for a contender that sweeps
 	// nothing.
-	claim, sweep    string
-	claimArg        string
-	sweepArg        string
-	claimStatement  string
-	config          string
-	sweepsNothingAt string
+	claim, sweep   string
+	claimArg       string
+	sweepArg       string
+	claimStatement string
+	config         string
+	// note is what a reader of the run should know of the contender.
+	note string
 }
 
 // Soak pushes o.Events events through one relay's outbox on env, staging
@@ -165,8 +166,8 @@ func Soak(ctx context.Context, env Env, opts SoakOptions) (result.Soak, error) {
 		return res, err
 	}
 	res.Config, res.ClaimStatement = c.config, c.claimStatement
-	if c.sweepsNothingAt != "" {
-		res.Notes = append(res.Notes, c.sweepsNothingAt)
+	if c.note != "" {
+		res.Notes = append(res.Notes, c.note)
 	}
 	o.Logf("soak: %s: pushing %d events through %s, at most %d waiting", o.Contender, o.Events, c.table, o.Backlog)
 
@@ -339,11 +340,11 @@ func soakWatermill(ctx context.Context, in *infra) (*soakContender, error) {
 			peer.close()
 			return err
 		},
-		claim:           `query LIKE '%' || $1 || '%'`,
-		claimArg:        fragment,
-		claimStatement:  "the SQL subscriber's SELECT (watermill-sql's PostgreSQL schema adapter): ... " + fragment + " ... FOR UPDATE",
-		config:          "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), watermill-amqp v3.0.2 publisher with confirms; events staged through the SQL publisher in transactions of 5,000",
-		sweepsNothingAt: "watermill's SQL outbox deletes nothing: its messages table keeps every event, and its subscriber reads past the acknowledged offset",
+		claim:          `query LIKE '%' || $1 || '%'`,
+		claimArg:       fragment,
+		claimStatement: "the SQL subscriber's SELECT (watermill-sql's PostgreSQL schema adapter): ... " + fragment + " ... FOR UPDATE",
+		config:         "watermill v1.5.1 forwarder, watermill-sql v4.1.2 (pgx, default PostgreSQL schema and offsets adapters, batch 100), watermill-amqp v3.0.2 publisher with confirms; events staged through the SQL publisher in transactions of 5,000",
+		note:           "watermill's SQL outbox deletes nothing: its messages table keeps every event, and its subscriber reads past the acknowledged offset",
 	}, nil
 }
 
