@@ -104,8 +104,12 @@ type ReplicaOutage struct {
 	Logs *float64 `json:"log_lines_per_s,omitempty"`
 	// Statements is the statements its database role ran per second.
 	Statements *float64 `json:"statements_per_s,omitempty"`
-	// Connects is the TCP connections it opened per second.
+	// Connects is the TCP connections it opened per second, to any
+	// service.
 	Connects *float64 `json:"connects_per_s,omitempty"`
+	// ConnectsTo is the TCP connection attempts it sent per second to
+	// each service ("database", "broker"), failed ones included.
+	ConnectsTo map[string]float64 `json:"connects_per_s_by_service,omitempty"`
 	// Resume is the time from the heal to its first publish after it;
 	// Never says it published nothing after the heal while another
 	// replica did, and OthersUntil how long after the heal the others
@@ -130,6 +134,9 @@ type Sample struct {
 	// Connects counts the TCP connections opened so far in the
 	// process's network namespace, -1 when it shares the harness's.
 	Connects int64
+	// ConnectsTo counts the TCP connection attempts sent so far to
+	// each service, nil when they were not read.
+	ConnectsTo map[string]int64
 	// Statements counts the statements the replica's database role ran
 	// so far, -1 when unknown.
 	Statements int64
@@ -382,6 +389,19 @@ func outages(in Input) []Outage {
 			} else {
 				ro.Unmeasured = append(ro.Unmeasured, "connects: it shares the harness's network namespace (a host process), whose connections are not its own")
 			}
+			for _, service := range services(r.Samples) {
+				if v, ok := rate(r.Samples, w.from, end, true, func(s Sample) int64 {
+					if n, ok := s.ConnectsTo[service]; ok {
+						return n
+					}
+					return -1
+				}); ok {
+					if ro.ConnectsTo == nil {
+						ro.ConnectsTo = map[string]float64{}
+					}
+					ro.ConnectsTo[service] = v
+				}
+			}
 			if r.LinesKnown {
 				n := 0
 				for _, t := range r.Lines {
@@ -408,6 +428,21 @@ func outages(in Input) []Outage {
 		}
 		out = append(out, o)
 	}
+	return out
+}
+
+// services returns the services whose connection attempts some sample
+// counted, sorted.
+func services(samples []Sample) []string {
+	var out []string
+	for _, s := range samples {
+		for name := range s.ConnectsTo {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

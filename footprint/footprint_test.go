@@ -226,3 +226,44 @@ func TestWindowsMerge(t *testing.T) {
 		t.Errorf("windows %+v: want the two broker outages merged, the latency left out, the database's apart", ws)
 	}
 }
+
+// TestConnectsPerService holds a replica to its budget on each service
+// apart: one that redials the database in a hot loop while the broker is
+// down fails it by the database, though its total alone would pass a
+// budget split over two services no better.
+func TestConnectsPerService(t *testing.T) {
+	one := func(int) string { return "pid 7" }
+	withConns := func(dbPerSec, mqPerSec int64) []Sample {
+		out := samples(10*time.Millisecond, 1, one)
+		for i := range out {
+			ms := int64(out[i].At.Sub(at(0)) / time.Millisecond)
+			out[i].Connects = (dbPerSec + mqPerSec) * ms / 1000
+			if i%4 == 0 {
+				out[i].ConnectsTo = map[string]int64{"database": dbPerSec * ms / 1000, "broker": mqPerSec * ms / 1000}
+			}
+		}
+		return out
+	}
+	f := Measure(Input{History: outageHistory(true), Producer: producer, Replicas: []Replica{
+		{Name: "relay-a", Samples: withConns(1, 2)},
+		{Name: "relay-b", Samples: withConns(40, 2)},
+	}})
+	a := f.Outages[0].Replicas[0]
+	if a.ConnectsTo["database"] != 1 || a.ConnectsTo["broker"] != 2 || *a.Connects != 3 {
+		t.Errorf("relay-a %+v: want 1 attempt a second to the database, 2 to the broker, 3 in all", a)
+	}
+	got := Judge(f, contract.Budgets{OutageConnects: 10})
+	if len(got) != 1 || !strings.Contains(got[0], "relay-b sent 40.00 TCP connection attempts a second to the database") {
+		t.Errorf("problems %q: want relay-b over its budget on the database alone", got)
+	}
+	if s := Summary(f); !strings.Contains(strings.Join(s, "\n"), "database 40.0/s") {
+		t.Errorf("summary %q: want the attempts to the database", s)
+	}
+	// Without counts per service, the total is judged.
+	for i := range f.Outages[0].Replicas {
+		f.Outages[0].Replicas[i].ConnectsTo = nil
+	}
+	if got := Judge(f, contract.Budgets{OutageConnects: 10}); len(got) != 1 || !strings.Contains(got[0], "relay-b opened 42.00 TCP connections a second") {
+		t.Errorf("problems %q: want relay-b over its budget in all", got)
+	}
+}

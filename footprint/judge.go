@@ -2,6 +2,8 @@ package footprint
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +36,14 @@ func Judge(f Footprint, b contract.Budgets) []string {
 			over(r.CPU, b.OutageCPU, "used", contract.CapOutageCPU, " cores")
 			over(r.Logs, b.OutageLogs, "wrote", contract.CapOutageLogs, " lines of output a second")
 			over(r.Statements, b.OutageStatements, "ran", contract.CapOutageStatements, " statements a second")
-			over(r.Connects, b.OutageConnects, "opened", contract.CapOutageConnects, " TCP connections a second")
+			if len(r.ConnectsTo) > 0 {
+				for _, service := range slices.Sorted(maps.Keys(r.ConnectsTo)) {
+					v := r.ConnectsTo[service]
+					over(&v, b.OutageConnects, "sent", contract.CapOutageConnects, " TCP connection attempts a second to the "+service)
+				}
+			} else {
+				over(r.Connects, b.OutageConnects, "opened", contract.CapOutageConnects, " TCP connections a second")
+			}
 			if b.Resume > 0 && r.Never && r.OthersUntil > b.Resume {
 				out = append(out, fmt.Sprintf("outage budget: %s published nothing after %s healed at %s, while another replica went on publishing for %s, over its budget of %s=%s",
 					r.Replica, strings.Join(o.Faults, ", "), o.To.UTC().Format("15:04:05.000"), r.OthersUntil.Round(time.Millisecond), contract.CapResume, b.Resume))
@@ -98,7 +107,13 @@ func Summary(f Footprint) []string {
 			num(r.CPU, "cpu %.2f")
 			num(r.Logs, "logs %.1f/s")
 			num(r.Statements, "stmts %.1f/s")
-			num(r.Connects, "conns %.1f/s")
+			if len(r.ConnectsTo) > 0 {
+				for _, service := range slices.Sorted(maps.Keys(r.ConnectsTo)) {
+					s += fmt.Sprintf(" conns to %s %.1f/s", service, r.ConnectsTo[service])
+				}
+			} else {
+				num(r.Connects, "conns %.1f/s")
+			}
 			switch {
 			case r.Resume != nil:
 				s += " resumed " + r.Resume.Round(time.Millisecond).String()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -30,6 +31,12 @@ const clockTicks = 100
 type usage struct {
 	stop func()
 
+	// netns is the network namespace each replica's counting rules
+	// were added to; tick counts the samples. Only the sampling
+	// goroutine touches them.
+	netns map[string]string
+	tick  int
+
 	mu       sync.Mutex
 	samples  map[string][]footprint.Sample
 	locks    []footprint.LockSample
@@ -38,7 +45,7 @@ type usage struct {
 
 // startUsage starts sampling, until the returned usage is stopped.
 func (r *run) startUsage(ctx context.Context) *usage {
-	u := &usage{samples: map[string][]footprint.Sample{}, problems: map[string]bool{}}
+	u := &usage{samples: map[string][]footprint.Sample{}, problems: map[string]bool{}, netns: map[string]string{}}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -74,11 +81,13 @@ func (r *run) sampleUsage(ctx context.Context, u *usage) {
 	var waiting int
 	lockErr := r.fx.Admin.QueryRow(qctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
 		r.fx.AppName).Scan(&waiting)
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if lockErr == nil {
-		u.locks = append(u.locks, footprint.LockSample{At: now, Waiting: waiting})
+	counted := u.tick%connsEvery == 0
+	u.tick++
+	type taken struct {
+		name string
+		smp  footprint.Sample
 	}
+	var got []taken
 	for _, bc := range r.contexts {
 		for _, s := range bc.relays {
 			smp := footprint.Sample{At: now, Connects: -1, Statements: -1}
@@ -91,11 +100,61 @@ func (r *run) sampleUsage(ctx context.Context, u *usage) {
 				if life, cpu, err := processCPU(pid); err == nil {
 					smp.Life, smp.CPU = life, cpu
 					smp.Connects = netnsConnects(pid)
+					if counted && smp.Connects >= 0 {
+						smp.ConnectsTo = u.serviceConns(ctx, s, pid)
+					}
 				}
 			}
-			u.samples[s.name] = append(u.samples[s.name], smp)
+			got = append(got, taken{s.name, smp})
 		}
 	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if lockErr == nil {
+		u.locks = append(u.locks, footprint.LockSample{At: now, Waiting: waiting})
+	}
+	for _, t := range got {
+		u.samples[t.name] = append(u.samples[t.name], t.smp)
+	}
+}
+
+// connsEvery is how many samples apart the connection attempts per
+// service are read: each reading runs iptables in the replica's network
+// namespace, which costs the machine more than the other figures.
+const connsEvery = 4
+
+// serviceConns reads the connection attempts the replica's process pid,
+// in a network namespace of its own, sent to each service so far; it
+// adds the counting rules first to a namespace it has not seen. nil
+// when they cannot be counted (the reason goes to the run's notes).
+func (u *usage) serviceConns(ctx context.Context, s *Replica, pid int) map[string]int64 {
+	ns := netnsOf(pid)
+	if ns == "" {
+		return nil
+	}
+	if u.netns[s.name] != ns {
+		s.mu.Lock()
+		ports := maps.Clone(s.ports)
+		s.mu.Unlock()
+		if len(ports) == 0 {
+			return nil
+		}
+		if err := countConnsIn(ctx, pid, ports); err != nil {
+			if ctx.Err() == nil {
+				u.problem("the connection attempts per service could not be counted (root, nsenter and iptables are needed): %v", err)
+			}
+			return nil
+		}
+		u.netns[s.name] = ns
+	}
+	got, err := readConnsIn(ctx, pid)
+	if err != nil {
+		if ctx.Err() == nil && netnsOf(pid) == ns {
+			u.problem("some readings of the connection attempts per service failed: %v", err)
+		}
+		return nil
+	}
+	return got
 }
 
 // roleStatements reads how many statements each replica's role ran so

@@ -98,6 +98,9 @@ type Replica struct {
 	// that the observation of its outbox names it; nil when the run does
 	// not observe.
 	role *observe.Role
+	// ports are the TCP ports of the services the current lifetime
+	// connects to (servicePorts), for counting its connection attempts.
+	ports map[string]int
 	// settings are the database settings of every session the replica
 	// opens (SetSessionSetting).
 	settings map[string]string
@@ -310,6 +313,7 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 	}
 	s.mu.Lock()
 	s.h, s.extra, s.pid = h, maps.Clone(extra), 0
+	s.ports = servicePorts(env[contract.EnvDatabaseURL], amqpURL)
 	if path != "" {
 		s.records = append(s.records, path)
 	}

@@ -558,7 +558,7 @@ func writeFootprint(s *strings.Builder, runs []ScenarioRun) {
 		return
 	}
 	s.WriteString("#### Footprint\n\n")
-	s.WriteString("_The producers' transaction times while the relay ran against the control phase without it, and each replica over each outage of the broker or the database that hit it, until 5 s after the heal: CPU in cores, lines of output, statements and TCP connections a second (`-`: not measured), and the time from the heal to its first publish._\n\n")
+	s.WriteString("_The producers' transaction times while the relay ran against the control phase without it, and each replica over each outage of the broker or the database that hit it, until 5 s after the heal: CPU in cores, lines of output, statements and TCP connections a second (the attempts to the database and to the broker apart where they were counted, `db` and `mq`; `-`: not measured), and the time from the heal to its first publish._\n\n")
 	s.WriteString("| scenario | seed | producers p99 | control p99 | ratio | lock-wait samples | outages |\n")
 	s.WriteString("|---|--:|--:|--:|--:|--:|---|\n")
 	for _, r := range runs {
@@ -588,8 +588,16 @@ func writeFootprint(s *strings.Builder, runs []ScenarioRun) {
 				case x.Never:
 					resume = "never"
 				}
+				conns := num(x.Connects, "%.1f")
+				if len(x.ConnectsTo) > 0 {
+					var by []string
+					for _, service := range slices.Sorted(maps.Keys(x.ConnectsTo)) {
+						by = append(by, fmt.Sprintf("%s %.1f", serviceAbbrev(service), x.ConnectsTo[service]))
+					}
+					conns = strings.Join(by, ", ")
+				}
 				reps = append(reps, fmt.Sprintf("%s %s / %s / %s / %s / %s", x.Replica, num(x.CPU, "%.2f"), num(x.Logs, "%.1f"),
-					num(x.Statements, "%.1f"), num(x.Connects, "%.1f"), resume))
+					num(x.Statements, "%.1f"), conns, resume))
 			}
 			outs = append(outs, fmt.Sprintf("%s (%s): %s", strings.Join(o.Faults, ", "), fmtLatency(o.To.Sub(o.From)), strings.Join(reps, "; ")))
 		}
@@ -1071,4 +1079,15 @@ func benchRunsTable(runs []*BenchFile) Table {
 			num(r.NotifyOverBrokerP99()), num(r.InlineOverBrokerP99()), num(r.KeyedOverBrokerP99()), num(r.ClaimCallOverBrokerP99()), wait, wm, num(r.CPURelayPlusDBOverBroker()), busy, fmt.Sprintf("%.1f", load)})
 	}
 	return t
+}
+
+// serviceAbbrev shortens a service's name for a table cell: db, mq.
+func serviceAbbrev(service string) string {
+	switch service {
+	case "database":
+		return "db"
+	case "broker":
+		return "mq"
+	}
+	return service
 }
