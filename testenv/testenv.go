@@ -225,6 +225,10 @@ type Options struct {
 	// Logf receives progress lines. StartT uses t.Logf; Start discards
 	// them when nil.
 	Logf func(format string, args ...any)
+	// Standby, when set, starts a streaming standby of PostgreSQL beside
+	// it (see Replication), for the failover scenarios: Env.Failover
+	// promotes it and moves every link to it.
+	Standby Replication
 	// PostgresImage, RabbitMQImage and ToxiproxyImage replace the default
 	// image tags (ImagePostgres, ImageRabbitMQ, ImageToxiproxy).
 	PostgresImage, RabbitMQImage, ToxiproxyImage string
@@ -273,6 +277,9 @@ func (o Options) Validate() error {
 	}
 	if o.ReadyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReadyTimeout %s is negative", o.ReadyTimeout))
+	}
+	if o.Standby != "" && o.Standby != ReplicationAsync && o.Standby != ReplicationSync {
+		errs = append(errs, fmt.Errorf("Standby %q: want %q or %q", o.Standby, ReplicationAsync, ReplicationSync))
 	}
 	return errors.Join(errs...)
 }
@@ -348,6 +355,15 @@ type Env struct {
 	cluster *Cluster
 
 	pgHostPort, amqpHostPort, toxiHostPort int
+	// primary is the network alias of the PostgreSQL server the links
+	// and DirectDatabaseURL lead to: AliasPostgres until a failover.
+	primary string
+	// standby is the streaming standby (Options.Standby), nil when there
+	// is none; replication is its mode, standbys counts those started.
+	standby     *Container
+	standbyPort int
+	replication Replication
+	standbys    int
 
 	postgres, rabbitmq, toxiproxy *Container
 
@@ -403,6 +419,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		docker:    docker,
 		linkIndex: map[string]*link{},
 		names:     map[string]bool{},
+		primary:   AliasPostgres,
 	}
 	e.network = "outboxlab-" + e.runID
 	for i, l := range opts.links() {
@@ -474,6 +491,12 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+	}
+	if opts.Standby != "" {
+		e.replication = opts.Standby
+		if err := e.StartStandby(ctx); err != nil {
+			return nil, err
 		}
 	}
 	e.ready = time.Since(began)
@@ -638,7 +661,11 @@ func (e *Env) Network() string { return e.network }
 func (e *Env) ReadyAfter() time.Duration { return e.ready }
 
 // Postgres returns the PostgreSQL container.
-func (e *Env) Postgres() *Container { return e.postgres }
+func (e *Env) Postgres() *Container {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.postgres
+}
 
 // RabbitMQ returns the RabbitMQ container, nil under Options.NoBroker and
 // in a cluster environment (see Cluster).
@@ -736,7 +763,11 @@ func (e *Env) ContainerAMQPURL(link string) string {
 
 // DirectDatabaseURL returns the PostgreSQL URL that bypasses toxiproxy, for
 // administration and for the checkers' final reads from this process.
-func (e *Env) DirectDatabaseURL() string { return postgresURL(e.host, e.pgHostPort) }
+func (e *Env) DirectDatabaseURL() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return postgresURL(e.host, e.pgHostPort)
+}
 
 // DirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy. It
 // panics under Options.NoBroker.
@@ -756,7 +787,7 @@ func (e *Env) mustBroker() {
 
 // ContainerDirectDatabaseURL returns the PostgreSQL URL that bypasses
 // toxiproxy, for containers on the network.
-func (e *Env) ContainerDirectDatabaseURL() string { return postgresURL(AliasPostgres, postgresPort) }
+func (e *Env) ContainerDirectDatabaseURL() string { return postgresURL(e.primaryAlias(), postgresPort) }
 
 // ContainerDirectAMQPURL returns the RabbitMQ URL that bypasses toxiproxy,
 // for containers on the network. It panics under Options.NoBroker.
@@ -814,7 +845,7 @@ func (e *Env) declareProxies(ctx context.Context) error {
 	api := e.ToxiproxyURL()
 	want := make([]toxiproxy.Proxy, len(e.links))
 	for i, l := range e.links {
-		upstream := net.JoinHostPort(AliasPostgres, strconv.Itoa(postgresPort))
+		upstream := net.JoinHostPort(e.primaryAlias(), strconv.Itoa(postgresPort))
 		if l.Service == ServiceBroker {
 			node := AliasRabbitMQ
 			if l.Node != "" {

@@ -36,6 +36,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"a cluster", Options{BrokerNodes: 3}, ""},
 		{"too big a cluster", Options{BrokerNodes: MaxBrokerNodes + 1}, "BrokerNodes"},
 		{"a cluster and no broker", Options{BrokerNodes: 3, NoBroker: true}, "both set"},
+		{"a synchronous standby", Options{Standby: ReplicationSync}, ""},
+		{"an unknown replication", Options{Standby: "semi"}, "Standby"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
