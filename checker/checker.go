@@ -105,6 +105,12 @@ type State struct {
 	// projection table ended at (see Convergence). Nil when the run has
 	// no consumers that keep tables.
 	Projection map[string]int
+	// Business lists the event ids whose business row exists at the end
+	// (the producers write one per event in the transaction that stages
+	// it). Read after a failover of the database, nil otherwise: then
+	// an acknowledged commit whose row is gone was undone by the
+	// failover (see Failover).
+	Business map[string]bool
 	// Queued lists event ids still sitting in queues after the drain.
 	Queued []string
 	// DBStart and DBNow are the database clock at the start and at the end
@@ -187,6 +193,9 @@ type Config struct {
 	BrokerOnly bool
 	// Features are the promises of the system under test.
 	Features Features
+	// SyncReplication says the database's standby was synchronous: a
+	// failover to it must undo no acknowledged commit (see Failover).
+	SyncReplication bool
 	// Relays names the run's relay processes, as fault targets name them:
 	// for a relay that records nothing, the duplicates checker sees which
 	// faults hit a relay.
@@ -223,6 +232,10 @@ type Result struct {
 	Counts map[string]int
 	// By attributes counts to causes: duplicates per explaining cause.
 	By map[string]int
+	// Noted lists events a checker reports without failing the run,
+	// with their Reasons: what the deployment it ran on risks (the
+	// commits a failover to an asynchronous standby undid).
+	Noted []string `json:",omitempty"`
 	// Unexplained counts what a checker could not explain by what it was
 	// near: unexplained duplicates by the fault windows their journey
 	// overlapped, which explain nothing by themselves ("none": no window).
@@ -267,6 +280,11 @@ type Counts struct {
 	// OutOfOrder counts, for a workload whose events update entities,
 	// the events first applied after a newer version of their entity.
 	OutOfOrder int `json:",omitempty"`
+	// FailoverLost and FailoverPhantom count the acknowledged commits a
+	// failover of the database undid (see Failover): never delivered,
+	// and delivered.
+	FailoverLost    int `json:",omitempty"`
+	FailoverPhantom int `json:",omitempty"`
 }
 
 // Report is the verdict of every checker over one run.
@@ -312,6 +330,7 @@ const (
 	NameLiveness            = "liveness"
 	NameCausalOrder         = "causal-order"
 	NameConvergence         = "convergence"
+	NameFailover            = "failover"
 )
 
 // Check runs every checker over one run and sums the results up.
@@ -331,6 +350,7 @@ func Check(h []history.Op, s State, cfg Config) Report {
 		a.liveness(),
 		a.causalOrder(),
 		a.convergence(),
+		a.failover(),
 	}
 	rep := Report{Valid: true, Results: results, Counts: a.counts()}
 	for _, r := range results {
@@ -354,6 +374,8 @@ func Check(h []history.Op, s State, cfg Config) Report {
 			rep.Counts.DrainTime = time.Duration(r.Counts["drain_ms"]) * time.Millisecond
 		case NameConvergence:
 			rep.Counts.OutOfOrder = r.Counts["out_of_order"]
+		case NameFailover:
+			rep.Counts.FailoverLost, rep.Counts.FailoverPhantom = r.Counts["failover_lost"], r.Counts["failover_phantom"]
 		}
 	}
 	return rep

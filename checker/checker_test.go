@@ -71,7 +71,7 @@ func TestCheckCleanRun(t *testing.T) {
 		names[i] = r.Checker
 	}
 	wantNames := []string{NameWellFormed, NameLost, NamePhantom, NameUnexpected, NameDuplicateDeliveries,
-		NameDuplicateEffects, NameParking, NameRetention, NameFencing, NameLeases, NameLiveness, NameCausalOrder, NameConvergence}
+		NameDuplicateEffects, NameParking, NameRetention, NameFencing, NameLeases, NameLiveness, NameCausalOrder, NameConvergence, NameFailover}
 	if !slices.Equal(names, wantNames) {
 		t.Errorf("checkers = %v, want %v", names, wantNames)
 	}

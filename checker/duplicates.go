@@ -274,7 +274,7 @@ func (a *analysis) republishCause(e *event, to int64) (string, bool) {
 	// commit asynchronously (relay.PGStore), so the crash may have undone
 	// them and freed the row.
 	for _, w := range a.windows {
-		if w.fault.Class != history.ClassDB || w.fault.Kind != "kill" || w.start >= to {
+		if !undoesWrites(w.fault) || w.start >= to {
 			continue
 		}
 		// An acknowledgement the kill had not yet overtaken (before its

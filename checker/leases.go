@@ -159,7 +159,7 @@ func (a *analysis) leases() Result {
 // yet at from (its start's ok comes after), and it began before to.
 func (a *analysis) dbKilledBetween(from, to int64) bool {
 	return slices.ContainsFunc(a.windows, func(w window) bool {
-		return w.fault.Class == history.ClassDB && w.fault.Kind == "kill" && w.took > from && w.start < to
+		return undoesWrites(w.fault) && w.took > from && w.start < to
 	})
 }
 

@@ -28,6 +28,11 @@ func (a *analysis) lost() Result {
 		if !e.proven() {
 			continue
 		}
+		if a.undoneByFailover(e) {
+			// The database lost its commit: Failover judges it.
+			v.counts["undone_by_failover"]++
+			continue
+		}
 		must++
 		if e.delivered(a.cfg.BrokerOnly) {
 			continue

@@ -76,6 +76,11 @@ type Scenario struct {
 	// BrokerNodes, when 2 or more, runs the scenario on a RabbitMQ
 	// cluster of that many nodes (EnvOptionsFor) with quorum queues.
 	BrokerNodes int
+	// Standby, when set, runs the scenario on a PostgreSQL with a
+	// streaming standby of that replication (EnvOptionsFor), which its
+	// faults may fail over to (testenv.Env.Failover); the final state
+	// then also reads which business rows survived.
+	Standby testenv.Replication
 	// RelayEnv is what the scenario sets of every replica's OUTBOX_*
 	// settings, over TimingEnv; the relay under test's own Env still wins.
 	RelayEnv map[string]string

@@ -34,7 +34,14 @@ func EnvOptionsFor(sc Scenario) testenv.Options {
 	if sc.BrokerNodes > 1 {
 		o.BrokerNodes = sc.BrokerNodes
 	}
+	o.Standby = sc.Standby
 	return o
+}
+
+// EnvKey names the environment opts describes, so that scenarios that
+// need the same one share it: its broker nodes and its standby.
+func EnvKey(opts testenv.Options) string {
+	return fmt.Sprintf("nodes=%d standby=%s", opts.BrokerNodes, opts.Standby)
 }
 
 // envFits reports why env cannot run sc, or nil: a cluster scenario
@@ -46,6 +53,8 @@ func envFits(env *testenv.Env, sc Scenario) error {
 		return fmt.Errorf("scenario %s runs on a %d-node broker cluster (EnvOptionsFor), and this environment has none of that size", sc.Name, sc.BrokerNodes)
 	case sc.BrokerNodes < 2 && cl != nil:
 		return fmt.Errorf("scenario %s runs on the single broker, and this environment has a cluster", sc.Name)
+	case sc.Standby != env.Replication():
+		return fmt.Errorf("scenario %s runs on a PostgreSQL with a standby of replication %q (EnvOptionsFor), and this environment's is %q", sc.Name, sc.Standby, env.Replication())
 	}
 	return nil
 }

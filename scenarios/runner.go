@@ -305,6 +305,11 @@ func Run(ctx context.Context, env *testenv.Env, sc Scenario, opts Options) (Resu
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: reading the final state: %w", sc.Name, err)
 	}
+	if sc.Standby != "" {
+		if st.Business, err = r.readBusiness(ctx); err != nil {
+			return res, fmt.Errorf("scenario %s: reading the final state: %w", sc.Name, err)
+		}
+	}
 	res = r.verdict(ctx, st, drain, steps)
 	res.Duration = time.Since(began)
 	if rr := res.Records; rr.Known {

@@ -65,6 +65,9 @@ type Stage interface {
 	// Cluster is the broker cluster of a scenario with BrokerNodes, else
 	// nil.
 	Cluster() *testenv.Cluster
+	// Env is the run's environment, for a fault on it as a whole (a
+	// failover of the database to its standby, Scenario.Standby).
+	Env() *testenv.Env
 	// DB is a direct pool to the run's database, for faults and checks
 	// that read the outbox's rows through Rows.
 	DB() *pgxpool.Pool
@@ -102,6 +105,7 @@ func (s runStage) Replicas(c int) int           { return len(s.r.contexts[c].rel
 func (s runStage) Postgres() *testenv.Container { return s.r.env.Postgres() }
 func (s runStage) RabbitMQ() *testenv.Container { return s.r.env.RabbitMQ() }
 func (s runStage) Cluster() *testenv.Cluster    { return s.r.env.Cluster() }
+func (s runStage) Env() *testenv.Env            { return s.r.env }
 func (s runStage) Queue(c int) string           { return s.r.contexts[c].queue }
 func (s runStage) QueueType() string            { return s.r.queueType() }
 func (s runStage) DB() *pgxpool.Pool            { return s.r.fx.Admin }

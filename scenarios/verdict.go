@@ -21,6 +21,7 @@ import (
 	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 // readState reads the final state: the outbox rows, the effects, and what
@@ -66,6 +67,7 @@ func (r *run) checkerConfig() checker.Config {
 	// limit, its backoff (on the retries it records with their database
 	// times), its lease and its features.
 	cfg = cfg.WithPromises(r.relay.Promises)
+	cfg.SyncReplication = r.sc.Standby == testenv.ReplicationSync
 	for _, bc := range r.contexts {
 		for _, s := range bc.relays {
 			cfg.Relays = append(cfg.Relays, s.name)

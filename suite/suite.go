@@ -283,7 +283,7 @@ func firstSeed(given uint64, now time.Time) (uint64, error) {
 type envs struct {
 	t    *testing.T
 	mu   sync.Mutex
-	keys []int
+	keys []string
 	envs []*testenv.Env
 	errs []error
 }
@@ -292,11 +292,12 @@ func (e *envs) get(sub *testing.T, opts testenv.Options) *testenv.Env {
 	sub.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	i := slices.Index(e.keys, opts.BrokerNodes)
+	key := scenarios.EnvKey(opts)
+	i := slices.Index(e.keys, key)
 	if i < 0 {
 		opts.Logf = e.t.Logf
 		env, err := testenv.Start(context.Background(), opts)
-		e.keys, e.envs, e.errs = append(e.keys, opts.BrokerNodes), append(e.envs, env), append(e.errs, err)
+		e.keys, e.envs, e.errs = append(e.keys, key), append(e.envs, env), append(e.errs, err)
 		i = len(e.keys) - 1
 		if err == nil {
 			e.t.Cleanup(func() {

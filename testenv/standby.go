@@ -46,6 +46,9 @@ func (e *Env) Replication() Replication { return e.replication }
 func (e *Env) primaryAlias() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.primary == "" {
+		return AliasPostgres
+	}
 	return e.primary
 }
 
@@ -74,17 +77,12 @@ func (e *Env) StartStandby(ctx context.Context) error {
 	var port int
 	c, ports, err := e.run(ctx, ContainerSpec{
 		Name: name, Image: image, Role: standbyRole, StopTimeout: 10 * time.Second,
-		Env: map[string]string{"OUTBOXLAB_STANDBY_OF": primary, "OUTBOXLAB_STANDBY_NAME": slot},
-		Ready: func(ctx context.Context) error {
-			var recovering bool
-			if err := queryPostgres(ctx, postgresURL(e.host, port), "SELECT pg_is_in_recovery()", &recovering); err != nil {
-				return err
-			}
-			if !recovering {
-				return errors.New("not in recovery")
-			}
-			return nil
-		},
+		// It replicates through its own link, which a fault can cut.
+		Env: map[string]string{"OUTBOXLAB_STANDBY_OF": AliasToxiproxy, "OUTBOXLAB_STANDBY_PORT": strconv.Itoa(e.mustLink(LinkStandbyDB, ServiceDB).listenPort),
+			"OUTBOXLAB_STANDBY_NAME": slot},
+		// Ready once it accepts connections, as a standby and, once
+		// promoted, as the primary.
+		Ready: func(ctx context.Context) error { return pingPostgres(ctx, postgresURL(e.host, port)) },
 	}, []int{postgresPort})
 	if err != nil {
 		return fmt.Errorf("starting a standby of %s: %w", primary, err)
@@ -154,8 +152,14 @@ func (e *Env) KillPrimary(ctx context.Context) error {
 	if e.Standby() == nil {
 		return errors.New("failover: no standby to fail over to")
 	}
-	if err := e.Postgres().Kill(ctx); err != nil {
+	old := e.Postgres()
+	if err := old.Kill(ctx); err != nil {
 		return fmt.Errorf("failover: killing the primary: %w", err)
+	}
+	// Gone with its name: a client that dials it now fails at once
+	// instead of waiting on an address nothing answers.
+	if err := old.Remove(ctx); err != nil {
+		return fmt.Errorf("failover: removing the killed primary: %w", err)
 	}
 	return nil
 }
@@ -165,7 +169,7 @@ func (e *Env) KillPrimary(ctx context.Context) error {
 // removed.
 func (e *Env) Promote(ctx context.Context) error {
 	e.mu.Lock()
-	standby, port, old := e.standby, e.standbyPort, e.postgres
+	standby, port := e.standby, e.standbyPort
 	e.mu.Unlock()
 	if standby == nil {
 		return errors.New("failover: no standby to promote")
@@ -194,21 +198,22 @@ func (e *Env) Promote(ctx context.Context) error {
 	e.standby, e.standbyPort = nil, 0
 	e.mu.Unlock()
 	upstream := net.JoinHostPort(standby.Name(), strconv.Itoa(postgresPort))
+	// Moving a link restarts its proxy, which waits for the connections
+	// it is still dialing: bounded, so that a stuck move is an error.
+	mctx, mcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer mcancel()
 	for _, l := range e.links {
 		if l.Service != ServiceDB {
 			continue
 		}
-		p, err := withCtx(ctx, func() (*toxiproxy.Proxy, error) { return e.toxi.Proxy(l.Name) })
+		p, err := withCtx(mctx, func() (*toxiproxy.Proxy, error) { return e.toxi.Proxy(l.Name) })
 		if err != nil {
 			return fmt.Errorf("failover: reading proxy %s: %w", l.Name, err)
 		}
 		p.Upstream = upstream
-		if _, err := withCtx(ctx, func() (struct{}, error) { return struct{}{}, p.Save() }); err != nil {
+		if _, err := withCtx(mctx, func() (struct{}, error) { return struct{}{}, p.Save() }); err != nil {
 			return fmt.Errorf("failover: moving link %s to %s: %w", l.Name, standby.Name(), err)
 		}
-	}
-	if err := old.Remove(ctx); err != nil {
-		e.logf("testenv: removing the old primary %s: %v", old.Name(), err)
 	}
 	e.logf("testenv: failover: %s promoted, the links to the database lead to it", standby.Name())
 	return nil

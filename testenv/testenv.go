@@ -161,6 +161,10 @@ const (
 	LinkRelayBroker    = "relay-broker"
 	LinkConsumerBroker = "consumer-broker"
 	LinkConsumerDB     = "consumer-db"
+	// LinkStandbyDB is the standby's replication connection to the
+	// primary, declared only with Options.Standby: cut, the standby
+	// falls behind.
+	LinkStandbyDB = "standby-db"
 )
 
 // Link is a named network path from a client to a service through its own
@@ -290,7 +294,11 @@ func (o Options) Validate() error {
 func (o Options) links() []Link {
 	var out []Link
 	defaults := len(DefaultLinks())
-	for i, l := range append(DefaultLinks(), o.Links...) {
+	all := append(DefaultLinks(), o.Links...)
+	if o.Standby != "" {
+		all = append(all, Link{Name: LinkStandbyDB, Service: ServiceDB})
+	}
+	for i, l := range all {
 		switch {
 		case l.Service == ServiceBroker && o.NoBroker && i < defaults:
 			// Validate refuses a broker link given under NoBroker.

@@ -90,7 +90,7 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 	}
 	// One environment per kind the specs need (the single broker, or a
 	// cluster of some size), started when a spec first needs it.
-	envs := map[int]*testenv.Env{}
+	envs := map[string]*testenv.Env{}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
@@ -102,20 +102,23 @@ func runOnContainers(ctx context.Context, specs []runSpec, progress func(int, sc
 	}()
 	envFor := func(sc scenarios.Scenario) (*testenv.Env, error) {
 		opts := scenarios.EnvOptionsFor(sc)
-		if env, ok := envs[opts.BrokerNodes]; ok {
+		if env, ok := envs[scenarios.EnvKey(opts)]; ok {
 			return env, nil
 		}
 		opts.Logf = func(format string, args ...any) { status("environment: " + fmt.Sprintf(format, args...)) }
-		if opts.BrokerNodes > 1 {
+		switch {
+		case opts.BrokerNodes > 1:
 			status(fmt.Sprintf("environment: starting PostgreSQL, a %d-node RabbitMQ cluster and toxiproxy", opts.BrokerNodes))
-		} else {
+		case opts.Standby != "":
+			status(fmt.Sprintf("environment: starting PostgreSQL with a %s standby, RabbitMQ and toxiproxy", opts.Standby))
+		default:
 			status("environment: starting PostgreSQL, RabbitMQ and toxiproxy")
 		}
 		env, err := testenv.Start(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("starting the environment: %w", err)
 		}
-		envs[opts.BrokerNodes] = env
+		envs[scenarios.EnvKey(opts)] = env
 		return env, nil
 	}
 	out := make([]runOutcome, 0, len(specs))
