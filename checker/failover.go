@@ -36,13 +36,25 @@ func (a *analysis) undoneByFailover(e *event) bool {
 	return a.state.Business != nil && e.proven() && !a.state.Business[e.id] && a.failedOver()
 }
 
+// escaped reports that the event got past the database: the broker
+// confirmed its publish, or a consumer received or applied it, whatever
+// became of the consumer's own writes.
+func (e *event) escaped() bool {
+	if len(e.publishOK) > 0 || len(e.deliverOK) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(e.applies, func(p history.Pair) bool { return p.Done != nil && p.Done.Type == history.OK })
+}
+
+
 // Failover finds what a failover of the database (a fault of kind
 // KindFailover) undid of the producers' acknowledged commits: events
 // whose commit the producer saw acknowledged and whose business row does
-// not exist after the failover. Of these, an event that was never
-// delivered is lost by the failover, not by the relay (Lost leaves it to
-// this check), and an event that was delivered is a phantom of the
-// failover: the consumers acted on a change the database no longer has.
+// not exist after the failover. Of these, an event that never got past
+// the database is lost by the failover, not by the relay (Lost leaves it
+// to this check), and an event that did (the broker confirmed it, a
+// consumer received or applied it) is a phantom of the failover: the
+// world downstream acted on a change the database no longer has.
 // With Config.SyncReplication both are violations (a synchronous standby
 // has every acknowledged commit); with asynchronous replication they are
 // what the deployment risks, counted and listed, not failed. Skipped
@@ -70,9 +82,9 @@ func (a *analysis) failover() Result {
 			continue
 		}
 		why := fmt.Sprintf("%s, its business row is gone after the failover", committedHow(e))
-		if e.delivered(a.cfg.BrokerOnly) {
+		if e.escaped() {
 			phantom++
-			why += ", and it was delivered: " + e.fate()
+			why += ", and it reached the broker: " + e.fate()
 		} else {
 			lost++
 			why += ", never delivered"
@@ -87,7 +99,7 @@ func (a *analysis) failover() Result {
 	v.counts["failover_lost"] = lost
 	v.counts["failover_phantom"] = phantom
 	v.counts["survived"] = survived
-	res := v.result(fmt.Sprintf("%d acknowledged commits survived the failover; %d were lost by it before any delivery, %d were delivered and then lost by it (phantoms of the failover)", survived, lost, phantom))
+	res := v.result(fmt.Sprintf("%d acknowledged commits survived the failover; %d were lost by it before they reached the broker, %d reached the broker and then were lost by it (phantoms of the failover)", survived, lost, phantom))
 	if !a.cfg.SyncReplication && len(listed) > 0 {
 		// Asynchronous replication promises no more: listed, not failed.
 		res.Noted, res.Reasons = listed, reasons

@@ -35,7 +35,7 @@ func TestFailover(t *testing.T) {
 			t.Errorf("sync %t: counts %+v: want c lost and a a phantom by the failover, none lost by the relay", sync, rep.Counts)
 		}
 		if sync {
-			if res.Valid || len(res.Offending) != 2 || !strings.Contains(res.Reasons["a"], "it was delivered") || !strings.Contains(res.Reasons["c"], "never delivered") {
+			if res.Valid || len(res.Offending) != 2 || !strings.Contains(res.Reasons["a"], "it reached the broker") || !strings.Contains(res.Reasons["c"], "never delivered") {
 				t.Errorf("synchronous standby: %+v: want a and c offending", res)
 			}
 			continue
@@ -43,6 +43,20 @@ func TestFailover(t *testing.T) {
 		if !res.Valid || res.Skipped || len(res.Noted) != 2 || len(res.Offending) != 0 {
 			t.Errorf("asynchronous standby: %+v: want a and c noted, not failed", res)
 		}
+	}
+	// Their rows are gone from the outbox too, with the failover: not a
+	// sweep of the relay's, and no backlog left to drain.
+	done := h[len(h)-1].Time
+	withRows := State{Business: st.Business, Outbox: map[string]RowState{"b": {ID: "b", ProcessedAt: &done}}}
+	lh := append(h, history.Op{Process: "runner", Type: history.Info, F: history.Phase, Index: int64(len(h) + 1), Time: h[len(h)-1].Time, Meta: history.Meta{Phase: "liveness"}})
+	staged := Config{Features: Features{Stages: true}}
+	for _, r := range []Result{Retention(lh, withRows, staged), Liveness(lh, withRows, staged)} {
+		if !r.Valid {
+			t.Errorf("%s after a failover: %+v", r.Checker, r)
+		}
+	}
+	if r := Retention(lh, State{Outbox: withRows.Outbox}, staged); r.Valid {
+		t.Errorf("rows gone without a failover: %+v", r)
 	}
 	// Without the business rows, or without a failover, nothing is judged.
 	if r := Failover(h, State{}, Config{SyncReplication: true}); !r.Skipped {

@@ -32,7 +32,8 @@ func (a *analysis) liveness() Result {
 	var drain time.Duration
 	for _, id := range a.ids {
 		e := a.events[id]
-		if !e.proven() || e.poison {
+		if !e.proven() || e.poison || a.undoneByFailover(e) {
+			// A commit a failover undid is Failover's to judge.
 			continue
 		}
 		v.counts["checked"]++

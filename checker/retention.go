@@ -40,7 +40,7 @@ func (a *analysis) retention() Result {
 			sweeps++
 			a.judgeSweep(v, e, sw)
 		}
-		if finalState && e.row == nil && e.proven() {
+		if finalState && e.row == nil && e.proven() && !a.undoneByFailover(e) {
 			v.counts["gone"]++
 			a.judgeGone(v, e)
 		}

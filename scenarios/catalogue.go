@@ -185,9 +185,10 @@ func dualWrite() Scenario {
 }
 
 // Lookup returns the scenario named name: one of Catalogue, of
-// ClusterCatalogue, of ConsumerCatalogue, or DualWrite.
+// ClusterCatalogue, of ConsumerCatalogue, of DatabaseCatalogue, or
+// DualWrite.
 func Lookup(name string) (Scenario, bool) {
-	all := append(append(Catalogue(), ClusterCatalogue()...), ConsumerCatalogue()...)
+	all := append(append(append(Catalogue(), ClusterCatalogue()...), ConsumerCatalogue()...), DatabaseCatalogue()...)
 	for _, s := range append(all, named(dualWrite())...) {
 		if s.Name == name {
 			return s, true

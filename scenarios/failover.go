@@ -21,9 +21,7 @@ const (
 )
 
 // DatabaseCatalogue returns the scenarios that change the database under
-// the relay. They are not in Lookup yet: moving the links to the promoted
-// standby (testenv.Env.Promote) can stall while toxiproxy restarts a
-// proxy whose clients are still dialing the dead primary. They are: a failover to a standby that lags, with asynchronous
+// the relay: a failover to a standby that lags, with asynchronous
 // replication (acknowledged commits may be undone) and with synchronous
 // replication (none may be). They run on an environment of their own
 // (EnvOptionsFor: a standby beside PostgreSQL).

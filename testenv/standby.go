@@ -146,27 +146,55 @@ func (e *Env) Failover(ctx context.Context) error {
 	return e.Promote(ctx)
 }
 
-// KillPrimary kills the primary's container, the first half of
-// Failover.
+// KillPrimary takes the primary away, the first half of Failover:
+// every link to the database is closed (its clients' connections reset,
+// and new ones refused, as an address no server holds any more), and the
+// primary's container is killed and removed.
 func (e *Env) KillPrimary(ctx context.Context) error {
 	if e.Standby() == nil {
 		return errors.New("failover: no standby to fail over to")
+	}
+	// Closed first: a proxy dials its upstream as it accepts, and a
+	// dial to a killed container's address waits for minutes, which a
+	// later move of the link would wait for too.
+	if err := e.eachDBProxy(ctx, func(p *toxiproxy.Proxy) bool { p.Enabled = false; return true }); err != nil {
+		return fmt.Errorf("failover: closing the links to the primary: %w", err)
 	}
 	old := e.Postgres()
 	if err := old.Kill(ctx); err != nil {
 		return fmt.Errorf("failover: killing the primary: %w", err)
 	}
-	// Gone with its name: a client that dials it now fails at once
-	// instead of waiting on an address nothing answers.
 	if err := old.Remove(ctx); err != nil {
 		return fmt.Errorf("failover: removing the killed primary: %w", err)
 	}
 	return nil
 }
 
-// Promote promotes the standby and moves every link to the database to
-// it, the second half of Failover; the killed primary's container is
-// removed.
+// eachDBProxy applies change to the proxy of every link to the database
+// and saves it when change says so, within a deadline.
+func (e *Env) eachDBProxy(ctx context.Context, change func(p *toxiproxy.Proxy) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, l := range e.links {
+		if l.Service != ServiceDB {
+			continue
+		}
+		p, err := withCtx(ctx, func() (*toxiproxy.Proxy, error) { return e.toxi.Proxy(l.Name) })
+		if err != nil {
+			return fmt.Errorf("reading proxy %s: %w", l.Name, err)
+		}
+		if !change(p) {
+			continue
+		}
+		if _, err := withCtx(ctx, func() (struct{}, error) { return struct{}{}, p.Save() }); err != nil {
+			return fmt.Errorf("saving proxy %s: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+// Promote promotes the standby and opens every link to the database
+// again, leading to it: the second half of Failover.
 func (e *Env) Promote(ctx context.Context) error {
 	e.mu.Lock()
 	standby, port := e.standby, e.standbyPort
@@ -198,22 +226,8 @@ func (e *Env) Promote(ctx context.Context) error {
 	e.standby, e.standbyPort = nil, 0
 	e.mu.Unlock()
 	upstream := net.JoinHostPort(standby.Name(), strconv.Itoa(postgresPort))
-	// Moving a link restarts its proxy, which waits for the connections
-	// it is still dialing: bounded, so that a stuck move is an error.
-	mctx, mcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer mcancel()
-	for _, l := range e.links {
-		if l.Service != ServiceDB {
-			continue
-		}
-		p, err := withCtx(mctx, func() (*toxiproxy.Proxy, error) { return e.toxi.Proxy(l.Name) })
-		if err != nil {
-			return fmt.Errorf("failover: reading proxy %s: %w", l.Name, err)
-		}
-		p.Upstream = upstream
-		if _, err := withCtx(mctx, func() (struct{}, error) { return struct{}{}, p.Save() }); err != nil {
-			return fmt.Errorf("failover: moving link %s to %s: %w", l.Name, standby.Name(), err)
-		}
+	if err := e.eachDBProxy(ctx, func(p *toxiproxy.Proxy) bool { p.Upstream, p.Enabled = upstream, true; return true }); err != nil {
+		return fmt.Errorf("failover: moving the links to %s: %w", standby.Name(), err)
 	}
 	e.logf("testenv: failover: %s promoted, the links to the database lead to it", standby.Name())
 	return nil

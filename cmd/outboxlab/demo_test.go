@@ -159,6 +159,9 @@ func TestRunWithARunner(t *testing.T) {
 	for _, n := range scenarios.ConsumerNames() {
 		want += n + "  " + consumerListNote + "\n"
 	}
+	for _, n := range scenarios.DatabaseNames() {
+		want += n + "  " + databaseListNote + "\n"
+	}
 	if code, out, _ := invokeWith(t, d, "run", "--list"); code != exitOK || out != want {
 		t.Errorf("--list: exit %d %q, want %q", code, out, want)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/footprint"
 	"github.com/outboxlab/outboxlab/internal/argv"
@@ -149,6 +150,9 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		for _, n := range scenarios.ConsumerNames() {
 			fmt.Fprintf(std.out, "%s  %s\n", n, consumerListNote)
 		}
+		for _, n := range scenarios.DatabaseNames() {
+			fmt.Fprintf(std.out, "%s  %s\n", n, databaseListNote)
+		}
 		return exitOK
 	}
 	if o.seeds < 1 {
@@ -166,9 +170,10 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	if len(names) == 0 {
 		names = known
 	}
-	// The broker cluster scenarios and the consumers' run when named;
+	// The broker cluster scenarios, the consumers' and the database's
+	// run when named;
 	// the default is the catalogue.
-	allowed := append(append(slices.Clone(known), scenarios.ClusterNames()...), scenarios.ConsumerNames()...)
+	allowed := append(append(append(slices.Clone(known), scenarios.ClusterNames()...), scenarios.ConsumerNames()...), scenarios.DatabaseNames()...)
 	for _, n := range names {
 		if !slices.Contains(allowed, n) {
 			return usageErr(std, "run", "unknown scenario %q (known: %s)", n, strings.Join(allowed, ", "))
@@ -300,6 +305,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 			return r.Scenario
 		}, "scenario")
 		footprintLines(std.out, rows, o.seeds > 1)
+		failoverLines(std.out, rows, o.seeds > 1)
 	}
 	for _, r := range rows {
 		if r.Verdict() == scenarios.VerdictNotApplicable {
@@ -478,3 +484,39 @@ func footprintLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 		}
 	}
 }
+
+// failoverLines prints, per run whose database failed over, what the
+// failover undid of the acknowledged commits, event by event (at most
+// failoverShown of them).
+func failoverLines(w io.Writer, rows []scenarios.Result, seeds bool) {
+	const failoverShown = 5
+	first := true
+	for _, r := range rows {
+		for _, c := range r.Report.Results {
+			if c.Checker != checker.NameFailover || c.Skipped {
+				continue
+			}
+			if first {
+				fmt.Fprintln(w, "\nfailover (the acknowledged commits that the failover of the database undid):")
+				first = false
+			}
+			name := r.Scenario
+			if seeds {
+				name = fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
+			}
+			fmt.Fprintf(w, "  %s: %s\n", name, c.Detail)
+			ids := append(slices.Clone(c.Offending), c.Noted...)
+			for i, id := range ids {
+				if i == failoverShown {
+					fmt.Fprintf(w, "    ... and %d more (in the bundle's scenarios.json)\n", len(ids)-failoverShown)
+					break
+				}
+				fmt.Fprintf(w, "    %s: %s\n", id, c.Reasons[id])
+			}
+		}
+	}
+}
+
+// databaseListNote follows a scenario of the database's own faults in
+// run --list.
+const databaseListNote = "(runs only when named with --scenario, on a PostgreSQL with a streaming standby)"

@@ -316,6 +316,13 @@ func safeName(s string) string {
 // rows) and, for the unexplained ones, the fault windows they were near.
 func countsTable(w io.Writer, rows []scenarios.Result, first func(int, scenarios.Result) string, head string) {
 	cols := []string{"verdict", "committed", "delivered", "lost", "phantom", "dup deliveries", "unexplained", "dup effects"}
+	// A failover of the database undoes commits, counted apart.
+	failover := slices.ContainsFunc(rows, func(r scenarios.Result) bool {
+		return slices.ContainsFunc(r.Report.Results, func(c checker.Result) bool { return c.Checker == checker.NameFailover && !c.Skipped })
+	})
+	if failover {
+		cols = append(cols, "failover lost", "failover phantom")
+	}
 	width := len(head)
 	for i, r := range rows {
 		width = max(width, len(first(i, r)))
@@ -331,6 +338,9 @@ func countsTable(w io.Writer, rows []scenarios.Result, first func(int, scenarios
 		fmt.Fprintf(w, "%-*s", width, first(i, r))
 		cells := []string{v, fmt.Sprint(c.Committed), fmt.Sprint(c.Delivered), fmt.Sprint(c.Lost), fmt.Sprint(c.Phantom),
 			fmt.Sprint(c.DuplicateDeliveries), fmt.Sprint(c.UnexplainedDuplicates), fmt.Sprint(c.DuplicateEffects)}
+		if failover {
+			cells = append(cells, fmt.Sprint(c.FailoverLost), fmt.Sprint(c.FailoverPhantom))
+		}
 		causes := duplicateCauses(c)
 		if v == scenarios.VerdictNotApplicable {
 			// Nothing ran: no count is a zero.
