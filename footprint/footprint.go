@@ -286,7 +286,7 @@ func rank(s []time.Duration, q float64) time.Duration {
 
 // outageKinds are the kinds of faults of the broker or the database that
 // make them unavailable, rather than slow.
-var outageKinds = []string{"down", "kill", "stop", "pause", "failover"}
+var outageKinds = []string{"down", "kill", "stop", "pause", "failover", "restore"}
 
 // window is one outage: the faults that overlap in it, from the start of
 // the first to the heal of the last.

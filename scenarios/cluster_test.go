@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/history"
 	"github.com/outboxlab/outboxlab/relay"
+	"github.com/outboxlab/outboxlab/testenv"
 )
 
 func TestValidQueueType(t *testing.T) {
@@ -66,5 +68,39 @@ func TestConfirmStall(t *testing.T) {
 	}
 	if got := confirmStall([]history.Op{ack(0), fault(1000, history.ClassBroker), ack(1500)}); got != 500*time.Millisecond {
 		t.Errorf("confirmStall = %s, want 500ms", got)
+	}
+}
+
+// TestFailoverBit holds a failover run to its fault: no commit while the
+// standby was cut off, or an asynchronous failover that undid nothing,
+// is inconclusive.
+func TestFailoverBit(t *testing.T) {
+	f := &history.Fault{Name: "database failover", Kind: checker.KindFailover, Class: history.ClassDB}
+	run := func(commitInLag bool, undone int) Result {
+		h := []history.Op{{Index: 1, F: history.Commit, Type: history.Invoke}}
+		h = append(h, history.Op{Index: 2, F: history.FaultStart, Type: history.Invoke, Meta: history.Meta{Fault: f}})
+		if commitInLag {
+			h = append(h, history.Op{Index: 3, F: history.Commit, Type: history.Invoke})
+		}
+		h = append(h, history.Op{Index: 4, F: history.FaultStart, Type: history.OK, Meta: history.Meta{Fault: f}})
+		return Result{History: h, Counts: checker.Counts{FailoverPhantom: undone}}
+	}
+	for _, c := range []struct {
+		name         string
+		repl         testenv.Replication
+		commit       bool
+		undone       int
+		inconclusive bool
+	}{
+		{"async, undid some", testenv.ReplicationAsync, true, 3, false},
+		{"async, undid none", testenv.ReplicationAsync, true, 0, true},
+		{"no commit in the lag", testenv.ReplicationSync, false, 0, true},
+		{"sync, a commit held", testenv.ReplicationSync, true, 0, false},
+	} {
+		res := run(c.commit, c.undone)
+		failoverBit(&res, c.repl)
+		if (len(res.Inconclusive) > 0) != c.inconclusive {
+			t.Errorf("%s: inconclusive %q, want %t", c.name, res.Inconclusive, c.inconclusive)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -93,6 +94,10 @@ func readConnsIn(ctx context.Context, pid int) (map[string]int64, error) {
 	return parseConnRules(out)
 }
 
+// errNoConnRules says the chain holds no counting rule: the namespace
+// is not the one they were added to (its process was started again).
+var errNoConnRules = errors.New("no counting rule in the chain")
+
 // parseConnRules reads, from `iptables -L CHAIN -v -n -x`, the packets
 // of every counting rule by the service its comment names.
 func parseConnRules(listing []byte) (map[string]int64, error) {
@@ -116,7 +121,7 @@ func parseConnRules(listing []byte) (map[string]int64, error) {
 		got[service] += n
 	}
 	if len(got) == 0 {
-		return nil, fmt.Errorf("no counting rule in the chain")
+		return nil, errNoConnRules
 	}
 	return got, nil
 }

@@ -18,15 +18,94 @@ import (
 const (
 	FailoverAsync = "failover-async"
 	FailoverSync  = "failover-sync"
+	Restore       = "restore"
 )
 
 // DatabaseCatalogue returns the scenarios that change the database under
 // the relay: a failover to a standby that lags, with asynchronous
 // replication (acknowledged commits may be undone) and with synchronous
-// replication (none may be). They run on an environment of their own
-// (EnvOptionsFor: a standby beside PostgreSQL).
+// replication (none may be), each on an environment of its own
+// (EnvOptionsFor: a standby beside PostgreSQL); and a restore of the
+// database into a new server, on the catalogue's environment.
 func DatabaseCatalogue() []Scenario {
-	return named(failover(FailoverAsync, testenv.ReplicationAsync), failover(FailoverSync, testenv.ReplicationSync))
+	return named(failover(FailoverAsync, testenv.ReplicationAsync), failover(FailoverSync, testenv.ReplicationSync), restore())
+}
+
+// KindRestore is the kind of the restore fault.
+const KindRestore = "restore"
+
+func restore() Scenario {
+	return Scenario{
+		Name:       Restore,
+		Summary:    "the database is replaced by a dump and restore of it into a new server at the same address (pg_dump, pg_restore), with its roles: the rows and sequences are the old ones, the transaction ids start again from a fresh server's; a relay that tracks its place by transaction id or keeps one across the change must not stall or skip the rows committed after it",
+		Workload:   defaultWorkload(),
+		Safety:     12 * time.Second,
+		NeedsRelay: true,
+		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			f := &dbRestore{env: s.Env()}
+			if err := s.AddFault(f, ""); err != nil {
+				return nil, err
+			}
+			return []chaos.Step{Step(f, between(rng, 3*time.Second, 4*time.Second), between(rng, 300*time.Millisecond, time.Second))}, nil
+		},
+		Check: func(_ context.Context, _ Stage, res *Result) { restoreBit(res) },
+	}
+}
+
+// dbRestore replaces the database by a dump and restore of it: the
+// links to it close, a new server gets a copy (testenv.Env.DumpRestore),
+// and at heal the links open on the new server.
+type dbRestore struct {
+	faultState
+	env *testenv.Env
+}
+
+func (f *dbRestore) Name() string              { return "database restore" }
+func (f *dbRestore) Class() history.FaultClass { return history.ClassDB }
+func (f *dbRestore) Targets() []string         { return nil }
+func (f *dbRestore) Kind() string              { return KindRestore }
+
+// Inject closes the links and copies the database into a new server.
+func (f *dbRestore) Inject(ctx context.Context) error {
+	f.active.Store(true)
+	if err := f.env.DumpRestore(ctx); err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	f.hits.Add(1)
+	return nil
+}
+
+// Heal opens the links on the new server.
+func (f *dbRestore) Heal(ctx context.Context) error {
+	if !f.active.Swap(false) {
+		return nil
+	}
+	return f.env.OpenLinks(ctx)
+}
+
+// restoreBit makes a restore run inconclusive when no event committed
+// after the restore: the relay had nothing to skip or stall on.
+func restoreBit(res *Result) {
+	var healed int64
+	for _, op := range res.History {
+		if op.F == history.FaultStop && op.Meta.Fault != nil && op.Meta.Fault.Kind == KindRestore {
+			healed = op.Index
+		}
+	}
+	if healed == 0 {
+		return
+	}
+	after := 0
+	for _, op := range res.History {
+		if op.F == history.Commit && op.Type == history.OK && op.Index > healed {
+			after++
+		}
+	}
+	if after == 0 {
+		res.Inconclusive = append(res.Inconclusive, "restore: no producer committed after the restore: the relay had no row of the new server's transaction ids to skip or stall on")
+		return
+	}
+	res.Unchecked = append(res.Unchecked, fmt.Sprintf("restore: %d producer commits after the restore, on the new server", after))
 }
 
 // DatabaseNames returns the names of DatabaseCatalogue's scenarios.
@@ -71,6 +150,44 @@ func failover(name string, repl testenv.Replication) Scenario {
 			// to see the primary gone and promote.
 			return []chaos.Step{Step(f, between(rng, 3*time.Second, 5*time.Second), between(rng, time.Second, 2*time.Second))}, nil
 		},
+		Check: func(_ context.Context, _ Stage, res *Result) { failoverBit(res, repl) },
+	}
+}
+
+// failoverBit makes a failover run inconclusive when its fault could not
+// bite: no producer committed while the standby was cut off (nothing for
+// the standby to miss, and nothing for a synchronous primary to hold),
+// or, with asynchronous replication, the failover undid no acknowledged
+// commit, so the run shows nothing of what such a failover costs.
+func failoverBit(res *Result, repl testenv.Replication) {
+	var from, to int64
+	for _, op := range res.History {
+		if op.F != history.FaultStart || op.Meta.Fault == nil || op.Meta.Fault.Kind != checker.KindFailover {
+			continue
+		}
+		switch op.Type {
+		case history.Invoke:
+			from = op.Index
+		case history.OK, history.Info:
+			to = op.Index
+		}
+	}
+	if from == 0 || to == 0 {
+		return // the fault did not fire: the runner says so
+	}
+	commits := 0
+	for _, op := range res.History {
+		if op.F == history.Commit && op.Type == history.Invoke && op.Index > from && op.Index < to {
+			commits++
+		}
+	}
+	switch {
+	case commits == 0:
+		res.Inconclusive = append(res.Inconclusive, "failover: no producer began a commit while the standby was cut off: it had nothing to miss")
+	case repl == testenv.ReplicationAsync && res.Counts.FailoverLost+res.Counts.FailoverPhantom == 0:
+		res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("failover: %d commits began while the standby was cut off, and the failover undid none of them: the run shows nothing of what an asynchronous failover costs", commits))
+	default:
+		res.Unchecked = append(res.Unchecked, fmt.Sprintf("failover: %d producer commits began while the standby was cut off", commits))
 	}
 }
 

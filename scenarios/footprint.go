@@ -148,7 +148,13 @@ func (u *usage) serviceConns(ctx context.Context, s *Replica, pid int) map[strin
 		u.netns[s.name] = ns
 	}
 	got, err := readConnsIn(ctx, pid)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoConnRules):
+		// A new process in a namespace of its own, under the pid read
+		// before it: its rules are added at the next reading.
+		delete(u.netns, s.name)
+		return nil
+	case err != nil:
 		if ctx.Err() == nil && netnsOf(pid) == ns {
 			u.problem("some readings of the connection attempts per service failed: %v", err)
 		}

@@ -345,6 +345,36 @@ func TestClusterCatalogue(t *testing.T) {
 	}
 }
 
+// TestDatabaseCatalogue fails the database over under our relay, each
+// scenario on an environment of its own (PostgreSQL with a standby of
+// its replication): with an asynchronous standby the failover undoes
+// acknowledged commits, counted apart, and the relay loses none of the
+// rest; with a synchronous one it undoes none.
+func TestDatabaseCatalogue(t *testing.T) {
+	for _, sc := range DatabaseCatalogue() {
+		t.Run(sc.Name, func(t *testing.T) {
+			env := testenv.StartT(t, EnvOptionsFor(sc))
+			for _, seed := range seeds(t) {
+				res, err := Run(context.Background(), env, sc, runOptions(t, seed))
+				if err != nil {
+					t.Fatalf("SEED=%d: %v\nreplay: %s", seed, err, res.Replay)
+				}
+				requireValid(t, res)
+				if len(res.Inconclusive) > 0 {
+					t.Errorf("SEED=%d %s inconclusive: %q\nreplay: %s", seed, sc.Name, res.Inconclusive, res.Replay)
+				}
+				undone := res.Counts.FailoverLost + res.Counts.FailoverPhantom
+				switch {
+				case sc.Standby == testenv.ReplicationSync && undone != 0:
+					t.Errorf("SEED=%d %s: a synchronous failover undid %d acknowledged commits", seed, sc.Name, undone)
+				case sc.Standby == testenv.ReplicationAsync && undone == 0:
+					t.Errorf("SEED=%d %s: the asynchronous failover undid nothing", seed, sc.Name)
+				}
+			}
+		})
+	}
+}
+
 // TestSetupProbe checks the setup probe on containers with the Python
 // example relay: its own target file round-trips, and so does the same
 // outbox keyed by a bigint identity whose stage returns the key

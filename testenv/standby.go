@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
@@ -225,9 +224,8 @@ func (e *Env) Promote(ctx context.Context) error {
 	e.postgres, e.pgHostPort, e.primary = standby, port, standby.Name()
 	e.standby, e.standbyPort = nil, 0
 	e.mu.Unlock()
-	upstream := net.JoinHostPort(standby.Name(), strconv.Itoa(postgresPort))
-	if err := e.eachDBProxy(ctx, func(p *toxiproxy.Proxy) bool { p.Upstream, p.Enabled = upstream, true; return true }); err != nil {
-		return fmt.Errorf("failover: moving the links to %s: %w", standby.Name(), err)
+	if err := e.OpenLinks(ctx); err != nil {
+		return fmt.Errorf("failover: %w", err)
 	}
 	e.logf("testenv: failover: %s promoted, the links to the database lead to it", standby.Name())
 	return nil

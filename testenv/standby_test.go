@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -52,4 +54,53 @@ func TestFailover(t *testing.T) {
 	if n := countRows(ctx, t, env.DatabaseURL(LinkAppDB)); n != 2 {
 		t.Errorf("after a second failover: %d rows, want 2", n)
 	}
+}
+
+// TestRestore replaces the database by a dump and restore of it: the
+// rows, a sequence and a login role are on the new server, which every
+// link and the direct URL lead to, and its transaction ids started
+// again.
+func TestRestore(t *testing.T) {
+	env := StartT(t, Options{NoBroker: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old, oldURL := env.Postgres(), env.DirectDatabaseURL()
+	db := connectPG(ctx, t, env.DatabaseURL(LinkAppDB))
+	mustExec(ctx, t, db, `CREATE TABLE testenv_rows (id int PRIMARY KEY, note text NOT NULL)`)
+	mustExec(ctx, t, db, `CREATE SEQUENCE testenv_seq`)
+	mustExec(ctx, t, db, `SELECT nextval('testenv_seq') FROM generate_series(1, 40)`)
+	mustExec(ctx, t, db, `CREATE ROLE testenv_relay LOGIN PASSWORD 'secret'`)
+	// Burn transaction ids, as a server that has run a while has.
+	for i := range 50 {
+		mustExec(ctx, t, db, fmt.Sprintf(`INSERT INTO testenv_rows VALUES (%d, 'before')`, i))
+	}
+	var xidBefore int64
+	if err := db.QueryRow(ctx, `SELECT txid_current()`).Scan(&xidBefore); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if env.Postgres() == old || env.DirectDatabaseURL() == oldURL {
+		t.Fatalf("after the restore: primary %s, direct URL %s", env.Postgres().Name(), env.DirectDatabaseURL())
+	}
+	for _, l := range []string{LinkAppDB, LinkRelayDB, LinkConsumerDB} {
+		if n := countRows(ctx, t, env.DatabaseURL(l)); n != 50 {
+			t.Errorf("link %s: %d rows on the new server, want 50", l, n)
+		}
+	}
+	db2 := connectPG(ctx, t, env.DirectDatabaseURL())
+	var next, xidAfter int64
+	if err := db2.QueryRow(ctx, `SELECT nextval('testenv_seq'), txid_current()`).Scan(&next, &xidAfter); err != nil {
+		t.Fatal(err)
+	}
+	if next != 41 || xidAfter >= xidBefore {
+		t.Errorf("after the restore: nextval %d (want 41), transaction id %d (before %d, want it to start again)", next, xidAfter, xidBefore)
+	}
+	role, err := url.Parse(env.DatabaseURL(LinkRelayDB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.User = url.UserPassword("testenv_relay", "secret")
+	connectPG(ctx, t, role.String())
 }

@@ -372,6 +372,8 @@ type Env struct {
 	standbyPort int
 	replication Replication
 	standbys    int
+	// restores counts the servers Restore started.
+	restores int
 
 	postgres, rabbitmq, toxiproxy *Container
 

@@ -71,17 +71,34 @@ type CheckerVerdict struct {
 	Valid   bool   `json:"valid"`
 	Skipped bool   `json:"skipped,omitempty"`
 	Detail  string `json:"detail"`
-	// Offending counts the offending events; First lists a few.
-	Offending int      `json:"offending,omitempty"`
-	First     []string `json:"first,omitempty"`
+	// Offending counts the offending events; First lists a few (of the
+	// noted ones when none offends), and Why says why of each.
+	Offending int               `json:"offending,omitempty"`
+	First     []string          `json:"first,omitempty"`
+	Why       map[string]string `json:"why,omitempty"`
+	// Noted counts the events the checker reported without failing the
+	// run (checker.Result.Noted).
+	Noted int `json:"noted,omitempty"`
 }
 
 // Verdicts summarises a report's checker results for a bundle.
 func Verdicts(rep checker.Report) []CheckerVerdict {
 	out := make([]CheckerVerdict, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		v := CheckerVerdict{Name: r.Checker, Valid: r.Valid, Skipped: r.Skipped, Detail: r.Detail, Offending: len(r.Offending)}
-		v.First = append(v.First, r.Offending[:min(len(r.Offending), 5)]...)
+		v := CheckerVerdict{Name: r.Checker, Valid: r.Valid, Skipped: r.Skipped, Detail: r.Detail, Offending: len(r.Offending), Noted: len(r.Noted)}
+		listed := r.Offending
+		if len(listed) == 0 {
+			listed = r.Noted
+		}
+		v.First = append(v.First, listed[:min(len(listed), 5)]...)
+		for _, id := range v.First {
+			if why := r.Reasons[id]; why != "" {
+				if v.Why == nil {
+					v.Why = map[string]string{}
+				}
+				v.Why[id] = why
+			}
+		}
 		out = append(out, v)
 	}
 	return out
@@ -96,6 +113,10 @@ type ScenarioRun struct {
 	// Queue is the consumer queues' type of a run on a broker cluster
 	// (quorum, or classic for the contrast); empty on one node.
 	Queue string `json:"queue,omitempty"`
+	// Standby is the replication of the database's standby of a run
+	// that failed the database over (scenarios.Result.Standby); empty
+	// without one.
+	Standby string `json:"standby,omitempty"`
 	// Subject is what the scenario put under test: empty for the relay,
 	// "consumers" for the consumers' scenarios (scenarios.Result.Subject).
 	Subject  string   `json:"subject,omitempty"`
@@ -464,6 +485,9 @@ type Bundle struct {
 	// Cluster are the broker cluster campaigns, one file per relay and
 	// queue type, merged from bundles by Merge; empty for one bundle.
 	Cluster []*ScenarioFile
+	// Database are the campaigns that failed the database over, one file
+	// per relay and standby replication, merged by Merge.
+	Database []*ScenarioFile
 	Demo    *ScenarioFile
 	Sim     *SimFile
 	// SimSQL is the SQL-faithful tier's batch, merged from bundles by

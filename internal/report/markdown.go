@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/internal/bench/result"
 	"github.com/outboxlab/outboxlab/internal/sim"
 )
@@ -121,6 +122,7 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 			s.WriteString("\n")
 			writeFootprint(&s, b.Scenarios.Runs)
 		}
+		writeFailover(&s, b.Scenarios.Runs)
 		for _, r := range b.Scenarios.Runs {
 			if len(r.Problems) == 0 {
 				continue
@@ -156,6 +158,9 @@ func WriteMarkdownWith(w io.Writer, b Bundle, o MarkdownOptions) error {
 	}
 	if len(cluster) > 0 {
 		replays = writeCluster(&s, cluster, meta, replays)
+	}
+	if len(b.Database) > 0 {
+		writeDatabase(&s, b.Database, meta)
 	}
 
 	replays = writeSim(&s, "Simulation", b.Sim, meta, replays, "go run ./cmd/outboxlab sim --seeds N --out DIR")
@@ -1090,4 +1095,44 @@ func serviceAbbrev(service string) string {
 		return "mq"
 	}
 	return service
+}
+
+// writeDatabase renders the campaigns that failed the database over to
+// a standby, one per relay and replication: the scenarios' table, what
+// each failover undid, and the findings.
+func writeDatabase(s *strings.Builder, files []*ScenarioFile, meta Meta) {
+	s.WriteString("## The database failing over\n\n")
+	s.WriteString("PostgreSQL with a streaming standby; mid-run the standby falls behind (its replication link cut), the primary is killed, and the standby is promoted with every client's link moved to it. With asynchronous replication, commits the primary acknowledged can be gone after the failover; with synchronous replication (the contrast) none may be.\n\n")
+	for _, f := range files {
+		writeCampaign(s, f, mdCode(relayOf(f))+", "+mdCode(standbyOf(f))+" standby", meta, "What the checkers judged the relay by, without records of its own:")
+		writeFailover(s, f.Runs)
+		s.WriteString("\n")
+		writeFindings(s, f)
+	}
+}
+
+// writeFailover writes, for the runs whose database failed over, what
+// the failover undid of the producers' acknowledged commits: the events
+// lost by it before they reached the broker, those that reached it (its
+// phantoms), and the first of them with the evidence.
+func writeFailover(s *strings.Builder, runs []ScenarioRun) {
+	first := true
+	for _, r := range runs {
+		for _, c := range r.Checkers {
+			if c.Name != checker.NameFailover || c.Skipped {
+				continue
+			}
+			if first {
+				s.WriteString("\n_What the failover of the database undid of the producers' acknowledged commits: the events lost by it before they reached the broker, and those that reached it and whose commit is gone (its phantoms), with the first of them and the evidence. A synchronous standby must undo none; an asynchronous one may._\n\n")
+				s.WriteString("| scenario | seed | verdict | committed | failover lost | failover phantom | the first, and why |\n|---|--:|---|--:|--:|--:|---|\n")
+				first = false
+			}
+			var ev []string
+			for _, id := range c.First {
+				ev = append(ev, mdCode(id)+": "+c.Why[id])
+			}
+			fmt.Fprintf(s, "| %s | %d | %s | %d | %d | %d | %s |\n", cell(r.Scenario), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)),
+				r.Counts.Committed, r.Counts.FailoverLost, r.Counts.FailoverPhantom, cell(orValue(strings.Join(ev, "<br>"), "-")))
+		}
+	}
 }

@@ -89,6 +89,8 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 		switch {
 		case queueOf(f) != "":
 			out.Cluster = append(out.Cluster, f)
+		case standbyOf(f) != "":
+			out.Database = append(out.Database, f)
 		case subjectOf(f) != "":
 			out.Consumers = append(out.Consumers, f)
 		default:
@@ -286,6 +288,15 @@ func queueOf(f *ScenarioFile) string {
 	return f.Runs[0].Queue
 }
 
+// standbyOf returns the replication of the database's standby a file's
+// runs failed over to; empty for the others.
+func standbyOf(f *ScenarioFile) string {
+	if f == nil || len(f.Runs) == 0 {
+		return ""
+	}
+	return f.Runs[0].Standby
+}
+
 // subjectOf returns what a file's runs put under test: empty for the
 // relay, "consumers" for the consumers' scenarios.
 func subjectOf(f *ScenarioFile) string {
@@ -310,6 +321,9 @@ func byRelay(bundles []Bundle) [][]Bundle {
 		}
 		if sub := subjectOf(f); sub != "" {
 			return relayOf(f) + ", " + sub + " under test"
+		}
+		if st := standbyOf(f); st != "" {
+			return relayOf(f) + " over a database with a " + st + " standby"
 		}
 		return relayOf(f)
 	}
