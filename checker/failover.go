@@ -46,7 +46,6 @@ func (e *event) escaped() bool {
 	return slices.ContainsFunc(e.applies, func(p history.Pair) bool { return p.Done != nil && p.Done.Type == history.OK })
 }
 
-
 // Failover finds what a failover of the database (a fault of kind
 // KindFailover) undid of the producers' acknowledged commits: events
 // whose commit the producer saw acknowledged and whose business row does

@@ -488,8 +488,8 @@ type Bundle struct {
 	// Database are the campaigns that failed the database over, one file
 	// per relay and standby replication, merged by Merge.
 	Database []*ScenarioFile
-	Demo    *ScenarioFile
-	Sim     *SimFile
+	Demo     *ScenarioFile
+	Sim      *SimFile
 	// SimSQL is the SQL-faithful tier's batch, merged from bundles by
 	// Merge apart from Sim; a bundle as read holds one sim.json, in Sim.
 	SimSQL    *SimFile
