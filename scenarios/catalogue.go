@@ -81,6 +81,10 @@ type Scenario struct {
 	// faults may fail over to (testenv.Env.Failover); the final state
 	// then also reads which business rows survived.
 	Standby testenv.Replication
+	// ChangesDatabase says, for reports, what the scenario does to the
+	// database itself ("failover to an async standby", "dump and
+	// restore"); empty for the scenarios that leave it in place.
+	ChangesDatabase string
 	// RelayEnv is what the scenario sets of every replica's OUTBOX_*
 	// settings, over TimingEnv; the relay under test's own Env still wins.
 	RelayEnv map[string]string

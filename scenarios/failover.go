@@ -36,11 +36,12 @@ const KindRestore = "restore"
 
 func restore() Scenario {
 	return Scenario{
-		Name:       Restore,
-		Summary:    "the database is replaced by a dump and restore of it into a new server at the same address (pg_dump, pg_restore), with its roles: the rows and sequences are the old ones, the transaction ids start again from a fresh server's; a relay that tracks its place by transaction id or keeps one across the change must not stall or skip the rows committed after it",
-		Workload:   defaultWorkload(),
-		Safety:     12 * time.Second,
-		NeedsRelay: true,
+		Name:            Restore,
+		Summary:         "the database is replaced by a dump and restore of it into a new server at the same address (pg_dump, pg_restore), with its roles: the rows and sequences are the old ones, the transaction ids start again from a fresh server's; a relay that tracks its place by transaction id or keeps one across the change must not stall or skip the rows committed after it",
+		Workload:        defaultWorkload(),
+		Safety:          12 * time.Second,
+		NeedsRelay:      true,
+		ChangesDatabase: "dump and restore",
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			f := &dbRestore{env: s.Env()}
 			if err := s.AddFault(f, ""); err != nil {
@@ -129,7 +130,7 @@ func failover(name string, repl testenv.Replication) Scenario {
 	}
 	return Scenario{
 		Name: name, Summary: summary, Workload: defaultWorkload(), Safety: 10 * time.Second,
-		NeedsRelay: true, Standby: repl,
+		NeedsRelay: true, Standby: repl, ChangesDatabase: "failover to a " + string(repl) + " standby",
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			env := s.Env()
 			if env.Replication() != repl {

@@ -410,7 +410,7 @@ func (r *run) baseResult() Result {
 	if r.sc.BrokerNodes > 1 {
 		res.Queue = r.queueType()
 	}
-	res.Standby = string(r.sc.Standby)
+	res.Database = r.sc.ChangesDatabase
 	res.Replay, res.ReplayTest = r.replay()
 	return res
 }

@@ -114,10 +114,10 @@ type Result struct {
 	// Queue is the consumer queues' type on a broker cluster (quorum, or
 	// classic for the contrast); empty on one node.
 	Queue string `json:"queue,omitempty"`
-	// Standby is the replication of the database's standby a run that
-	// fails the database over ran with (Scenario.Standby); empty
-	// without one.
-	Standby string `json:"standby,omitempty"`
+	// Database is what the run did to the database
+	// (Scenario.ChangesDatabase): a failover to a standby, a restore;
+	// empty for the others.
+	Database string `json:"database,omitempty"`
 	// Subject is what the scenario puts under test (Scenario.Subject):
 	// empty for the relay, SubjectConsumers for the consumers.
 	Subject string `json:"subject,omitempty"`

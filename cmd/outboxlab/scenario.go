@@ -276,7 +276,7 @@ func toBundle(dir string, i int, res scenarios.Result, note string) (report.Scen
 		Scenario: res.Scenario, Relay: res.Relay, Variant: res.Variant, Seed: res.Seed, Valid: res.Valid,
 		Problems: res.Problems, Inconclusive: res.Inconclusive, Counts: res.Counts, Checkers: report.Verdicts(res.Report),
 		DrainTime: res.DrainTime, Duration: res.Duration, Replay: res.Replay, Note: note,
-		Queue: res.Queue, Standby: res.Standby, ConfirmStall: res.ConfirmStall, Unchecked: res.Unchecked, Subject: res.Subject,
+		Queue: res.Queue, Database: res.Database, ConfirmStall: res.ConfirmStall, Unchecked: res.Unchecked, Subject: res.Subject,
 		Footprint: res.Footprint,
 	}
 	for _, f := range res.Faults {

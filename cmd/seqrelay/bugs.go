@@ -22,6 +22,7 @@ const (
 	bugSkipLate     bug = "skip-late"
 	bugTransient    bug = "transient"
 	bugPoisonBlocks bug = "poison-blocks"
+	bugXidMark      bug = "xid-mark"
 )
 
 // bugMode describes one bug mode: the promise it breaks, numbered as in
@@ -44,6 +45,7 @@ var bugModes = []bugMode{
 	{bugSkipLate, "§2.1 claim every eligible pending row, oldest first", "commit-order-inversion", "lost"},
 	{bugTransient, "§2.2 persistent delivery", "broker-killed", "lost"},
 	{bugPoisonBlocks, "§2.2 an unknown type or undecodable payload is parked at once", "poison", "parking (and liveness)"},
+	{bugXidMark, "§2.1 a row is eligible by its columns alone, whatever transaction wrote it", "restore", "lost (and liveness)"},
 }
 
 // parseBug reads SEQRELAY_BUG.

@@ -13,6 +13,8 @@ var catalogueScenarios = map[string]bool{
 	"crash-between-publish-and-mark": true, "lease-expiry": true, "clock-skew": true,
 	"poison": true, "confirm-lost": true, "slow-network": true, "commit-order-inversion": true,
 	"rolling-restart": true, "producer-crash": true, "pipeline": true,
+	// The database's scenarios, which run when named.
+	"restore": true,
 }
 
 func TestBugModeTable(t *testing.T) {

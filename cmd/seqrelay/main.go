@@ -110,6 +110,13 @@
 //     transaction that commits after later ones has rows below the mark
 //     that nobody publishes: commit-order-inversion, checker lost (and the
 //     backlog never drains: liveness).
+//   - xid-mark: claims only rows written by a transaction no older than
+//     the oldest one running when it last drained the backlog, as a
+//     relay that keeps its place in the outbox by transaction id does
+//     (watermill's forwarder keeps the last one it consumed). Correct on
+//     one server, whose transaction ids only grow; breaks "a row is
+//     eligible by its columns alone" (§2.1) when they start again, after
+//     a dump and restore: restore, checker lost (and liveness).
 //   - transient: publishes with transient delivery mode. Breaks "persistent
 //     delivery" (§2.2): messages confirmed and marked that sit in the
 //     queue when RabbitMQ is killed are gone after its restart:

@@ -50,7 +50,7 @@ func (q queries) fence(p *params, now string) string {
 // claim leases up to limit eligible rows: pending, with no lease or an
 // expired one, oldest occurred_at first, rows locked by another claim
 // skipped. after is skip-late's high-water mark (ignored otherwise).
-func (q queries) claim(limit int, after string) (string, []any) {
+func (q queries) claim(limit int, after string, xidMark int64) (string, []any) {
 	p := &params{}
 	now := q.leaseNow(p)
 	where := "processed_at IS NULL AND faulted_at IS NULL AND (locked_until IS NULL OR locked_until <= " + now + ")"
@@ -58,6 +58,11 @@ func (q queries) claim(limit int, after string) (string, []any) {
 	if q.bug == bugSkipLate {
 		where += " AND id > " + p.add(after) + "::uuid"
 		order = "id"
+	}
+	if q.bug == bugXidMark {
+		// The row version's transaction id, widened as pg_snapshot_xmin
+		// gives it (epoch 0 on a server that has not wrapped around).
+		where += " AND xmin::text::bigint >= " + p.add(xidMark)
 	}
 	sql := `WITH picked AS (
 	SELECT id FROM ` + q.table + `
@@ -72,6 +77,10 @@ FROM picked WHERE o.id = picked.id
 RETURNING o.id::text, o.message_type, o.payload::text, o.correlation_id::text, o.attempts, o.occurred_at`
 	return sql, p.args
 }
+
+// snapshotXmin reads the oldest transaction still running: every row
+// version written by an older one is committed or gone (xid-mark only).
+const snapshotXmin = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
 
 // mark sets processed_at on a row under this relay's lease.
 func (q queries) mark(id string) (string, []any) {

@@ -31,7 +31,8 @@ import (
 // Inserted, Released and Updated changes have no operation. Every op is
 // a single ok record (no invoke; history.Pairs makes it a pair of its
 // own), of Process = processes[Session], or Session itself when
-// processes has no entry for it. Changes of one transaction, one session
+// processes has no entry for it. Changes of one transaction (its id and
+// its start, TxTime: ids start again on a restored server), one session
 // and one function with the same details (kind of claim, lease end,
 // attempts, state) make one op whose Events are the rows' ids in the
 // order they changed; the op stands where its first change stands. Time
@@ -39,8 +40,12 @@ import (
 // it is the clock a harness stamps its own records with, but the op's
 // database times are in DBTime. Index counts the ops from 0.
 func Ops(ts []Transition, processes map[string]string) []history.Op {
+	// A transaction is its id, its session and its start: transaction
+	// ids start again on a server restored from a dump, and a new
+	// transaction may get an id an old one had.
 	type key struct {
 		xid     int64
+		tx      time.Time
 		session string
 		f       history.Func
 		detail  string
@@ -51,7 +56,7 @@ func Ops(ts []Transition, processes map[string]string) []history.Op {
 	var out []history.Op
 	at := make(map[key]int)
 	for _, t := range ts {
-		k := key{xid: t.Xid, session: t.Session}
+		k := key{xid: t.Xid, tx: t.TxTime, session: t.Session}
 		switch t.Kind {
 		case Claimed:
 			k.f, k.detail, k.until = history.Claim, "claim "+string(t.Claim), t.New.LockedUntil

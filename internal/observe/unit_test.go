@@ -107,6 +107,14 @@ func TestOpsGroupsOneTransactionsChangesOfOneKind(t *testing.T) {
 			t.Errorf("op %d: index %d, until %s, db time %s", i, op.Index, op.Until, op.DBTime)
 		}
 	}
+	// A server restored from a dump gives transaction ids again: a later
+	// transaction with an old one's id and session is another op.
+	again := claim(6, 10, "ra", "u", later)
+	again.TxTime = now.Add(time.Second)
+	ops = Ops([]Transition{claim(1, 10, "ra", "x", later), claim(2, 11, "rb", "y", later), again}, nil)
+	if len(ops) != 3 || ops[2].Events[0] != "u" {
+		t.Errorf("a transaction id given again: ops %+v, want three", ops)
+	}
 }
 
 // TestRoleNames refuses names that are not plain lower-case identifiers

@@ -113,10 +113,10 @@ type ScenarioRun struct {
 	// Queue is the consumer queues' type of a run on a broker cluster
 	// (quorum, or classic for the contrast); empty on one node.
 	Queue string `json:"queue,omitempty"`
-	// Standby is the replication of the database's standby of a run
-	// that failed the database over (scenarios.Result.Standby); empty
-	// without one.
-	Standby string `json:"standby,omitempty"`
+	// Database is what the run did to the database
+	// (scenarios.Result.Database): a failover to a standby, a restore;
+	// empty for the others.
+	Database string `json:"database,omitempty"`
 	// Subject is what the scenario put under test: empty for the relay,
 	// "consumers" for the consumers' scenarios (scenarios.Result.Subject).
 	Subject  string   `json:"subject,omitempty"`

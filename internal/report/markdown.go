@@ -1101,10 +1101,10 @@ func serviceAbbrev(service string) string {
 // a standby, one per relay and replication: the scenarios' table, what
 // each failover undid, and the findings.
 func writeDatabase(s *strings.Builder, files []*ScenarioFile, meta Meta) {
-	s.WriteString("## The database failing over\n\n")
-	s.WriteString("PostgreSQL with a streaming standby; mid-run the standby falls behind (its replication link cut), the primary is killed, and the standby is promoted with every client's link moved to it. With asynchronous replication, commits the primary acknowledged can be gone after the failover; with synchronous replication (the contrast) none may be.\n\n")
+	s.WriteString("## The database changing under the relay\n\n")
+	s.WriteString("A failover: PostgreSQL with a streaming standby; mid-run the standby falls behind (its replication link cut), the primary is killed, and the standby is promoted with every client's link moved to it. With asynchronous replication, commits the primary acknowledged can be gone after the failover; with synchronous replication (the contrast) none may be. A restore: the database is replaced by a dump and restore of it into a new server at the same address; its transaction ids start again.\n\n")
 	for _, f := range files {
-		writeCampaign(s, f, mdCode(relayOf(f))+", "+mdCode(standbyOf(f))+" standby", meta, "What the checkers judged the relay by, without records of its own:")
+		writeCampaign(s, f, mdCode(relayOf(f))+", "+databaseOf(f), meta, "What the checkers judged the relay by, without records of its own:")
 		writeFailover(s, f.Runs)
 		s.WriteString("\n")
 		writeFindings(s, f)

@@ -89,7 +89,7 @@ func Merge(bundles []Bundle, opts MergeOptions) (Bundle, error) {
 		switch {
 		case queueOf(f) != "":
 			out.Cluster = append(out.Cluster, f)
-		case standbyOf(f) != "":
+		case databaseOf(f) != "":
 			out.Database = append(out.Database, f)
 		case subjectOf(f) != "":
 			out.Consumers = append(out.Consumers, f)
@@ -288,13 +288,13 @@ func queueOf(f *ScenarioFile) string {
 	return f.Runs[0].Queue
 }
 
-// standbyOf returns the replication of the database's standby a file's
-// runs failed over to; empty for the others.
-func standbyOf(f *ScenarioFile) string {
+// databaseOf returns what a file's runs did to the database (a failover
+// to a standby, a restore); empty for the others.
+func databaseOf(f *ScenarioFile) string {
 	if f == nil || len(f.Runs) == 0 {
 		return ""
 	}
-	return f.Runs[0].Standby
+	return f.Runs[0].Database
 }
 
 // subjectOf returns what a file's runs put under test: empty for the
@@ -322,8 +322,8 @@ func byRelay(bundles []Bundle) [][]Bundle {
 		if sub := subjectOf(f); sub != "" {
 			return relayOf(f) + ", " + sub + " under test"
 		}
-		if st := standbyOf(f); st != "" {
-			return relayOf(f) + " over a database with a " + st + " standby"
+		if st := databaseOf(f); st != "" {
+			return relayOf(f) + ", " + st
 		}
 		return relayOf(f)
 	}
