@@ -104,3 +104,33 @@ func TestFailoverBit(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreBit holds a restore run to its fault: a new server whose
+// transaction ids did not start below the old one's, or no commit after
+// the restore, is inconclusive.
+func TestRestoreBit(t *testing.T) {
+	f := &history.Fault{Name: "database restore", Kind: KindRestore, Class: history.ClassDB}
+	run := func(commitAfter bool) Result {
+		h := []history.Op{{Index: 1, F: history.FaultStop, Type: history.OK, Meta: history.Meta{Fault: f}}}
+		if commitAfter {
+			h = append(h, history.Op{Index: 2, F: history.Commit, Type: history.OK})
+		}
+		return Result{History: h}
+	}
+	for _, c := range []struct {
+		name           string
+		after          bool
+		oldXid, newXid int64
+		inconclusive   bool
+	}{
+		{"ids started again, a commit after", true, 20000, 800, false},
+		{"ids did not start again", true, 800, 900, true},
+		{"no commit after", false, 20000, 800, true},
+	} {
+		res := run(c.after)
+		restoreBit(&res, c.oldXid, c.newXid)
+		if (len(res.Inconclusive) > 0) != c.inconclusive {
+			t.Errorf("%s: inconclusive %q, want %t", c.name, res.Inconclusive, c.inconclusive)
+		}
+	}
+}

@@ -43,14 +43,54 @@ func restore() Scenario {
 		NeedsRelay:      true,
 		ChangesDatabase: "dump and restore",
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
+			// A server in production has given hundreds of millions of
+			// transaction ids when it is restored; the harness's has run
+			// for seconds. It uses up some first, so that the new
+			// server's start well below the old one's.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := s.DB().Exec(ctx, burnXids); err != nil {
+				return nil, fmt.Errorf("%s: aging the server: %w", Restore, err)
+			}
 			f := &dbRestore{env: s.Env()}
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
 			return []chaos.Step{Step(f, between(rng, 3*time.Second, 4*time.Second), between(rng, 300*time.Millisecond, time.Second))}, nil
 		},
-		Check: func(_ context.Context, _ Stage, res *Result) { restoreBit(res) },
+		Check: func(_ context.Context, s Stage, res *Result) {
+			for _, f := range s.Faults() {
+				if r, ok := f.(*dbRestore); ok {
+					restoreBit(res, r.oldXid, r.newXid)
+				}
+			}
+		},
 	}
+}
+
+// burnXids uses up 20,000 transaction ids in one statement: each
+// subtransaction that writes gets an id of its own.
+const burnXids = `DO $$
+BEGIN
+	CREATE TEMP TABLE outboxlab_xid_burn (i int) ON COMMIT DROP;
+	FOR i IN 1..20000 LOOP
+		BEGIN
+			INSERT INTO outboxlab_xid_burn VALUES (i);
+		EXCEPTION WHEN others THEN NULL;
+		END;
+	END LOOP;
+END $$`
+
+// currentXid reads the next transaction id of the server url leads to.
+func currentXid(ctx context.Context, url string) (int64, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var x int64
+	err = conn.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x)
+	return x, err
 }
 
 // dbRestore replaces the database by a dump and restore of it: the
@@ -59,6 +99,9 @@ func restore() Scenario {
 type dbRestore struct {
 	faultState
 	env *testenv.Env
+	// oldXid and newXid are the transaction ids the old server gave
+	// last before the restore and the new one first after it.
+	oldXid, newXid int64
 }
 
 func (f *dbRestore) Name() string              { return "database restore" }
@@ -69,9 +112,18 @@ func (f *dbRestore) Kind() string              { return KindRestore }
 // Inject closes the links and copies the database into a new server.
 func (f *dbRestore) Inject(ctx context.Context) error {
 	f.active.Store(true)
+	old, err := currentXid(ctx, f.env.DirectDatabaseURL())
+	if err != nil {
+		return fmt.Errorf("%s: reading the old server's transaction id: %w", f.Name(), err)
+	}
 	if err := f.env.DumpRestore(ctx); err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
+	next, err := currentXid(ctx, f.env.DirectDatabaseURL())
+	if err != nil {
+		return fmt.Errorf("%s: reading the new server's transaction id: %w", f.Name(), err)
+	}
+	f.oldXid, f.newXid = old, next
 	f.hits.Add(1)
 	return nil
 }
@@ -84,9 +136,11 @@ func (f *dbRestore) Heal(ctx context.Context) error {
 	return f.env.OpenLinks(ctx)
 }
 
-// restoreBit makes a restore run inconclusive when no event committed
-// after the restore: the relay had nothing to skip or stall on.
-func restoreBit(res *Result) {
+// restoreBit makes a restore run inconclusive when the new server's
+// transaction ids did not start below the old one's, or when no event
+// committed after the restore: the relay had nothing to skip or stall
+// on.
+func restoreBit(res *Result, oldXid, newXid int64) {
 	var healed int64
 	for _, op := range res.History {
 		if op.F == history.FaultStop && op.Meta.Fault != nil && op.Meta.Fault.Kind == KindRestore {
@@ -102,11 +156,14 @@ func restoreBit(res *Result) {
 			after++
 		}
 	}
-	if after == 0 {
+	switch {
+	case newXid >= oldXid:
+		res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("restore: the new server's transaction ids (from %d) did not start below the old one's (%d)", newXid, oldXid))
+	case after == 0:
 		res.Inconclusive = append(res.Inconclusive, "restore: no producer committed after the restore: the relay had no row of the new server's transaction ids to skip or stall on")
-		return
+	default:
+		res.Unchecked = append(res.Unchecked, fmt.Sprintf("restore: %d producer commits after the restore, on the new server, whose transaction ids started at %d, below the old one's %d", after, newXid, oldXid))
 	}
-	res.Unchecked = append(res.Unchecked, fmt.Sprintf("restore: %d producer commits after the restore, on the new server", after))
 }
 
 // DatabaseNames returns the names of DatabaseCatalogue's scenarios.
