@@ -187,7 +187,7 @@ func failover(name string, repl testenv.Replication) Scenario {
 	}
 	return Scenario{
 		Name: name, Summary: summary, Workload: defaultWorkload(), Safety: 10 * time.Second,
-		NeedsRelay: true, Standby: repl, ChangesDatabase: "failover to a " + string(repl) + " standby",
+		NeedsRelay: true, Standby: repl, ChangesDatabase: map[testenv.Replication]string{testenv.ReplicationAsync: "failover to an asynchronous standby", testenv.ReplicationSync: "failover to a synchronous standby"}[repl],
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			env := s.Env()
 			if env.Replication() != repl {
