@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -40,18 +39,8 @@ const probeTimeout = 3 * time.Second
 
 // pingPostgres connects to url and runs a query.
 func pingPostgres(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	var one int
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
-		return err
-	}
-	return nil
+	return queryPostgres(ctx, url, "SELECT 1", &one)
 }
 
 // pingRabbitMQ connects to url and opens a channel.

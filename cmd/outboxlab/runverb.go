@@ -298,12 +298,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		}
 		fmt.Fprintln(std.out, string(b))
 	} else {
-		countsTable(std.out, rows, func(_ int, r scenarios.Result) string {
-			if o.seeds > 1 {
-				return fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
-			}
-			return r.Scenario
-		}, "scenario")
+		countsTable(std.out, rows, func(_ int, r scenarios.Result) string { return runName(r, o.seeds > 1) }, "scenario")
 		footprintLines(std.out, rows, o.seeds > 1)
 		failoverLines(std.out, rows, o.seeds > 1)
 	}
@@ -471,10 +466,7 @@ func footprintLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 			fmt.Fprintln(w, "\nfootprint (the producers' transaction p99 with the relay and in the control phase without it; each replica over each outage and 5s after):")
 			first = false
 		}
-		name := r.Scenario
-		if seeds {
-			name = fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
-		}
+		name := runName(r, seeds)
 		for i, line := range footprint.Summary(*r.Footprint) {
 			if i == 0 {
 				fmt.Fprintf(w, "  %s: %s\n", name, line)
@@ -483,6 +475,15 @@ func footprintLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 			fmt.Fprintf(w, "    %s\n", line)
 		}
 	}
+}
+
+// runName names a run in the lines under the table: its scenario, and
+// its seed when the run had several.
+func runName(r scenarios.Result, seeds bool) string {
+	if seeds {
+		return fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
+	}
+	return r.Scenario
 }
 
 // failoverLines prints, per run whose database failed over, what the
@@ -500,10 +501,7 @@ func failoverLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 				fmt.Fprintln(w, "\nfailover (the acknowledged commits that the failover of the database undid):")
 				first = false
 			}
-			name := r.Scenario
-			if seeds {
-				name = fmt.Sprintf("%s seed %d", r.Scenario, r.Seed)
-			}
+			name := runName(r, seeds)
 			fmt.Fprintf(w, "  %s: %s\n", name, c.Detail)
 			ids := append(slices.Clone(c.Offending), c.Noted...)
 			for i, id := range ids {
