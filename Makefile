@@ -34,6 +34,12 @@ IMAGE_rabbitmq  := outboxlab/rabbitmq:3.10
 IMAGE_toxiproxy := outboxlab/toxiproxy:2.5.0
 IMAGE_relay     := outboxlab/relay:dev
 IMAGE_relay-mutants := outboxlab/relay-mutants:dev
+# The relay of an earlier commit of this repository, RELAY_PREV: version N
+# of the rolling-upgrade scenario, whose outbox lacks migration 004. It is
+# built from `git archive RELAY_PREV`, so the clone must hold that commit
+# (a shallow clone does not: git fetch --unshallow).
+IMAGE_relay-prev := outboxlab/relay:prev
+RELAY_PREV ?= d5d5bb84eb465e775a1a4e2c699b83d8638da7b8
 # The example relay in Python (examples/pyrelay), on Debian's python3-psycopg2
 # and python3-pika; its test in examples/pyrelay runs it under the catalogue.
 IMAGE_pyrelay   := outboxlab/pyrelay:dev
@@ -45,8 +51,8 @@ IMAGE_watermill-relay := outboxlab/watermill-relay:dev
 # binary as it is, relay-mutants from the binary built with -tags mutants
 # (the relay-side mutants that only the harness runs).
 HAVE_RELAY := $(if $(wildcard cmd/relay/*.go),yes)
-IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants) pyrelay watermill-relay
-ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants pyrelay watermill-relay
+IMAGES := debian postgres rabbitmq toxiproxy $(if $(HAVE_RELAY),relay relay-mutants relay-prev) pyrelay watermill-relay
+ALL_IMAGES := debian postgres rabbitmq toxiproxy relay relay-mutants relay-prev pyrelay watermill-relay
 
 # docker-build TAG ARGS... builds an image with no pull; its log is shown
 # only when the build fails.
@@ -74,7 +80,7 @@ images:
 	@$(MAKE) --no-print-directory -j3 image-stamps
 	@$(if $(HAVE_RELAY),,echo "relay: ./cmd/relay does not exist yet; images $(IMAGE_relay) and $(IMAGE_relay-mutants) not built")
 
-## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants, pyrelay, watermill-relay) and what it needs
+## image-NAME: build one image (debian, postgres, rabbitmq, toxiproxy, relay, relay-mutants, relay-prev, pyrelay, watermill-relay) and what it needs
 .PHONY: $(addprefix image-,$(ALL_IMAGES))
 $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 	@:
@@ -83,7 +89,7 @@ $(addprefix image-,$(ALL_IMAGES)): image-%: $(STAMPS)/%
 image-stamps: $(addprefix $(STAMPS)/,$(IMAGES))
 	@:
 
-$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay $(CTX)/relay-mutants $(CTX)/watermill-relay:
+$(STAMPS) $(CTX)/toxiproxy $(CTX)/relay $(CTX)/relay-mutants $(CTX)/relay-prev $(CTX)/watermill-relay:
 	@mkdir -p $@
 
 # write-stamp records the ID of image $(IMAGE_$1) in its stamp file.
@@ -118,6 +124,11 @@ $(STAMPS)/relay-mutants: docker/build-image.sh $(STAMPS)/debian docker/relay-mut
 	@echo "image: building $(IMAGE_relay-mutants)"
 	@$(DOCKER_BUILD) $(IMAGE_relay-mutants) -f docker/relay-mutants/Dockerfile $(CTX)/relay-mutants
 	@$(call write-stamp,relay-mutants)
+
+$(STAMPS)/relay-prev: docker/build-image.sh $(STAMPS)/debian docker/relay/Dockerfile $(CTX)/relay-prev/relay.sum
+	@echo "image: building $(IMAGE_relay-prev) (the relay of commit $(RELAY_PREV))"
+	@$(DOCKER_BUILD) $(IMAGE_relay-prev) -f docker/relay/Dockerfile $(CTX)/relay-prev
+	@$(call write-stamp,relay-prev)
 
 $(STAMPS)/watermill-relay: docker/build-image.sh $(STAMPS)/debian docker/watermill-relay/Dockerfile $(CTX)/watermill-relay/watermill-relay.sum
 	@echo "image: building $(IMAGE_watermill-relay)"
@@ -156,6 +167,24 @@ $(CTX)/relay/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay
 $(CTX)/relay-mutants/relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/relay-mutants
 	@test -d cmd/relay || { echo "relay: ./cmd/relay does not exist yet" >&2; exit 1; }
 	$(call go-static,$@,-tags mutants ./cmd/relay)
+
+# The previous relay is built from its commit's tree as that commit had it
+# (go.mod and go.sum included); the commit file changes only with
+# RELAY_PREV, so the binary is built again only then.
+$(CTX)/relay-prev/commit: FORCE | $(CTX)/relay-prev
+	@echo "$(RELAY_PREV)" >$@.new; if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
+
+$(CTX)/relay-prev/relay: $(CTX)/relay-prev/commit
+	@git cat-file -e "$(RELAY_PREV)^{commit}" 2>/dev/null || { echo "relay-prev: commit $(RELAY_PREV) is not in this clone (a shallow clone? git fetch --unshallow), or set RELAY_PREV to one that is" >&2; exit 1; }
+	@rm -rf $(CTX)/relay-prev/src && mkdir -p $(CTX)/relay-prev/src
+	@git archive "$(RELAY_PREV)" | tar -x -C $(CTX)/relay-prev/src
+	@cd $(CTX)/relay-prev/src && $(GO_STATIC) -o ../relay.new ./cmd/relay
+	@mv -f $(CTX)/relay-prev/relay.new $@; rm -rf $(CTX)/relay-prev/src
+	@sha256sum <$@ >$@.sum.new
+	@if cmp -s $@.sum.new $@.sum; then rm -f $@.sum.new; else mv -f $@.sum.new $@.sum; echo "built $@ from $(RELAY_PREV)"; fi
+
+.PHONY: FORCE
+FORCE:
 
 $(CTX)/watermill-relay/watermill-relay: go.mod go.sum $(GO_SOURCES) | $(CTX)/watermill-relay
 	$(call go-static,$@,./cmd/watermill-relay)

@@ -17,7 +17,7 @@ import (
 // TestEdgeTableNamesMigrateAndStage is a container test (PostgreSQL;
 // skipped under -short): Outbox beside outbox and two 63-byte names that
 // share their first 62 bytes, in one schema, each get both indexes of
-// migration 001, and a Stage with NOTIFY commits in each and wakes a
+// migrations 001 and 004, and a Stage with NOTIFY commits in each and wakes a
 // listener on that table's channel only.
 func TestEdgeTableNamesMigrateAndStage(t *testing.T) {
 	env := shared.Get(t)
@@ -61,13 +61,13 @@ func TestEdgeTableNamesMigrateAndStage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{tb.PendingIndex(), tb.ProcessedIndex()} {
+		for _, want := range []string{tb.PendingIndex(), tb.ProcessedIndex(), tb.ParkedIndex()} {
 			if !slices.Contains(got, want) {
 				t.Errorf("%s has indexes %q, not %q", tb, got, want)
 			}
 		}
-		if len(got) != 3 { // the primary key and the two
-			t.Errorf("%s has indexes %q, want its primary key and two more", tb, got)
+		if len(got) != 4 { // the primary key and the three
+			t.Errorf("%s has indexes %q, want its primary key and three more", tb, got)
 		}
 	}
 
@@ -105,5 +105,133 @@ func TestEdgeTableNamesMigrateAndStage(t *testing.T) {
 		if note.Channel != tb.Channel() {
 			t.Errorf("staging in %s notified %q, want %q", tb, note.Channel, tb.Channel())
 		}
+	}
+}
+
+// TestMigrateOutsideATransaction is a container test (PostgreSQL): the
+// table of a version before 004 (MigrateTo 3) takes 004 while a writer
+// holds a row of it (a concurrent build does not wait for a lock that
+// blocks writes), a leftover invalid index of 004's name (a build that
+// was interrupted) is dropped and built again, and 004 on a transaction
+// fails naming what it needs.
+func TestMigrateOutsideATransaction(t *testing.T) {
+	env := shared.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	tb := outbox.MustParseTable(fmt.Sprintf("upgrade_%d.outbox", time.Now().UnixNano()))
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		if err := outbox.Drop(cctx, pool, tb, true); err != nil {
+			t.Errorf("dropping %s: %v", tb, err)
+		}
+	})
+	if err := outbox.MigrateTo(ctx, pool, tb, 3); err != nil {
+		t.Fatal(err)
+	}
+	valid := func() (exists, ok bool) {
+		err := pool.QueryRow(ctx, `SELECT count(*) > 0, coalesce(bool_and(i.indisvalid), false) FROM pg_index i
+			JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = $2`, tb.Schema(), tb.ParkedIndex()).Scan(&exists, &ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exists, ok
+	}
+	if exists, _ := valid(); exists {
+		t.Fatalf("MigrateTo 3 built %s, which 004 adds", tb.ParkedIndex())
+	}
+	ev, err := outbox.NewEvent("order.placed", map[string]string{"n": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return outbox.Stage(ctx, tx, tb, ev, outbox.StageOptions{}) }); err != nil {
+		t.Fatal(err)
+	}
+	// A relay's claim holds the row in a transaction that stays open
+	// while 004 runs: a plain CREATE INDEX would wait for it.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `UPDATE `+tb.Ident()+` SET locked_by = 'relay-a' WHERE id = $1`, ev.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- outbox.Migrate(ctx, pool, tb) }()
+	// CREATE INDEX CONCURRENTLY waits for the transactions that began
+	// before it: it cannot end while the holder is open, but it must not
+	// block writes meanwhile.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	for {
+		var waiting bool
+		if err := pool.QueryRow(wctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND state = 'active')`).Scan(&waiting); err != nil {
+			t.Fatalf("waiting for the concurrent build to start: %v", err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Migrate returned %v before the transaction that holds a row ended", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	ev2, err := outbox.NewEvent("order.placed", map[string]string{"n": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	defer scancel()
+	if err := pgx.BeginFunc(sctx, pool, func(tx pgx.Tx) error { return outbox.Stage(sctx, tx, tb, ev2, outbox.StageOptions{}) }); err != nil {
+		t.Fatalf("staging while 004 builds its index: %v", err)
+	}
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if exists, ok := valid(); !exists || !ok {
+		t.Fatalf("after Migrate, %s exists=%v valid=%v", tb.ParkedIndex(), exists, ok)
+	}
+
+	// An interrupted build leaves an invalid index: mark it so, forget
+	// 004, and migrate again.
+	if _, err := pool.Exec(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass($1)`, pgx.Identifier{tb.Schema(), tb.ParkedIndex()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1 AND version = 4`, tb.String()); err != nil {
+		t.Fatal(err)
+	}
+	if exists, ok := valid(); !exists || ok {
+		t.Fatalf("the leftover: exists=%v valid=%v, want an invalid index", exists, ok)
+	}
+	if err := outbox.Migrate(ctx, pool, tb); err != nil {
+		t.Fatal(err)
+	}
+	if exists, ok := valid(); !exists || !ok {
+		t.Fatalf("after migrating over an invalid leftover, exists=%v valid=%v", exists, ok)
+	}
+
+	// On a transaction, 004 cannot run.
+	if _, err := pool.Exec(ctx, `DELETE FROM public.outbox_migrations WHERE table_name = $1 AND version = 4`, tb.String()); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	err = outbox.Migrate(ctx, tx, tb)
+	if err == nil || !strings.Contains(err.Error(), "not a transaction") {
+		t.Fatalf("Migrate on a transaction = %v, want an error saying 004 runs outside one", err)
 	}
 }

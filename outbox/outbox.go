@@ -154,6 +154,10 @@ func (t Table) PendingIndex() string { return t.derivedName("", "_pending_idx") 
 // 001): chat_outbox_processed_idx for chat.outbox.
 func (t Table) ProcessedIndex() string { return t.derivedName("", "_processed_idx") }
 
+// ParkedIndex is the name of the index of the parked rows (migration
+// 004): chat_outbox_parked_idx for chat.outbox.
+func (t Table) ParkedIndex() string { return t.derivedName("", "_parked_idx") }
+
 // derivedName names an object of the table: prefix, the table's name with
 // its dot as "_", and suffix. That name is used as it is when it fits in
 // MaxIdentifierLen bytes and is all lower case. Otherwise the table's name

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -256,5 +257,36 @@ func TestSchemaValidate(t *testing.T) {
 		if err := c.s.Validate(); (err == nil) != c.ok {
 			t.Errorf("%s: Validate() = %v, want ok %v", c.name, err, c.ok)
 		}
+	}
+}
+
+func TestNoTransactionMigrationSplitsItsStatements(t *testing.T) {
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alone []Migration
+	for _, m := range ms {
+		if m.NoTransaction {
+			alone = append(alone, m)
+		}
+	}
+	if len(alone) != 1 || alone[0].Version != 4 {
+		t.Fatalf("migrations outside a transaction: %+v, want 004", alone)
+	}
+	stmts, err := alone[0].Statements(MustParseTable("chat.outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`DROP INDEX CONCURRENTLY IF EXISTS "chat"."chat_outbox_parked_idx";`,
+		"CREATE INDEX CONCURRENTLY \"chat_outbox_parked_idx\"\n    ON \"chat\".\"outbox\" (faulted_at)\n    WHERE faulted_at IS NOT NULL;",
+	}
+	if !slices.Equal(stmts, want) {
+		t.Fatalf("statements = %q, want %q", stmts, want)
+	}
+	one, err := ms[0].Statements(MustParseTable("chat.outbox"))
+	if err != nil || len(one) != 1 {
+		t.Fatalf("a migration in a transaction runs as one statement: %d, %v", len(one), err)
 	}
 }

@@ -122,6 +122,11 @@ type Scenario struct {
 	// failed, one in res.Unchecked says what was not judged.
 	Check func(ctx context.Context, s Stage, res *Result)
 
+	// upgrades marks the rolling upgrade, which creates the outbox as the
+	// relay's upgrade starts from (RelayUnderTest.Upgrade) and applies
+	// only to a relay that has one.
+	upgrades bool
+
 	// hooks, set on the scenarios the catalogue's functions return, are
 	// the code pointers of their hooks as built (see catalogued).
 	hooks *[3]uintptr

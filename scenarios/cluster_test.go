@@ -72,32 +72,37 @@ func TestConfirmStall(t *testing.T) {
 }
 
 // TestFailoverBit holds a failover run to its fault: no commit while the
-// standby was cut off, or an asynchronous failover that undid nothing,
-// is inconclusive.
+// standby was cut off, none on the new primary after the promotion, or
+// an asynchronous failover that undid nothing, is inconclusive.
 func TestFailoverBit(t *testing.T) {
 	f := &history.Fault{Name: "database failover", Kind: checker.KindFailover, Class: history.ClassDB}
-	run := func(commitInLag bool, undone int) Result {
+	run := func(commitInLag, commitAfter bool, undone int) Result {
 		h := []history.Op{{Index: 1, F: history.Commit, Type: history.Invoke}}
 		h = append(h, history.Op{Index: 2, F: history.FaultStart, Type: history.Invoke, Meta: history.Meta{Fault: f}})
 		if commitInLag {
 			h = append(h, history.Op{Index: 3, F: history.Commit, Type: history.Invoke})
 		}
-		h = append(h, history.Op{Index: 4, F: history.FaultStart, Type: history.OK, Meta: history.Meta{Fault: f}})
+		h = append(h, history.Op{Index: 4, F: history.FaultStart, Type: history.OK, Meta: history.Meta{Fault: f}},
+			history.Op{Index: 5, F: history.FaultStop, Type: history.OK, Meta: history.Meta{Fault: f}})
+		if commitAfter {
+			h = append(h, history.Op{Index: 6, F: history.Commit, Type: history.OK})
+		}
 		return Result{History: h, Counts: checker.Counts{FailoverPhantom: undone}}
 	}
 	for _, c := range []struct {
-		name         string
-		repl         testenv.Replication
-		commit       bool
-		undone       int
-		inconclusive bool
+		name          string
+		repl          testenv.Replication
+		commit, after bool
+		undone        int
+		inconclusive  bool
 	}{
-		{"async, undid some", testenv.ReplicationAsync, true, 3, false},
-		{"async, undid none", testenv.ReplicationAsync, true, 0, true},
-		{"no commit in the lag", testenv.ReplicationSync, false, 0, true},
-		{"sync, a commit held", testenv.ReplicationSync, true, 0, false},
+		{"async, undid some", testenv.ReplicationAsync, true, true, 3, false},
+		{"async, undid none", testenv.ReplicationAsync, true, true, 0, true},
+		{"no commit in the lag", testenv.ReplicationSync, false, true, 0, true},
+		{"no commit on the new primary", testenv.ReplicationAsync, true, false, 3, true},
+		{"sync, a commit held", testenv.ReplicationSync, true, true, 0, false},
 	} {
-		res := run(c.commit, c.undone)
+		res := run(c.commit, c.after, c.undone)
 		failoverBit(&res, c.repl)
 		if (len(res.Inconclusive) > 0) != c.inconclusive {
 			t.Errorf("%s: inconclusive %q, want %t", c.name, res.Inconclusive, c.inconclusive)

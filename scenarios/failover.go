@@ -28,7 +28,7 @@ const (
 // (EnvOptionsFor: a standby beside PostgreSQL); and a restore of the
 // database into a new server, on the catalogue's environment.
 func DatabaseCatalogue() []Scenario {
-	return named(failover(FailoverAsync, testenv.ReplicationAsync), failover(FailoverSync, testenv.ReplicationSync), restore())
+	return named(failover(FailoverAsync, testenv.ReplicationAsync), failover(FailoverSync, testenv.ReplicationSync), restore(), rollingUpgrade())
 }
 
 // KindRestore is the kind of the restore fault.
@@ -186,7 +186,7 @@ func failover(name string, repl testenv.Replication) Scenario {
 		summary = "the failover of failover-async with a synchronous standby (synchronous_commit = remote_apply): the producers' commits wait while it is cut off, and the failover undoes no acknowledged commit: nothing lost, no phantom"
 	}
 	return Scenario{
-		Name: name, Summary: summary, Workload: defaultWorkload(), Safety: 10 * time.Second,
+		Name: name, Summary: summary, Workload: defaultWorkload(), Safety: 12 * time.Second,
 		NeedsRelay: true, Standby: repl, ChangesDatabase: map[testenv.Replication]string{testenv.ReplicationAsync: "failover to an asynchronous standby", testenv.ReplicationSync: "failover to a synchronous standby"}[repl],
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
 			env := s.Env()
@@ -205,8 +205,10 @@ func failover(name string, repl testenv.Replication) Scenario {
 				return nil, err
 			}
 			// The heal is the promotion: the time a failover manager takes
-			// to see the primary gone and promote.
-			return []chaos.Step{Step(f, between(rng, 3*time.Second, 5*time.Second), between(rng, time.Second, 2*time.Second))}, nil
+			// to see the primary gone and promote. It comes early enough
+			// that the producers go on committing on the new primary for
+			// a few seconds (the workload spans most of the phase).
+			return []chaos.Step{Step(f, between(rng, 2*time.Second, 3*time.Second), between(rng, time.Second, 1500*time.Millisecond))}, nil
 		},
 		Check: func(_ context.Context, _ Stage, res *Result) { failoverBit(res, repl) },
 	}
@@ -214,38 +216,48 @@ func failover(name string, repl testenv.Replication) Scenario {
 
 // failoverBit makes a failover run inconclusive when its fault could not
 // bite: no producer committed while the standby was cut off (nothing for
-// the standby to miss, and nothing for a synchronous primary to hold),
-// or, with asynchronous replication, the failover undid no acknowledged
-// commit, so the run shows nothing of what such a failover costs.
+// the standby to miss, and nothing for a synchronous primary to hold);
+// no producer committed on the new primary (the relay had nothing to
+// resume on, and a relay that keeps its place from the old primary
+// showed nothing); or, with asynchronous replication, the failover undid
+// no acknowledged commit, so the run shows nothing of what such a
+// failover costs.
 func failoverBit(res *Result, repl testenv.Replication) {
-	var from, to int64
+	var from, to, promoted int64
 	for _, op := range res.History {
-		if op.F != history.FaultStart || op.Meta.Fault == nil || op.Meta.Fault.Kind != checker.KindFailover {
+		if op.Meta.Fault == nil || op.Meta.Fault.Kind != checker.KindFailover {
 			continue
 		}
-		switch op.Type {
-		case history.Invoke:
+		switch {
+		case op.F == history.FaultStart && op.Type == history.Invoke:
 			from = op.Index
-		case history.OK, history.Info:
+		case op.F == history.FaultStart && (op.Type == history.OK || op.Type == history.Info):
 			to = op.Index
+		case op.F == history.FaultStop && op.Type == history.OK:
+			promoted = op.Index
 		}
 	}
 	if from == 0 || to == 0 {
 		return // the fault did not fire: the runner says so
 	}
-	commits := 0
+	commits, after := 0, 0
 	for _, op := range res.History {
 		if op.F == history.Commit && op.Type == history.Invoke && op.Index > from && op.Index < to {
 			commits++
+		}
+		if op.F == history.Commit && op.Type == history.OK && promoted > 0 && op.Index > promoted {
+			after++
 		}
 	}
 	switch {
 	case commits == 0:
 		res.Inconclusive = append(res.Inconclusive, "failover: no producer began a commit while the standby was cut off: it had nothing to miss")
+	case after == 0:
+		res.Inconclusive = append(res.Inconclusive, "failover: no producer committed on the new primary after the promotion: the relay had nothing to resume on")
 	case repl == testenv.ReplicationAsync && res.Counts.FailoverLost+res.Counts.FailoverPhantom == 0:
 		res.Inconclusive = append(res.Inconclusive, fmt.Sprintf("failover: %d commits began while the standby was cut off, and the failover undid none of them: the run shows nothing of what an asynchronous failover costs", commits))
 	default:
-		res.Unchecked = append(res.Unchecked, fmt.Sprintf("failover: %d producer commits began while the standby was cut off", commits))
+		res.Unchecked = append(res.Unchecked, fmt.Sprintf("failover: %d producer commits began while the standby was cut off, %d committed on the new primary after the promotion", commits, after))
 	}
 }
 

@@ -104,6 +104,13 @@ type Replica struct {
 	// settings are the database settings of every session the replica
 	// opens (SetSessionSetting).
 	settings map[string]string
+	// version is the version of the relay the next lifetimes run in a
+	// rolling upgrade (setVersion); nil is the relay under test. pre is
+	// base before the relay under test's Env went over it, and set what
+	// Setenv set, for the environment of another version (program).
+	version *Version
+	pre     map[string]string
+	set     map[string]string
 }
 
 var _ chaos.Container = (*Replica)(nil)
@@ -131,6 +138,10 @@ func (s *Replica) Setenv(key, value string) {
 		s.base = map[string]string{}
 	}
 	s.base[key] = value
+	if s.set == nil {
+		s.set = map[string]string{}
+	}
+	s.set[key] = value
 }
 
 // SetSessionSetting sets a PostgreSQL configuration parameter of every
@@ -255,7 +266,7 @@ func (s *Replica) Stop(ctx context.Context, timeout time.Duration) error {
 // environment. The handle is kept even when the start reports an error
 // (the replica may have died at once, which a failpoint fault expects).
 func (s *Replica) start(ctx context.Context, extra map[string]string) error {
-	env := s.Env()
+	image, command, env := s.program()
 	maps.Copy(env, extra)
 	var (
 		h     relayHandle
@@ -269,13 +280,13 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 		s.mu.Unlock()
 		path = filepath.Join(dir, file)
 		env[contract.EnvRecords] = path
-		if s.r.relay.Image != "" {
+		if image != "" {
 			env[contract.EnvRecords] = recordsMount + "/" + file
 			binds = []string{dir + ":" + recordsMount}
 		}
 	}
 	dbURL := s.r.env.DatabaseURL(testenv.LinkRelayDB)
-	if s.r.relay.Image != "" {
+	if image != "" {
 		dbURL = s.r.env.ContainerDatabaseURL(testenv.LinkRelayDB)
 	}
 	if s.role != nil {
@@ -285,7 +296,7 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 	}
 	env[contract.EnvDatabaseURL] = dbURL
 	amqpURL := s.r.env.AMQPURL(testenv.LinkRelayBroker)
-	if s.r.relay.Image != "" {
+	if image != "" {
 		amqpURL = s.r.env.ContainerAMQPURL(testenv.LinkRelayBroker)
 	}
 	if s.role != nil && s.r.tap != nil {
@@ -294,10 +305,10 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 		}
 		env[contract.EnvAMQPURL] = amqpURL
 	}
-	if s.r.relay.Image != "" {
+	if image != "" {
 		var c *testenv.Container
 		c, err = s.r.env.StartRelay(ctx, testenv.RelaySpec{
-			Name: s.name, Image: s.r.relay.Image, Env: env, StopTimeout: relayStopTimeout, Binds: binds,
+			Name: s.name, Image: image, Env: env, StopTimeout: relayStopTimeout, Binds: binds,
 		})
 		if c != nil {
 			h = containerHandle{c}
@@ -306,7 +317,7 @@ func (s *Replica) start(ctx context.Context, extra map[string]string) error {
 		env[contract.EnvAMQPURL] = amqpURL
 		env[contract.EnvRelayID] = s.name
 		var p *procRelay
-		p, err = startProc(s.name, s.r.relay.Command, env)
+		p, err = startProc(s.name, command, env)
 		if p != nil {
 			h = p
 		}

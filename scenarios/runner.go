@@ -427,6 +427,16 @@ func (sc Scenario) Unmet(relay RelayUnderTest) error {
 		return fmt.Errorf("%w: %s stages the events of one transaction in the outboxes of %d bounded contexts, and the writer of %s commits one outbox table per transaction",
 			ErrNotApplicable, sc.Name, len(sc.Contexts), relay.Name)
 	}
+	if sc.upgrades {
+		up := relay.upgrade()
+		if up == nil {
+			return fmt.Errorf("%w: %s upgrades a relay from one version to the next, and %s, with an outbox of its own, declares no next version (a target file's next: relay and migrate)",
+				ErrNotApplicable, sc.Name, relay.Name)
+		}
+		if err := up.Validate(); err != nil {
+			return fmt.Errorf("%w: %s: %s's %v", ErrNotApplicable, sc.Name, relay.Name, err)
+		}
+	}
 	if unmet := relay.Promises.Unmet(sc.Needs, relay.Name); len(unmet) > 0 {
 		return fmt.Errorf("%w: %s needs %s", ErrNotApplicable, sc.Name, strings.Join(unmet, "; and "))
 	}

@@ -81,6 +81,13 @@ type RelayUnderTest struct {
 	// Identity says where the relay's deliveries carry their event id;
 	// the zero value is the AMQP message_id of the contract.
 	Identity consumer.Identity
+	// Upgrade, when set, is the rolling upgrade the rolling-upgrade
+	// scenario runs: which version the replicas start as, which one
+	// replaces them, and the outbox's migration between. Nil: a relay on
+	// package outbox's table is upgraded from this repository's relay of
+	// an earlier commit (DefaultUpgrade); one with an outbox of its own
+	// declares none, and the scenario is not applicable to it.
+	Upgrade *Upgrade
 	// Replay, when set, is what selects this relay on the run verb's
 	// command line ("--target FILE", "--relay watermill"), which the
 	// replay command then uses instead of one derived from Image or

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxlab/outboxlab/contract"
 	"github.com/outboxlab/outboxlab/fixture"
@@ -47,7 +50,7 @@ func (r *run) setup(ctx context.Context) error {
 	var err error
 	r.fx, err = fixture.New(sctx, r.env, fixture.Options{
 		Prefix: r.schemaPrefix(), Contexts: r.contextNames(), AppConns: int32(2*r.workload.Producers + 4),
-		QueueType: r.queueType(), Outbox: r.relay.Outbox, Identity: r.relay.Identity,
+		QueueType: r.queueType(), Outbox: r.relay.Outbox, Identity: r.relay.Identity, Create: r.createOutbox(),
 	})
 	if err != nil {
 		return err
@@ -179,10 +182,11 @@ func (r *run) startRelays(ctx context.Context) error {
 			for k, v := range r.sc.ContextEnv[bc.name] {
 				base[k] = v
 			}
+			pre := maps.Clone(base)
 			for k, v := range r.relay.Env {
 				base[k] = v
 			}
-			s := &Replica{r: r, name: name, bc: bc, base: base}
+			s := &Replica{r: r, name: name, bc: bc, base: base, pre: pre}
 			bc.relays = append(bc.relays, s)
 			slots = append(slots, s)
 		}
@@ -311,6 +315,19 @@ func (r *run) makeProducers() error {
 		}
 		r.producers = append(r.producers, p)
 		r.clocks = append(r.clocks, clk)
+	}
+	return nil
+}
+
+// createOutbox returns how the run creates its outbox tables when that is
+// not as the relay under test's outbox does: as the version a rolling
+// upgrade starts from has them (Upgrade.Before).
+func (r *run) createOutbox() func(ctx context.Context, db *pgxpool.Pool, table outbox.Table) error {
+	if !r.sc.upgrades || r.mode != workload.Outbox {
+		return nil
+	}
+	if up := r.relay.upgrade(); up != nil {
+		return up.Before
 	}
 	return nil
 }

@@ -94,6 +94,11 @@ const (
 	// runs the relay-side mutant that OUTBOX_MUTANT names, for the
 	// harness's kill matrix. Only the harness uses it.
 	ImageRelayMutants = "outboxlab/relay-mutants:dev"
+	// ImageRelayPrev is this repository's relay as an earlier commit had
+	// it (the Makefile's RELAY_PREV): the version the rolling-upgrade
+	// scenario replaces by the relay under test, on the outbox as its
+	// migrations before 004 leave it.
+	ImageRelayPrev = "outboxlab/relay:prev"
 	// ImageWatermillRelay is watermill's forwarder under the black-box
 	// contract (./cmd/watermill-relay, package target/watermill).
 	ImageWatermillRelay = "outboxlab/watermill-relay:dev"

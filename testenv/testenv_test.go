@@ -117,7 +117,7 @@ func TestMakefileAgrees(t *testing.T) {
 	}
 	for name, tag := range map[string]string{
 		"debian": ImageBase, "postgres": ImagePostgres, "rabbitmq": ImageRabbitMQ,
-		"toxiproxy": ImageToxiproxy, "relay": ImageRelay, "relay-mutants": ImageRelayMutants,
+		"toxiproxy": ImageToxiproxy, "relay": ImageRelay, "relay-mutants": ImageRelayMutants, "relay-prev": ImageRelayPrev,
 		"watermill-relay": ImageWatermillRelay,
 	} {
 		re := regexp.MustCompile(`(?m)^IMAGE_` + name + `\s*:=\s*(\S+)\s*$`)

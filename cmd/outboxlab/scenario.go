@@ -168,7 +168,7 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 		return unavailable(std, verb, "cannot look for the relay image %s: %v", img, err)
 	case ok:
 		return exitOK
-	case img == testenv.ImageRelay || img == testenv.ImageRelayMutants || img == testenv.ImageWatermillRelay:
+	case img == testenv.ImageRelay || img == testenv.ImageRelayMutants || img == testenv.ImageRelayPrev || img == testenv.ImageWatermillRelay:
 		return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it with `make images` (nothing is pulled from a registry)", img)
 	}
 	return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it (docker build -t %s ...) or load it (docker load); nothing is pulled from a registry", img, img)

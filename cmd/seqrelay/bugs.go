@@ -23,6 +23,8 @@ const (
 	bugTransient    bug = "transient"
 	bugPoisonBlocks bug = "poison-blocks"
 	bugXidMark      bug = "xid-mark"
+	bugSinceStart   bug = "since-start"
+	bugXidHighWater bug = "xid-high-water"
 )
 
 // bugMode describes one bug mode: the promise it breaks, numbered as in
@@ -46,6 +48,8 @@ var bugModes = []bugMode{
 	{bugTransient, "§2.2 persistent delivery", "broker-killed", "lost"},
 	{bugPoisonBlocks, "§2.2 an unknown type or undecodable payload is parked at once", "poison", "parking (and liveness)"},
 	{bugXidMark, "§2.1 a row is eligible by its columns alone, whatever transaction wrote it", "restore", "lost (and liveness)"},
+	{bugXidHighWater, "§2.1 after a failover, the relay's place in the outbox comes from the new primary, not from what it kept of the old one", "failover-async", "lost (and liveness)"},
+	{bugSinceStart, "§2.1 claim every eligible pending row, also those staged before this relay started", "rolling-upgrade", "lost (and liveness)"},
 }
 
 // parseBug reads SEQRELAY_BUG.

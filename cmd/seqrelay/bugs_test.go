@@ -14,7 +14,7 @@ var catalogueScenarios = map[string]bool{
 	"poison": true, "confirm-lost": true, "slow-network": true, "commit-order-inversion": true,
 	"rolling-restart": true, "producer-crash": true, "pipeline": true,
 	// The database's scenarios, which run when named.
-	"restore": true,
+	"restore": true, "rolling-upgrade": true, "failover-async": true,
 }
 
 func TestBugModeTable(t *testing.T) {

@@ -70,6 +70,9 @@ type seqRelay struct {
 	// that drained the backlog: rows written before it were all seen
 	// (xid-mark only).
 	xidMark int64
+	// since is the database's time when the relay first connected
+	// (since-start only).
+	since time.Time
 }
 
 func newRelay(cfg config, lg *logger, stop <-chan struct{}) *seqRelay {
@@ -218,12 +221,12 @@ func (r *seqRelay) claim() ([]claimed, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
 	defer cancel()
 	var mark int64
-	if r.cfg.bug == bugXidMark {
+	if r.cfg.bug == bugXidMark || r.cfg.bug == bugXidHighWater {
 		if err := r.db.QueryRow(ctx, snapshotXmin).Scan(&mark); err != nil {
 			return nil, err
 		}
 	}
-	sql, args := r.q.claim(batchSize, r.highWater, r.xidMark)
+	sql, args := r.q.claim(batchSize, r.highWater, r.xidMark, r.since)
 	rows, err := r.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -251,6 +254,9 @@ func (r *seqRelay) claim() ([]claimed, error) {
 		// or is not pending. Correct on one server, whose transaction
 		// ids only grow; a restored one's start again below the mark.
 		r.xidMark = mark
+	}
+	if r.cfg.bug == bugXidHighWater && len(out) < batchSize {
+		r.xidMark = max(r.xidMark, mark)
 	}
 	if r.cfg.bug == bugSkipLate {
 		for _, c := range out {
@@ -423,6 +429,12 @@ func (r *seqRelay) ensureDB() error {
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return err
+	}
+	if r.cfg.bug == bugSinceStart && r.since.IsZero() {
+		if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&r.since); err != nil {
+			_ = conn.Close(ctx)
+			return err
+		}
 	}
 	r.db = conn
 	r.log.printf("connected to the database")

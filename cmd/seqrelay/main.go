@@ -117,6 +117,20 @@
 //     one server, whose transaction ids only grow; breaks "a row is
 //     eligible by its columns alone" (§2.1) when they start again, after
 //     a dump and restore: restore, checker lost (and liveness).
+//   - xid-high-water: xid-mark, keeping the highest mark it ever reached
+//     (transaction ids only grow, it assumes) across reconnections. A
+//     standby promoted after an asynchronous failover never received the
+//     last transaction ids the old primary gave, and gives them again:
+//     rows committed by them after the failover are below the mark, and
+//     skipped for good. Breaks "the relay's place comes from the new
+//     primary" (§2.1): failover-async, checker lost (and liveness).
+//   - since-start: claims only rows staged (occurred_at) at or after the
+//     moment it first connected to the database, on the database clock,
+//     as a new version that reads only what it staged itself would.
+//     Correct for a relay that was always there; breaks "claim every
+//     eligible pending row" (§2.1) for one that replaces another: the rows
+//     the old version left are never published: rolling-upgrade, checker
+//     lost (and liveness).
 //   - transient: publishes with transient delivery mode. Breaks "persistent
 //     delivery" (§2.2): messages confirmed and marked that sit in the
 //     queue when RabbitMQ is killed are gone after its restart:

@@ -49,8 +49,9 @@ func (q queries) fence(p *params, now string) string {
 
 // claim leases up to limit eligible rows: pending, with no lease or an
 // expired one, oldest occurred_at first, rows locked by another claim
-// skipped. after is skip-late's high-water mark (ignored otherwise).
-func (q queries) claim(limit int, after string, xidMark int64) (string, []any) {
+// skipped. after is skip-late's high-water mark, xidMark xid-mark's and
+// since since-start's start (each ignored otherwise).
+func (q queries) claim(limit int, after string, xidMark int64, since time.Time) (string, []any) {
 	p := &params{}
 	now := q.leaseNow(p)
 	where := "processed_at IS NULL AND faulted_at IS NULL AND (locked_until IS NULL OR locked_until <= " + now + ")"
@@ -59,10 +60,13 @@ func (q queries) claim(limit int, after string, xidMark int64) (string, []any) {
 		where += " AND id > " + p.add(after) + "::uuid"
 		order = "id"
 	}
-	if q.bug == bugXidMark {
+	if q.bug == bugXidMark || q.bug == bugXidHighWater {
 		// The row version's transaction id, widened as pg_snapshot_xmin
 		// gives it (epoch 0 on a server that has not wrapped around).
 		where += " AND xmin::text::bigint >= " + p.add(xidMark)
+	}
+	if q.bug == bugSinceStart {
+		where += " AND occurred_at >= " + p.add(since) + "::timestamptz"
 	}
 	sql := `WITH picked AS (
 	SELECT id FROM ` + q.table + `

@@ -83,7 +83,7 @@ func statements(q queries) map[string]struct {
 			args []any
 		}{sql, args}
 	}
-	s, a := q.claim(batchSize, zeroUUID, 0)
+	s, a := q.claim(batchSize, zeroUUID, 0, time.Time{})
 	add("claim", s, a)
 	s, a = q.mark("0190a000-0000-7000-8000-000000000001")
 	add("mark", s, a)
@@ -177,16 +177,26 @@ func TestBugModesChangeTheirStatements(t *testing.T) {
 	})
 	t.Run("skip-late", func(t *testing.T) {
 		q := testQueries(bugSkipLate)
-		s, args := q.claim(batchSize, "0190a000-0000-7000-8000-000000000009", 0)
+		s, args := q.claim(batchSize, "0190a000-0000-7000-8000-000000000009", 0, time.Time{})
 		if !strings.Contains(s, "AND id > $1::uuid") || !strings.Contains(s, "ORDER BY id\n") || args[0] != "0190a000-0000-7000-8000-000000000009" {
 			t.Errorf("skip-late claim has no high-water mark: %v\n%s", args, s)
 		}
 	})
-	t.Run("xid-mark", func(t *testing.T) {
-		q := testQueries(bugXidMark)
-		s, args := q.claim(batchSize, zeroUUID, 742)
-		if !strings.Contains(s, "AND xmin::text::bigint >= $") || args[0] != int64(742) {
-			t.Errorf("xid-mark claim has no transaction id mark: %v\n%s", args, s)
+	for _, b := range []bug{bugXidMark, bugXidHighWater} {
+		t.Run(string(b), func(t *testing.T) {
+			q := testQueries(b)
+			s, args := q.claim(batchSize, zeroUUID, 742, time.Time{})
+			if !strings.Contains(s, "AND xmin::text::bigint >= $") || args[0] != int64(742) {
+				t.Errorf("%s claim has no transaction id mark: %v\n%s", b, args, s)
+			}
+		})
+	}
+	t.Run("since-start", func(t *testing.T) {
+		q := testQueries(bugSinceStart)
+		since := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+		s, args := q.claim(batchSize, zeroUUID, 0, since)
+		if !strings.Contains(s, "AND occurred_at >= $") || args[0] != since {
+			t.Errorf("since-start claim has no start: %v\n%s", args, s)
 		}
 	})
 	// The other modes change what the loop does, not the SQL.
