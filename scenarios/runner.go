@@ -428,7 +428,7 @@ func (sc Scenario) Unmet(relay RelayUnderTest) error {
 			ErrNotApplicable, sc.Name, len(sc.Contexts), relay.Name)
 	}
 	if sc.upgrades {
-		up := relay.upgrade()
+		up := relay.PlannedUpgrade()
 		if up == nil {
 			return fmt.Errorf("%w: %s upgrades a relay from one version to the next, and %s, with an outbox of its own, declares no next version (a target file's next: relay and migrate)",
 				ErrNotApplicable, sc.Name, relay.Name)

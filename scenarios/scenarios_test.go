@@ -345,11 +345,14 @@ func TestClusterCatalogue(t *testing.T) {
 	}
 }
 
-// TestDatabaseCatalogue fails the database over under our relay, each
-// scenario on an environment of its own (PostgreSQL with a standby of
-// its replication): with an asynchronous standby the failover undoes
-// acknowledged commits, counted apart, and the relay loses none of the
-// rest; with a synchronous one it undoes none.
+// TestDatabaseCatalogue changes the database and the deployment under
+// our relay, each scenario on an environment of its own: it fails the
+// database over (PostgreSQL with a standby of its replication): with an
+// asynchronous standby the failover undoes acknowledged commits, counted
+// apart, and the relay loses none of the rest; with a synchronous one it
+// undoes none. It restores the database into a new server, and upgrades
+// the relay from outboxlab/relay:prev with outbox migration 004 between,
+// version N+1 publishing rows that N left.
 func TestDatabaseCatalogue(t *testing.T) {
 	for _, sc := range DatabaseCatalogue() {
 		t.Run(sc.Name, func(t *testing.T) {
@@ -369,6 +372,11 @@ func TestDatabaseCatalogue(t *testing.T) {
 					t.Errorf("SEED=%d %s: a synchronous failover undid %d acknowledged commits", seed, sc.Name, undone)
 				case sc.Standby == testenv.ReplicationAsync && undone == 0:
 					t.Errorf("SEED=%d %s: the asynchronous failover undid nothing", seed, sc.Name)
+				}
+				if sc.Name == RollingUpgrade && !slices.ContainsFunc(res.Unchecked, func(u string) bool {
+					return strings.Contains(u, "ours replaced "+testenv.ImageRelayPrev)
+				}) {
+					t.Errorf("SEED=%d %s: no replacement of %s noted: %q", seed, sc.Name, testenv.ImageRelayPrev, res.Unchecked)
 				}
 			}
 		})

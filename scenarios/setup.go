@@ -326,7 +326,7 @@ func (r *run) createOutbox() func(ctx context.Context, db *pgxpool.Pool, table o
 	if !r.sc.upgrades || r.mode != workload.Outbox {
 		return nil
 	}
-	if up := r.relay.upgrade(); up != nil {
+	if up := r.relay.PlannedUpgrade(); up != nil {
 		return up.Before
 	}
 	return nil

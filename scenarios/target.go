@@ -56,6 +56,21 @@ type TargetFile struct {
 	Capabilities string        `yaml:"capabilities"`
 	Outbox       TargetOutbox  `yaml:"outbox"`
 	Delivery     TargetDeliver `yaml:"delivery"`
+	// Next, when set, is the relay's next version, for the
+	// rolling-upgrade scenario: the replicas start as Relay on the outbox
+	// that Outbox.Migrate creates, Next.Migrate runs while they drain,
+	// and Next.Relay replaces them one by one.
+	Next *TargetNext `yaml:"next"`
+}
+
+// TargetNext is a target's next version: how its relay starts, as
+// TargetRelay, and the SQL that migrates the outbox to it, with the
+// placeholders of TargetOutbox. The SQL runs as one query string while
+// producers stage and relays claim and mark (so in one implicit
+// transaction); empty migrates nothing.
+type TargetNext struct {
+	Relay   TargetRelay `yaml:"relay"`
+	Migrate string      `yaml:"migrate"`
 }
 
 // TargetRelay is how a replica of the target's relay starts: an image on
@@ -274,9 +289,50 @@ func parseTarget(data []byte, dir string) (TargetCheck, []error) {
 	if u.Identity, err = consumer.ParseIdentity(f.Delivery.ID); err != nil {
 		problems = append(problems, fmt.Errorf("delivery.id: %w", err))
 	}
+	if f.Next != nil {
+		up, errs := f.Next.upgrade(dir)
+		problems = append(problems, errs...)
+		u.Upgrade = up
+	}
 	c.Relay = u
 	c.Rows, c.RowsUnsure = rowsColumns(f.Outbox.Rows)
 	return c, problems
+}
+
+// upgrade reads the next version of a target file into the rolling
+// upgrade from the target's relay to it.
+func (n TargetNext) upgrade(dir string) (*Upgrade, []error) {
+	var problems []error
+	image, command, err := n.Relay.resolve(dir)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("next.%w", err))
+	}
+	for _, k := range slices.Sorted(maps.Keys(n.Relay.Env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			problems = append(problems, fmt.Errorf("next.relay.env: %q is not a variable name", k))
+		}
+	}
+	if err := checkPlaceholders(n.Migrate); err != nil {
+		problems = append(problems, fmt.Errorf("next.migrate: %w", err))
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	name := image
+	if name == "" {
+		name = strings.Join(command, " ")
+	}
+	sql := n.Migrate
+	return &Upgrade{
+		To: Version{Name: name, Image: image, Command: command, Env: n.Relay.Env},
+		Migrate: func(ctx context.Context, db *pgxpool.Pool, table outbox.Table) error {
+			if strings.TrimSpace(sql) == "" {
+				return nil
+			}
+			_, err := db.Exec(ctx, expand(sql, table))
+			return err
+		},
+	}, nil
 }
 
 // strict returns what CheckTarget refuses beyond ParseTarget: a stage

@@ -85,16 +85,60 @@ func TestParseTarget(t *testing.T) {
 	}
 }
 
+// TestParseTargetNext reads a target's next version into the rolling
+// upgrade from the target's relay to it, and a target without one has
+// none: the scenario is not applicable to it.
+func TestParseTargetNext(t *testing.T) {
+	u, err := ParseTarget([]byte(otherColumns+`next:
+  relay:
+    image: other-relay:2
+    env: {OTHER_POLL: 50ms}
+  migrate: ALTER TABLE {table} ADD COLUMN IF NOT EXISTS version int
+`), "examples/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := u.PlannedUpgrade()
+	if up == nil {
+		t.Fatal("a target with next has no upgrade")
+	}
+	if !up.From.self() || up.To.Image != "other-relay:2" || up.To.Env["OTHER_POLL"] != "50ms" || up.Before != nil || up.Migrate == nil {
+		t.Errorf("upgrade %+v: want from the target's relay to other-relay:2, on the target's outbox", up)
+	}
+	if err := up.Validate(); err != nil {
+		t.Error(err)
+	}
+	plain, err := ParseTarget([]byte(otherColumns), "examples/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.PlannedUpgrade() != nil {
+		t.Error("a target with an outbox of its own and no next has an upgrade")
+	}
+	sc, _ := Lookup(RollingUpgrade)
+	if err := sc.Unmet(plain); !errors.Is(err, ErrNotApplicable) || !strings.Contains(err.Error(), "next") {
+		t.Errorf("rolling-upgrade on a target without next: %v, want not applicable naming next", err)
+	}
+	if err := sc.Unmet(u); err != nil {
+		t.Errorf("rolling-upgrade on a target with next: %v", err)
+	}
+	if ours := (RelayUnderTest{}).PlannedUpgrade(); ours == nil || ours.From.Image != "outboxlab/relay:prev" || !ours.To.self() {
+		t.Errorf("our relay's upgrade %+v: want from outboxlab/relay:prev to itself", ours)
+	}
+}
+
 func TestParseTargetRefusesWhatCannotWork(t *testing.T) {
 	for _, c := range []struct{ name, text, want string }{
 		{"no relay", "outbox: {migrate: x, stage: x, rows: x}", "relay: give image"},
 		{"both", "relay: {image: a, command: b}\noutbox: {migrate: x, stage: x, rows: x}", "not both"},
 		{"no outbox", "relay: {image: a}", "outbox.migrate, outbox.stage, outbox.rows: missing"},
-		{"unknown field", "relay: {image: a}\ntable: x", "table: unknown field (line 2; known here: name, relay, capabilities, outbox, delivery)"},
+		{"unknown field", "relay: {image: a}\ntable: x", "table: unknown field (line 2; known here: name, relay, capabilities, outbox, delivery, next)"},
 		{"bad identity", "relay: {image: a}\noutbox: {migrate: x, stage: x, rows: x}\ndelivery: {id: property}", "delivery.id"},
 		{"bad capability", "relay: {image: a}\ncapabilities: teleports\noutbox: {migrate: x, stage: x, rows: x}", "unknown capability"},
 		{"bad parameter", "relay: {image: a}\noutbox: {migrate: x, stage: 'INSERT INTO {table} VALUES (:event)', rows: x}", "unknown parameter :event"},
 		{"bad placeholder", "relay: {image: a}\noutbox: {migrate: 'CREATE TABLE {tbl} ()', stage: x, rows: x}", "unknown placeholder {tbl}"},
+		{"next without a relay", "relay: {image: a}\noutbox: {migrate: x, stage: x, rows: x}\nnext: {migrate: x}", "next.relay: give image"},
+		{"next with a bad placeholder", "relay: {image: a}\noutbox: {migrate: x, stage: x, rows: x}\nnext: {relay: {image: b}, migrate: 'ALTER TABLE {tbl} ADD x int'}", "next.migrate: unknown placeholder {tbl}"},
 	} {
 		_, err := ParseTarget([]byte(c.text), ".")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

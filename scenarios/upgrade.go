@@ -96,9 +96,10 @@ func DefaultUpgrade() Upgrade {
 	}
 }
 
-// upgrade returns the rolling upgrade of u: its own, or DefaultUpgrade
-// for a relay on package outbox's table; nil when it declares none.
-func (u RelayUnderTest) upgrade() *Upgrade {
+// PlannedUpgrade returns the rolling upgrade the rolling-upgrade scenario
+// runs on u: its own, or DefaultUpgrade for a relay on package outbox's
+// table; nil when it declares none.
+func (u RelayUnderTest) PlannedUpgrade() *Upgrade {
 	switch {
 	case u.Upgrade != nil:
 		return u.Upgrade
@@ -119,12 +120,12 @@ func rollingUpgrade() Scenario {
 		ChangesDatabase: "schema migration and rolling upgrade",
 		upgrades:        true,
 		Prepare: func(s Stage, r *Replica) {
-			if up := s.Relay().upgrade(); up != nil && !up.From.self() {
+			if up := s.Relay().PlannedUpgrade(); up != nil && !up.From.self() {
 				r.setVersion(&up.From)
 			}
 		},
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
-			up := s.Relay().upgrade()
+			up := s.Relay().PlannedUpgrade()
 			if up == nil {
 				return nil, fmt.Errorf("%s: %s declares no upgrade", RollingUpgrade, s.Relay().Name)
 			}

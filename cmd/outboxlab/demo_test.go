@@ -159,8 +159,11 @@ func TestRunWithARunner(t *testing.T) {
 	for _, n := range scenarios.ConsumerNames() {
 		want += n + "  " + consumerListNote + "\n"
 	}
-	for _, n := range scenarios.DatabaseNames() {
-		want += n + "  " + databaseListNote + "\n"
+	for _, sc := range scenarios.DatabaseCatalogue() {
+		want += sc.Name + "  " + databaseListNote(sc) + "\n"
+	}
+	if !strings.Contains(want, "rolling-upgrade  (runs only when named with --scenario)\n") || !strings.Contains(want, "failover-sync  (runs only when named with --scenario, on a PostgreSQL with a streaming standby)") {
+		t.Errorf("--list notes of the database's scenarios: %q", want)
 	}
 	if code, out, _ := invokeWith(t, d, "run", "--list"); code != exitOK || out != want {
 		t.Errorf("--list: exit %d %q, want %q", code, out, want)

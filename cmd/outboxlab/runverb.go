@@ -150,8 +150,8 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		for _, n := range scenarios.ConsumerNames() {
 			fmt.Fprintf(std.out, "%s  %s\n", n, consumerListNote)
 		}
-		for _, n := range scenarios.DatabaseNames() {
-			fmt.Fprintf(std.out, "%s  %s\n", n, databaseListNote)
+		for _, sc := range scenarios.DatabaseCatalogue() {
+			fmt.Fprintf(std.out, "%s  %s\n", sc.Name, databaseListNote(sc))
 		}
 		return exitOK
 	}
@@ -201,6 +201,17 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 	}
 	if code := d.needRelay(ctx, std, "run", relay); code != exitOK {
 		return code
+	}
+	if up := relay.PlannedUpgrade(); up != nil && slices.Contains(names, scenarios.RollingUpgrade) {
+		// The other version of the upgrade must start too.
+		for _, v := range []scenarios.Version{up.From, up.To} {
+			if v.Image == "" && len(v.Command) == 0 {
+				continue
+			}
+			if code := d.needRelay(ctx, std, "run", scenarios.RelayUnderTest{Name: v.Name, Image: v.Image, Command: v.Command}); code != exitOK {
+				return code
+			}
+		}
 	}
 	w := std.out
 	if o.json {
@@ -301,6 +312,7 @@ func (o *runOptions) run(ctx context.Context, std *stdio, d deps) int {
 		countsTable(std.out, rows, func(_ int, r scenarios.Result) string { return runName(r, o.seeds > 1) }, "scenario")
 		footprintLines(std.out, rows, o.seeds > 1)
 		failoverLines(std.out, rows, o.seeds > 1)
+		changeLines(std.out, rows, o.seeds > 1)
 	}
 	for _, r := range rows {
 		if r.Verdict() == scenarios.VerdictNotApplicable {
@@ -515,6 +527,36 @@ func failoverLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 	}
 }
 
-// databaseListNote follows a scenario of the database's own faults in
-// run --list.
-const databaseListNote = "(runs only when named with --scenario, on a PostgreSQL with a streaming standby)"
+// databaseListNote follows a scenario of the database's and the
+// deployment's changes in run --list.
+func databaseListNote(sc scenarios.Scenario) string {
+	if sc.Standby != "" {
+		return "(runs only when named with --scenario, on a PostgreSQL with a streaming standby)"
+	}
+	return "(runs only when named with --scenario)"
+}
+
+// changeLines prints, per run of a scenario that changes the database or
+// the deployment under the relay (Result.Database), what its own check
+// noted of the change: how many commits the failover cut off, the
+// transaction ids a restore started from, which version replaced which
+// in an upgrade.
+func changeLines(w io.Writer, rows []scenarios.Result, seeds bool) {
+	first := true
+	for _, r := range rows {
+		if r.Database == "" {
+			continue
+		}
+		for _, u := range r.Unchecked {
+			name, _, _ := strings.Cut(u, ": ")
+			if name != r.Scenario && !strings.HasPrefix(r.Scenario, name+"-") {
+				continue
+			}
+			if first {
+				fmt.Fprintln(w, "\nwhat changed under the relay:")
+				first = false
+			}
+			fmt.Fprintf(w, "  %s: %s\n", runName(r, seeds), u)
+		}
+	}
+}

@@ -169,6 +169,7 @@ func (d deps) needRelay(ctx context.Context, std *stdio, verb string, u scenario
 	case ok:
 		return exitOK
 	case img == testenv.ImageRelay || img == testenv.ImageRelayMutants || img == testenv.ImageRelayPrev || img == testenv.ImageWatermillRelay:
+		// relay-prev is built from the commit RELAY_PREV of the Makefile.
 		return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it with `make images` (nothing is pulled from a registry)", img)
 	}
 	return unavailable(std, verb, "the relay image %s is not in the local Docker engine: build it (docker build -t %s ...) or load it (docker load); nothing is pulled from a registry", img, img)
