@@ -123,3 +123,25 @@ func TestNotApplicableHasARowAndRequireAllFailsIt(t *testing.T) {
 		t.Errorf("--require-all: exit %d, want %d naming what was not judged\n%s%s", code, exitFail, out, errOut)
 	}
 }
+
+// TestChangeLines prints, under a run's table, what the scenario's own
+// check noted of a change of the database or the deployment, and
+// nothing of the other notes or of runs that changed neither.
+func TestChangeLines(t *testing.T) {
+	rows := []scenarios.Result{
+		{Scenario: "rolling-upgrade", Database: "schema migration and rolling upgrade", Seed: 7, Unchecked: []string{
+			"relays: judged from their own records",
+			"rolling-upgrade: ours replaced outboxlab/relay:prev (relay-a at 0.6s)",
+		}},
+		{Scenario: "failover-async", Database: "failover to an asynchronous standby", Seed: 1, Unchecked: []string{"failover: 12 producer commits began while the standby was cut off"}},
+		{Scenario: "baseline", Seed: 1, Unchecked: []string{"baseline: not a change"}},
+	}
+	var b strings.Builder
+	changeLines(&b, rows, false)
+	want := "\nwhat changed under the relay:\n" +
+		"  rolling-upgrade: ours replaced outboxlab/relay:prev (relay-a at 0.6s)\n" +
+		"  failover-async: failover: 12 producer commits began while the standby was cut off\n"
+	if b.String() != want {
+		t.Errorf("changeLines:\n%q\nwant\n%q", b.String(), want)
+	}
+}

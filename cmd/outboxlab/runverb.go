@@ -548,13 +548,16 @@ func changeLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 			continue
 		}
 		for _, u := range r.Unchecked {
-			name, _, _ := strings.Cut(u, ": ")
+			name, rest, _ := strings.Cut(u, ": ")
 			if name != r.Scenario && !strings.HasPrefix(r.Scenario, name+"-") {
 				continue
 			}
 			if first {
 				fmt.Fprintln(w, "\nwhat changed under the relay:")
 				first = false
+			}
+			if name == r.Scenario {
+				u = rest // the run's name says it
 			}
 			fmt.Fprintf(w, "  %s: %s\n", runName(r, seeds), u)
 		}

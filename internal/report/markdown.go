@@ -1097,12 +1097,12 @@ func serviceAbbrev(service string) string {
 	return service
 }
 
-// writeDatabase renders the campaigns that failed the database over to
-// a standby, one per relay and replication: the scenarios' table, what
-// each failover undid, and the findings.
+// writeDatabase renders the campaigns that changed the database or the
+// deployment under the relay, one per relay and change: the scenarios'
+// table, what each failover undid, and the findings.
 func writeDatabase(s *strings.Builder, files []*ScenarioFile, meta Meta) {
-	s.WriteString("## The database changing under the relay\n\n")
-	s.WriteString("A failover: PostgreSQL with a streaming standby; mid-run the standby falls behind (its replication link cut), the primary is killed, and the standby is promoted with every client's link moved to it. With asynchronous replication, commits the primary acknowledged can be gone after the failover; with synchronous replication (the contrast) none may be. A restore: the database is replaced by a dump and restore of it into a new server at the same address; its transaction ids start again.\n\n")
+	s.WriteString("## The database and the deployment changing under the relay\n\n")
+	s.WriteString("A failover: PostgreSQL with a streaming standby; mid-run the standby falls behind (its replication link cut), the primary is killed, and the standby is promoted with every client's link moved to it. With asynchronous replication, commits the primary acknowledged can be gone after the failover; with synchronous replication (the contrast) none may be. A restore: the database is replaced by a dump and restore of it into a new server at the same address; its transaction ids start again. A rolling upgrade: the replicas run version N of the relay on N's outbox, the outbox is migrated to N+1's schema while they run, and each replica is replaced by version N+1 in turn, with the relays' link to the broker down meanwhile so that N leaves rows for N+1 to publish.\n\n")
 	for _, f := range files {
 		writeCampaign(s, f, mdCode(relayOf(f))+", "+databaseOf(f), meta, "What the checkers judged the relay by, without records of its own:")
 		writeFailover(s, f.Runs)
