@@ -235,3 +235,40 @@ func TestMigrateOutsideATransaction(t *testing.T) {
 		t.Fatalf("Migrate on a transaction = %v, want an error saying 004 runs outside one", err)
 	}
 }
+
+// TestMigrateManyTablesAtOnce migrates eight tables at once, as tests
+// and relays on one server do. A Migrate that waited for the lock inside
+// a transaction while another built 004's index CONCURRENTLY under it
+// deadlocked: the build waits for every older transaction to end.
+func TestMigrateManyTablesAtOnce(t *testing.T) {
+	env := shared.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := fmt.Sprintf("many_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		if err := outbox.Drop(cctx, pool, outbox.MustParseTable(schema+".t0"), true); err != nil {
+			t.Errorf("dropping %s: %v", schema, err)
+		}
+		if _, err := pool.Exec(cctx, `DELETE FROM public.outbox_migrations WHERE split_part(table_name, '.', 1) = $1`, schema); err != nil {
+			t.Error(err)
+		}
+	})
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			errs <- outbox.Migrate(ctx, pool, outbox.MustParseTable(fmt.Sprintf("%s.t%d", schema, i)))
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

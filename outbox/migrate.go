@@ -145,6 +145,30 @@ type Conn interface {
 // one that runs outside.
 const migrateLock = `hashtext('outboxlab.migrate')`
 
+// awaitLock calls try, which tries to take migrateLock without waiting,
+// until it does, backing off from 10 ms to 200 ms between tries. No
+// Migrate waits for the lock inside a transaction: an index built
+// CONCURRENTLY under the lock waits for every transaction older than its
+// snapshots to end, and a transaction waiting for the lock would wait for
+// the build in turn, a deadlock.
+func awaitLock(ctx context.Context, try func() (bool, error)) error {
+	wait := 10 * time.Millisecond
+	for {
+		ok, err := try()
+		if err != nil || ok {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
 // Migrate applies the migrations that table has not seen yet. It is
 // idempotent and safe to run from several processes at once: each table's
 // migrations run under an advisory lock and are recorded in
@@ -207,14 +231,24 @@ func MigrateTo(ctx context.Context, db Conn, table Table, version int) error {
 // migrateInTx applies those of ms that table has not seen yet in one
 // transaction, under the transaction-scoped lock.
 func migrateInTx(ctx context.Context, db Conn, table Table, ms []Migration) error {
-	tx, err := db.Begin(ctx)
+	var tx pgx.Tx
+	err := awaitLock(ctx, func() (bool, error) {
+		t, err := db.Begin(ctx)
+		if err != nil {
+			return false, err
+		}
+		var got bool
+		if err := t.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(`+migrateLock+`)`).Scan(&got); err != nil || !got {
+			_ = t.Rollback(ctx)
+			return false, err
+		}
+		tx = t
+		return true, nil
+	})
 	if err != nil {
-		return fmt.Errorf("migrating %s: %w", table, err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+migrateLock+`)`); err != nil {
 		return fmt.Errorf("migrating %s: locking: %w", table, err)
 	}
+	defer tx.Rollback(ctx)
 	if table.Schema() != "" {
 		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{table.Schema()}.Sanitize()); err != nil {
 			return fmt.Errorf("migrating %s: creating schema: %w", table, err)
@@ -259,7 +293,16 @@ func migrateInTx(ctx context.Context, db Conn, table Table, ms []Migration) erro
 // table and outbox_migrations exist.
 func migrateAlone(ctx context.Context, db Conn, table Table, m Migration) (err error) {
 	label := fmt.Sprintf("%03d_%s", m.Version, m.Name)
-	if _, err := db.Exec(ctx, `SELECT pg_advisory_lock(`+migrateLock+`)`); err != nil {
+	q, ok := db.(interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	})
+	if !ok {
+		return fmt.Errorf("migrating %s: %s needs a connection that can query (QueryRow)", table, label)
+	}
+	if err := awaitLock(ctx, func() (got bool, err error) {
+		err = q.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+migrateLock+`)`).Scan(&got)
+		return got, err
+	}); err != nil {
 		return fmt.Errorf("migrating %s: locking for %s: %w", table, label, err)
 	}
 	defer func() {
@@ -274,12 +317,6 @@ func migrateAlone(ctx context.Context, db Conn, table Table, m Migration) (err e
 			err = errors.Join(err, fmt.Errorf("migrating %s: unlocking after %s: %w", table, label, uerr))
 		}
 	}()
-	q, ok := db.(interface {
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	})
-	if !ok {
-		return fmt.Errorf("migrating %s: %s needs a connection that can query (QueryRow)", table, label)
-	}
 	var done bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM public.outbox_migrations WHERE table_name = $1 AND version = $2)`,
 		table.String(), m.Version).Scan(&done); err != nil {
