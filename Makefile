@@ -225,6 +225,9 @@ BG_PKGS            := ./internal/sim/ ./property/ ./internal/mutant/generated/
 BG_CONTAINER_TESTS := ^(TestBrokerSuiteRabbitMQ|TestDeliverySuiteRabbitMQ|TestInfraProperty|TestContainerTier)$$
 HAVE_PG_BINARIES   := $(wildcard /usr/lib/postgresql/*/bin/initdb)
 BG_LOG             := $(BUILD)/test-background.log
+# The database's and the deployment's scenarios on containers: make
+# test-database runs them, make test leaves them out.
+DATABASE_TESTS     := ^TestDatabaseCatalogue$$
 GO_TEST            = $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS)
 
 ## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker: the packages that start no containers in parallel, those that do one at a time (their CPU-bound tests that start none beside them at nice 19, where PostgreSQL's binaries are installed), the relay's mutant tests (-tags mutants) and test-examples
@@ -238,17 +241,25 @@ test: images build
 		echo "beside the next phase, at nice 19 (output in $(BG_LOG) until it ends): go test -skip '$(BG_CONTAINER_TESTS)' $(BG_PKGS)"; \
 		nice -n 19 $(GO_TEST) -skip '$(BG_CONTAINER_TESTS)' $(BG_PKGS) >$(BG_LOG) 2>&1 & bg=$$!; \
 		echo "$(GO) test -p 1 (one at a time): the other packages that start containers"; \
-		$(GO_TEST) -p 1 $$($(call TEST_PKGS,1) | grep -vxF "$$bgpkgs") || status=1; \
+		$(GO_TEST) -p 1 -skip '$(DATABASE_TESTS)' $$($(call TEST_PKGS,1) | grep -vxF "$$bgpkgs") || status=1; \
 		echo "$(GO) test -p 1 -run '$(BG_CONTAINER_TESTS)' $(BG_PKGS)"; \
 		$(GO_TEST) -p 1 -run '$(BG_CONTAINER_TESTS)' $(BG_PKGS) || status=1; \
 		echo "waiting for the tests beside it:"; wait $$bg || status=1; cat $(BG_LOG); \
 	else \
 		echo "$(GO) test -p 1 (one at a time): the packages that start containers"; \
-		$(GO_TEST) -p 1 $$($(call TEST_PKGS,1)) || status=1; \
+		$(GO_TEST) -p 1 -skip '$(DATABASE_TESTS)' $$($(call TEST_PKGS,1)) || status=1; \
 	fi; \
 	exit $$status
 	$(GO_TEST_MUTANTS) -count=1
 	@$(MAKE) --no-print-directory test-examples
+
+## test-database: the scenarios that change the database and the deployment under our relay (failover-async, failover-sync, restore, rolling-upgrade; about a minute and a half), which `make test` leaves out; its time printed
+.PHONY: test-database
+test-database: export OUTBOXLAB_REQUIRE_DOCKER := 1
+test-database: images
+	@start=$$(date +%s); status=0; \
+	$(GO_TEST) -run '$(DATABASE_TESTS)' ./scenarios/ || status=$$?; \
+	echo "test-database: finished in $$(($$(date +%s) - start))s with status $$status"; exit $$status
 
 ## test-packages: list the packages `make test` runs one at a time (they start containers) and those it runs in parallel
 .PHONY: test-packages
