@@ -237,9 +237,11 @@ func TestMigrateOutsideATransaction(t *testing.T) {
 }
 
 // TestMigrateManyTablesAtOnce migrates eight tables at once, as tests
-// and relays on one server do. A Migrate that waited for the lock inside
-// a transaction while another built 004's index CONCURRENTLY under it
-// deadlocked: the build waits for every older transaction to end.
+// and relays on one server do: eight new ones, which take 004 in the
+// transaction that creates them, and then eight that exist at version
+// 3, each building 004's index CONCURRENTLY under the lock. A Migrate
+// that waited for the lock inside a transaction while another built the
+// index deadlocked: the build waits for every older transaction to end.
 func TestMigrateManyTablesAtOnce(t *testing.T) {
 	env := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -260,15 +262,32 @@ func TestMigrateManyTablesAtOnce(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	errs := make(chan error, 8)
-	for i := range 8 {
-		go func() {
-			errs <- outbox.Migrate(ctx, pool, outbox.MustParseTable(fmt.Sprintf("%s.t%d", schema, i)))
-		}()
-	}
-	for range 8 {
-		if err := <-errs; err != nil {
-			t.Error(err)
+	table := func(kind string, i int) outbox.Table { return outbox.MustParseTable(fmt.Sprintf("%s.%s%d", schema, kind, i)) }
+	at := func(kind string, migrate func(tb outbox.Table) error) {
+		t.Helper()
+		errs := make(chan error, 8)
+		for i := range 8 {
+			go func() { errs <- migrate(table(kind, i)) }()
 		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	at("new", func(tb outbox.Table) error { return outbox.Migrate(ctx, pool, tb) })
+	for i := range 8 {
+		if err := outbox.MigrateTo(ctx, pool, table("old", i), 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at("old", func(tb outbox.Table) error { return outbox.Migrate(ctx, pool, tb) })
+	var valid int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname LIKE '%parked_idx' AND i.indisvalid`, schema).Scan(&valid); err != nil {
+		t.Fatal(err)
+	}
+	if valid != 16 {
+		t.Errorf("%d valid indexes of the parked rows, want 16", valid)
 	}
 }

@@ -89,6 +89,14 @@ func LatestVersion() (int, error) {
 // is quoted and at most MaxIdentifierLen bytes, so that no two tables'
 // indexes share a name (see Table.PendingIndex).
 func (m Migration) SQL(table Table) (string, error) {
+	return m.render(table, true)
+}
+
+// render renders the migration for table; concurrently sets
+// {{.Concurrently}}, which a migration that runs outside a transaction
+// puts where CONCURRENTLY goes: empty when it runs in Migrate's
+// transaction on a table that transaction creates.
+func (m Migration) render(table Table, concurrently bool) (string, error) {
 	var buf bytes.Buffer
 	parked := pgx.Identifier{table.ParkedIndex()}
 	if table.Schema() != "" {
@@ -100,6 +108,7 @@ func (m Migration) SQL(table Table) (string, error) {
 		"ProcessedIndex": pgx.Identifier{table.ProcessedIndex()}.Sanitize(),
 		"ParkedIndex":    pgx.Identifier{table.ParkedIndex()}.Sanitize(),
 		"ParkedIndexRef": parked.Sanitize(),
+		"Concurrently":   map[bool]string{true: "CONCURRENTLY"}[concurrently],
 	})
 	return buf.String(), err
 }
@@ -220,7 +229,8 @@ func MigrateTo(ctx context.Context, db Conn, table Table, version int) error {
 		for j < len(ms) && !ms[j].NoTransaction {
 			j++
 		}
-		if err := migrateInTx(ctx, db, table, ms[i:j]); err != nil {
+		all, err := migrateInTx(ctx, db, table, ms[i:j], ms[j:])
+		if err != nil || all {
 			return err
 		}
 		i = j
@@ -229,10 +239,14 @@ func MigrateTo(ctx context.Context, db Conn, table Table, version int) error {
 }
 
 // migrateInTx applies those of ms that table has not seen yet in one
-// transaction, under the transaction-scoped lock.
-func migrateInTx(ctx context.Context, db Conn, table Table, ms []Migration) error {
+// transaction, under the transaction-scoped lock. When that transaction
+// creates the table (it does not exist and no migration of it is
+// recorded), nobody else can write the table before it commits: it
+// applies rest too, the migrations that would run outside a transaction
+// included (without CONCURRENTLY), and reports all.
+func migrateInTx(ctx context.Context, db Conn, table Table, ms, rest []Migration) (all bool, err error) {
 	var tx pgx.Tx
-	err := awaitLock(ctx, func() (bool, error) {
+	err = awaitLock(ctx, func() (bool, error) {
 		t, err := db.Begin(ctx)
 		if err != nil {
 			return false, err
@@ -246,12 +260,12 @@ func migrateInTx(ctx context.Context, db Conn, table Table, ms []Migration) erro
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("migrating %s: locking: %w", table, err)
+		return false, fmt.Errorf("migrating %s: locking: %w", table, err)
 	}
 	defer tx.Rollback(ctx)
 	if table.Schema() != "" {
 		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{table.Schema()}.Sanitize()); err != nil {
-			return fmt.Errorf("migrating %s: creating schema: %w", table, err)
+			return false, fmt.Errorf("migrating %s: creating schema: %w", table, err)
 		}
 	}
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS public.outbox_migrations (
@@ -260,30 +274,39 @@ func migrateInTx(ctx context.Context, db Conn, table Table, ms []Migration) erro
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (table_name, version))`); err != nil {
-		return fmt.Errorf("migrating %s: creating outbox_migrations: %w", table, err)
+		return false, fmt.Errorf("migrating %s: creating outbox_migrations: %w", table, err)
+	}
+	if len(rest) > 0 {
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NULL AND NOT EXISTS (SELECT 1 FROM public.outbox_migrations WHERE table_name = $2)`,
+			table.Ident(), table.String()).Scan(&all); err != nil {
+			return false, fmt.Errorf("migrating %s: reading whether the table exists: %w", table, err)
+		}
+		if all {
+			ms = append(slices.Clone(ms), rest...)
+		}
 	}
 	for _, m := range ms {
 		tag, err := tx.Exec(ctx,
 			`INSERT INTO public.outbox_migrations (table_name, version, name) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 			table.String(), m.Version, m.Name)
 		if err != nil {
-			return fmt.Errorf("migrating %s: recording %03d_%s: %w", table, m.Version, m.Name, err)
+			return false, fmt.Errorf("migrating %s: recording %03d_%s: %w", table, m.Version, m.Name, err)
 		}
 		if tag.RowsAffected() == 0 {
 			continue // applied before
 		}
-		stmt, err := m.SQL(table)
+		stmt, err := m.render(table, false)
 		if err != nil {
-			return fmt.Errorf("migrating %s: rendering %03d_%s: %w", table, m.Version, m.Name, err)
+			return false, fmt.Errorf("migrating %s: rendering %03d_%s: %w", table, m.Version, m.Name, err)
 		}
 		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("migrating %s: applying %03d_%s: %w", table, m.Version, m.Name, err)
+			return false, fmt.Errorf("migrating %s: applying %03d_%s: %w", table, m.Version, m.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migrating %s: commit: %w", table, err)
+		return false, fmt.Errorf("migrating %s: commit: %w", table, err)
 	}
-	return nil
+	return all, nil
 }
 
 // migrateAlone applies m, a migration that runs outside a transaction,

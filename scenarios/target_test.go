@@ -122,6 +122,14 @@ func TestParseTargetNext(t *testing.T) {
 	if err := sc.Unmet(u); err != nil {
 		t.Errorf("rolling-upgrade on a target with next: %v", err)
 	}
+	// The shipped example with a next version passes CheckTarget too.
+	c, err := CheckTarget("../examples/pyrelay/upgrade.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up := c.Relay.PlannedUpgrade(); up == nil || up.To.Env["OUTBOX_BATCH_SIZE"] != "10" || c.Relay.Env["OUTBOX_BATCH_SIZE"] != "100" {
+		t.Errorf("examples/pyrelay/upgrade.yaml: relay env %v, upgrade %+v", c.Relay.Env, up)
+	}
 	if ours := (RelayUnderTest{}).PlannedUpgrade(); ours == nil || ours.From.Image != "outboxlab/relay:prev" || !ours.To.self() {
 		t.Errorf("our relay's upgrade %+v: want from outboxlab/relay:prev to itself", ours)
 	}
