@@ -322,6 +322,7 @@ func (n TargetNext) upgrade(dir string) (*Upgrade, []error) {
 	if name == "" {
 		name = strings.Join(command, " ")
 	}
+	name = "next (" + name + ")"
 	sql := n.Migrate
 	return &Upgrade{
 		To: Version{Name: name, Image: image, Command: command, Env: n.Relay.Env},
