@@ -115,14 +115,7 @@ func TestEdgeTableNamesMigrateAndStage(t *testing.T) {
 // was interrupted) is dropped and built again, and 004 on a transaction
 // fails naming what it needs.
 func TestMigrateOutsideATransaction(t *testing.T) {
-	env := shared.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, env.DirectDatabaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	ctx, pool := migratePool(t)
 	tb := outbox.MustParseTable(fmt.Sprintf("upgrade_%d.outbox", time.Now().UnixNano()))
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
@@ -243,14 +236,7 @@ func TestMigrateOutsideATransaction(t *testing.T) {
 // that waited for the lock inside a transaction while another built the
 // index deadlocked: the build waits for every older transaction to end.
 func TestMigrateManyTablesAtOnce(t *testing.T) {
-	env := shared.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, env.DirectDatabaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	ctx, pool := migratePool(t)
 	schema := fmt.Sprintf("many_%d", time.Now().UnixNano())
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
@@ -290,4 +276,19 @@ func TestMigrateManyTablesAtOnce(t *testing.T) {
 	if valid != 16 {
 		t.Errorf("%d valid indexes of the parked rows, want 16", valid)
 	}
+}
+
+// migratePool returns a pool on the package's PostgreSQL, closed when the
+// test ends, and a context that ends two minutes from now.
+func migratePool(t *testing.T) (context.Context, *pgxpool.Pool) {
+	t.Helper()
+	env := shared.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	pool, err := pgxpool.New(ctx, env.DirectDatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return ctx, pool
 }
