@@ -248,7 +248,9 @@ func TestMigrateManyTablesAtOnce(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	table := func(kind string, i int) outbox.Table { return outbox.MustParseTable(fmt.Sprintf("%s.%s%d", schema, kind, i)) }
+	table := func(kind string, i int) outbox.Table {
+		return outbox.MustParseTable(fmt.Sprintf("%s.%s%d", schema, kind, i))
+	}
 	at := func(kind string, migrate func(tb outbox.Table) error) {
 		t.Helper()
 		errs := make(chan error, 8)
