@@ -28,6 +28,18 @@ func (a *analysis) failedOver() bool {
 	})
 }
 
+// failoverDied returns the index by which a failover of the database
+// had killed the old primary (its start's completion), 0 without one: an
+// operation that began before it may have run on the old primary.
+func (a *analysis) failoverDied() int64 {
+	for _, w := range a.windows {
+		if w.fault.Class == history.ClassDB && w.fault.Kind == KindFailover {
+			return w.took
+		}
+	}
+	return 0
+}
+
 // undoneByFailover reports whether e's commit was acknowledged and then
 // lost by a failover: the run failed the database over, the final state
 // lists the business rows that survived (State.Business), and e's is not

@@ -71,3 +71,48 @@ func TestFailover(t *testing.T) {
 		t.Errorf("a commit never delivered, with no failover: %+v", r)
 	}
 }
+
+// TestDuplicateEffectsAcrossAFailover: an event applied on the old
+// primary during the standby's lag, then again on the new primary after
+// the failover undid the first apply (with its inbox row), has one
+// effect: noted with an asynchronous standby, not failed. Every other
+// second apply still fails.
+func TestDuplicateEffectsAcrossAFailover(t *testing.T) {
+	f := history.Fault{Name: "database failover", Kind: KindFailover, Class: history.ClassDB}
+	// a is applied on the old primary, which dies; the failover lost its
+	// mark, so the relay publishes it again and consumer-2 applies it.
+	across := func(second func(*hb) *hb) []history.Op {
+		b := build().commit("producer-1", "a").relay("relay-a", "a").consume("consumer-1", "a")
+		b.faults[f.Name] = f
+		b.rec("nemesis", history.Invoke, history.FaultStart, history.Meta{Fault: &f})
+		b.rec("nemesis", history.OK, history.FaultStart, history.Meta{Fault: &f})
+		return second(b.heal(f.Name).relay("relay-a", "a")).h()
+	}
+	h := across(func(b *hb) *hb { return b.consume("consumer-2", "a") })
+	one := State{Effects: map[string]int{"a": 1}, Business: map[string]bool{"a": true}}
+	r := DuplicateEffects(h, one, Config{})
+	if !r.Valid || len(r.Noted) != 1 || !strings.Contains(r.Reasons["a"], "the failover undid it") {
+		t.Errorf("asynchronous standby, one effect left: %+v: want a noted, not failed", r)
+	}
+	bad := map[string]struct {
+		h   []history.Op
+		st  State
+		cfg Config
+	}{
+		"a synchronous standby keeps every acknowledged apply": {h, one, Config{SyncReplication: true}},
+		"two effects in the final state":                       {h, State{Effects: map[string]int{"a": 2}}, Config{}},
+		"the effects table not read":                           {h, State{}, Config{}},
+		"both applies on the new primary": {across(func(b *hb) *hb {
+			return b.consume("consumer-2", "a").consume("consumer-1", "a")
+		}), one, Config{}},
+		"no failover, a plain database kill": {func() []history.Op {
+			b := build().commit("producer-1", "a").relay("relay-a", "a").consume("consumer-1", "a").dbKill("kill")
+			return b.heal("kill").relay("relay-a", "a").consume("consumer-2", "a").h()
+		}(), one, Config{}},
+	}
+	for name, c := range bad {
+		if r := DuplicateEffects(c.h, c.st, c.cfg); r.Valid || len(r.Offending) != 1 {
+			t.Errorf("%s: %+v: want a offending", name, r)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -105,7 +106,13 @@ func (a *analysis) unexpected() Result {
 
 // DuplicateEffects finds events whose effect was applied more than once:
 // State.Effects above 1, or two Apply ok records not flagged "duplicate".
-// Each is a failure: duplicates are the consumer's to absorb.
+// Each is a failure: duplicates are the consumer's to absorb. One case
+// is not the consumer's: after a failover to an asynchronous standby, an
+// apply that began on the old primary may have been undone with the
+// rest of what the standby never received (its effect and its inbox row
+// together), and the redelivery applied the event again on the new
+// primary. An event applied once before the primary died and once after
+// it, with one effect in the final state, is noted, not failed.
 func DuplicateEffects(h []history.Op, s State, cfg Config) Result {
 	return analyze(h, s, cfg).duplicateEffects()
 }
@@ -113,24 +120,44 @@ func DuplicateEffects(h []history.Op, s State, cfg Config) Result {
 func (a *analysis) duplicateEffects() Result {
 	v := a.verdict(NameDuplicateEffects)
 	n := 0
+	var noted []string
+	undone := map[string]string{}
+	died := a.failoverDied()
 	for _, id := range a.ids {
 		e := a.events[id]
 		if e.applied() {
 			n++
 		}
-		var fresh []history.Op
-		for _, op := range e.applyOK {
-			if !op.Duplicate {
-				fresh = append(fresh, op)
+		var fresh []history.Pair
+		for _, p := range e.applies {
+			if p.Done != nil && p.Done.Type == history.OK && !p.Done.Duplicate {
+				fresh = append(fresh, p)
 			}
 		}
 		switch {
 		case e.effects > 1:
 			v.offend(id, "%d effects in the effects table", e.effects)
+		case len(fresh) == 2 && died > 0 && !a.cfg.SyncReplication && e.effectsKnown && e.effects == 1 &&
+			fresh[0].Invoke.Index < died && fresh[1].Invoke.Index > died:
+			noted = append(noted, id)
+			undone[id] = fmt.Sprintf("applied with effect twice: #%d by %s began before the primary died, and the failover undid it (one effect in the new primary's effects table); #%d by %s applied it again",
+				fresh[0].Done.Index, fresh[0].Done.Process, fresh[1].Done.Index, fresh[1].Done.Process)
 		case len(fresh) > 1:
 			v.offend(id, "applied with effect %d times (#%d by %s, then #%d by %s)",
-				len(fresh), fresh[0].Index, fresh[0].Process, fresh[1].Index, fresh[1].Process)
+				len(fresh), fresh[0].Done.Index, fresh[0].Done.Process, fresh[1].Done.Index, fresh[1].Done.Process)
 		}
 	}
-	return v.result(fmt.Sprintf("%d applied events must have one effect each", n))
+	detail := fmt.Sprintf("%d applied events must have one effect each", n)
+	if len(noted) > 0 {
+		detail += fmt.Sprintf("; %d applied again after the failover undid their first apply", len(noted))
+	}
+	res := v.result(detail)
+	if len(noted) > 0 {
+		res.Noted = noted
+		if res.Reasons == nil {
+			res.Reasons = map[string]string{}
+		}
+		maps.Copy(res.Reasons, undone)
+	}
+	return res
 }

@@ -39,7 +39,7 @@ func restore() Scenario {
 		Name:            Restore,
 		Summary:         "the database is replaced by a dump and restore of it into a new server at the same address (pg_dump, pg_restore), with its roles: the rows and sequences are the old ones, the transaction ids start again from a fresh server's; a relay that tracks its place by transaction id or keeps one across the change must not stall or skip the rows committed after it",
 		Workload:        defaultWorkload(),
-		Safety:          12 * time.Second,
+		Safety:          restoreSafety,
 		NeedsRelay:      true,
 		ChangesDatabase: "dump and restore",
 		Faults: func(s Stage, rng *rand.Rand, safety time.Duration) ([]chaos.Step, error) {
@@ -56,7 +56,11 @@ func restore() Scenario {
 			if err := s.AddFault(f, ""); err != nil {
 				return nil, err
 			}
-			return []chaos.Step{Step(f, between(rng, 3*time.Second, 4*time.Second), between(rng, 300*time.Millisecond, time.Second))}, nil
+			// The copy takes 1 to 4 s, longer on a loaded machine; it
+			// starts early enough, and the producers' transactions are
+			// spread over enough of the phase (restoreSafety), that they
+			// go on committing on the new server for seconds after it.
+			return []chaos.Step{Step(f, between(rng, 2*time.Second, 3*time.Second), between(rng, 300*time.Millisecond, time.Second))}, nil
 		},
 		Check: func(_ context.Context, s Stage, res *Result) {
 			for _, f := range s.Faults() {
@@ -67,6 +71,11 @@ func restore() Scenario {
 		},
 	}
 }
+
+// restoreSafety is restore's safety phase: the producers' transactions
+// are spread over 70% of it, 10.5 s, so that a copy that takes 4 s and
+// starts at 3 s leaves them 3 s and more on the new server.
+const restoreSafety = 15 * time.Second
 
 // burnXids uses up 20,000 transaction ids in one statement: each
 // subtransaction that writes gets an id of its own.

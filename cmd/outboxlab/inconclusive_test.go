@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxlab/outboxlab/checker"
 	"github.com/outboxlab/outboxlab/scenarios"
 )
 
@@ -143,5 +144,27 @@ func TestChangeLines(t *testing.T) {
 		"  failover-async: failover: 12 producer commits began while the standby was cut off\n"
 	if b.String() != want {
 		t.Errorf("changeLines:\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// TestFailoverLines: the failover's lines list the commits it undid and,
+// apart, the events applied again after it undid their first apply; a
+// duplicate-effects result with nothing noted adds nothing.
+func TestFailoverLines(t *testing.T) {
+	rep := checker.Report{Results: []checker.Result{
+		{Checker: checker.NameFailover, Valid: true, Detail: "1 reached the broker and then was lost by it", Noted: []string{"a"}, Reasons: map[string]string{"a": "its business row is gone"}},
+		{Checker: checker.NameDuplicateEffects, Valid: true, Detail: "2 applied events must have one effect each; 1 applied again after the failover undid their first apply", Noted: []string{"b"}, Reasons: map[string]string{"b": "the failover undid it"}},
+	}}
+	plain := checker.Report{Results: []checker.Result{{Checker: checker.NameDuplicateEffects, Valid: true, Detail: "3 applied events must have one effect each"}}}
+	rows := []scenarios.Result{{Scenario: "failover-async", Seed: 1, Report: rep}, {Scenario: "baseline", Seed: 1, Report: plain}}
+	var b strings.Builder
+	failoverLines(&b, rows, false)
+	want := "\nfailover (the acknowledged commits that the failover of the database undid):\n" +
+		"  failover-async: 1 reached the broker and then was lost by it\n" +
+		"    a: its business row is gone\n" +
+		"  failover-async: 2 applied events must have one effect each; 1 applied again after the failover undid their first apply\n" +
+		"    b: the failover undid it\n"
+	if b.String() != want {
+		t.Errorf("failoverLines:\n%q\nwant\n%q", b.String(), want)
 	}
 }

@@ -499,14 +499,15 @@ func runName(r scenarios.Result, seeds bool) string {
 }
 
 // failoverLines prints, per run whose database failed over, what the
-// failover undid of the acknowledged commits, event by event (at most
-// failoverShown of them).
+// failover undid of the acknowledged commits and of the consumers'
+// applies (an event applied again after the failover undid its first
+// apply), event by event (at most failoverShown of each).
 func failoverLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 	const failoverShown = 5
 	first := true
 	for _, r := range rows {
 		for _, c := range r.Report.Results {
-			if c.Checker != checker.NameFailover || c.Skipped {
+			if c.Skipped || !(c.Checker == checker.NameFailover || c.Checker == checker.NameDuplicateEffects && len(c.Noted) > 0) {
 				continue
 			}
 			if first {
