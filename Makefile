@@ -227,7 +227,7 @@ HAVE_PG_BINARIES   := $(wildcard /usr/lib/postgresql/*/bin/initdb)
 BG_LOG             := $(BUILD)/test-background.log
 # The database's and the deployment's scenarios on containers: make
 # test-database runs them, make test leaves them out.
-DATABASE_TESTS     := ^TestDatabaseCatalogue$$
+DATABASE_TESTS     := ^(TestDatabaseCatalogue|TestDatabaseScenariosThroughTheSuite)$$
 GO_TEST            = $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS)
 
 ## test: what CI runs: build what is missing (images, Go, debootstrap as for images), then every test with Docker: the packages that start no containers in parallel, those that do one at a time (their CPU-bound tests that start none beside them at nice 19, where PostgreSQL's binaries are installed), the relay's mutant tests (-tags mutants) and test-examples
@@ -253,12 +253,12 @@ test: images build
 	$(GO_TEST_MUTANTS) -count=1
 	@$(MAKE) --no-print-directory test-examples
 
-## test-database: the scenarios that change the database and the deployment under our relay (failover-async, failover-sync, restore, rolling-upgrade; about a minute and a half), which `make test` leaves out; its time printed
+## test-database: the scenarios that change the database and the deployment under our relay (failover-async, failover-sync, restore, rolling-upgrade), and failover-sync through the public suite; about two minutes, which `make test` leaves out; its time printed
 .PHONY: test-database
 test-database: export OUTBOXLAB_REQUIRE_DOCKER := 1
 test-database: images
 	@start=$$(date +%s); status=0; \
-	$(GO_TEST) -run '$(DATABASE_TESTS)' ./scenarios/ || status=$$?; \
+	$(GO_TEST) -p 1 -run '$(DATABASE_TESTS)' ./scenarios/ ./suite/ || status=$$?; \
 	echo "test-database: finished in $$(($$(date +%s) - start))s with status $$status"; exit $$status
 
 ## test-packages: list the packages `make test` runs one at a time (they start containers) and those it runs in parallel

@@ -66,7 +66,9 @@ type Options struct {
 	// Scenarios names the scenarios to run; empty: the whole one-node
 	// catalogue (scenarios.Names), unless Custom gives scenarios. Cluster
 	// scenarios (cluster-...) run when named, on a cluster environment of
-	// their own.
+	// their own; so do the consumers' (scenarios.ConsumerNames) and the
+	// database's and the deployment's (scenarios.DatabaseNames: a
+	// failover runs on a PostgreSQL with a streaming standby).
 	Scenarios []string
 	// Custom are scenarios of the team's own, built as scenarios.Scenario
 	// values (a workload, Faults, Check), run after the named ones, each
@@ -147,8 +149,9 @@ func selected(opts Options) ([]scenarios.Scenario, error) {
 	for _, n := range names {
 		sc, ok := scenarios.Lookup(n)
 		if !ok {
-			return nil, fmt.Errorf("no scenario %q (the catalogue: %s; the cluster tier: %s)", n,
-				strings.Join(scenarios.Names(), ", "), strings.Join(scenarios.ClusterNames(), ", "))
+			return nil, fmt.Errorf("no scenario %q (the catalogue: %s; the cluster tier: %s; the consumers: %s; the database and the deployment: %s)", n,
+				strings.Join(scenarios.Names(), ", "), strings.Join(scenarios.ClusterNames(), ", "),
+				strings.Join(scenarios.ConsumerNames(), ", "), strings.Join(scenarios.DatabaseNames(), ", "))
 		}
 		scs = append(scs, sc)
 	}
