@@ -148,18 +148,19 @@ func TestChangeLines(t *testing.T) {
 }
 
 // TestFailoverLines: the failover's lines list the commits it undid and,
-// apart, the events applied again after it undid their first apply; a
-// duplicate-effects result with nothing noted adds nothing.
+// after them whatever the report's order, the events applied again after
+// it undid their first apply; a duplicate-effects result with nothing
+// noted adds nothing.
 func TestFailoverLines(t *testing.T) {
 	rep := checker.Report{Results: []checker.Result{
-		{Checker: checker.NameFailover, Valid: true, Detail: "1 reached the broker and then was lost by it", Noted: []string{"a"}, Reasons: map[string]string{"a": "its business row is gone"}},
 		{Checker: checker.NameDuplicateEffects, Valid: true, Detail: "2 applied events must have one effect each; 1 applied again after the failover undid their first apply", Noted: []string{"b"}, Reasons: map[string]string{"b": "the failover undid it"}},
+		{Checker: checker.NameFailover, Valid: true, Detail: "1 reached the broker and then was lost by it", Noted: []string{"a"}, Reasons: map[string]string{"a": "its business row is gone"}},
 	}}
 	plain := checker.Report{Results: []checker.Result{{Checker: checker.NameDuplicateEffects, Valid: true, Detail: "3 applied events must have one effect each"}}}
 	rows := []scenarios.Result{{Scenario: "failover-async", Seed: 1, Report: rep}, {Scenario: "baseline", Seed: 1, Report: plain}}
 	var b strings.Builder
 	failoverLines(&b, rows, false)
-	want := "\nfailover (the acknowledged commits that the failover of the database undid):\n" +
+	want := "\nfailover (the acknowledged commits and the consumers' applies that the failover of the database undid):\n" +
 		"  failover-async: 1 reached the broker and then was lost by it\n" +
 		"    a: its business row is gone\n" +
 		"  failover-async: 2 applied events must have one effect each; 1 applied again after the failover undid their first apply\n" +

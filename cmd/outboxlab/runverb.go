@@ -506,23 +506,25 @@ func failoverLines(w io.Writer, rows []scenarios.Result, seeds bool) {
 	const failoverShown = 5
 	first := true
 	for _, r := range rows {
-		for _, c := range r.Report.Results {
-			if c.Skipped || !(c.Checker == checker.NameFailover || c.Checker == checker.NameDuplicateEffects && len(c.Noted) > 0) {
-				continue
-			}
-			if first {
-				fmt.Fprintln(w, "\nfailover (the acknowledged commits that the failover of the database undid):")
-				first = false
-			}
-			name := runName(r, seeds)
-			fmt.Fprintf(w, "  %s: %s\n", name, c.Detail)
-			ids := append(slices.Clone(c.Offending), c.Noted...)
-			for i, id := range ids {
-				if i == failoverShown {
-					fmt.Fprintf(w, "    ... and %d more (in the bundle's scenarios.json)\n", len(ids)-failoverShown)
-					break
+		// The commits first, then the applies, whatever the report's order.
+		for _, name := range []string{checker.NameFailover, checker.NameDuplicateEffects} {
+			for _, c := range r.Report.Results {
+				if c.Checker != name || c.Skipped || name == checker.NameDuplicateEffects && len(c.Noted) == 0 {
+					continue
 				}
-				fmt.Fprintf(w, "    %s: %s\n", id, c.Reasons[id])
+				if first {
+					fmt.Fprintln(w, "\nfailover (the acknowledged commits and the consumers' applies that the failover of the database undid):")
+					first = false
+				}
+				fmt.Fprintf(w, "  %s: %s\n", runName(r, seeds), c.Detail)
+				ids := append(slices.Clone(c.Offending), c.Noted...)
+				for i, id := range ids {
+					if i == failoverShown {
+						fmt.Fprintf(w, "    ... and %d more (in the bundle's scenarios.json)\n", len(ids)-failoverShown)
+						break
+					}
+					fmt.Fprintf(w, "    %s: %s\n", id, c.Reasons[id])
+				}
 			}
 		}
 	}

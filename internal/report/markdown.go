@@ -1114,25 +1114,42 @@ func writeDatabase(s *strings.Builder, files []*ScenarioFile, meta Meta) {
 // writeFailover writes, for the runs whose database failed over, what
 // the failover undid of the producers' acknowledged commits: the events
 // lost by it before they reached the broker, those that reached it (its
-// phantoms), and the first of them with the evidence.
+// phantoms), and the first of them with the evidence; and what it undid
+// of the consumers' applies: the events applied again on the new primary
+// after it undid their first apply (duplicate-effects' noted events),
+// with the first of them.
 func writeFailover(s *strings.Builder, runs []ScenarioRun) {
 	first := true
 	for _, r := range runs {
+		var again *CheckerVerdict
+		for i, c := range r.Checkers {
+			if c.Name == checker.NameDuplicateEffects && c.Noted > 0 {
+				again = &r.Checkers[i]
+			}
+		}
 		for _, c := range r.Checkers {
 			if c.Name != checker.NameFailover || c.Skipped {
 				continue
 			}
 			if first {
-				s.WriteString("\n_What the failover of the database undid of the producers' acknowledged commits: the events lost by it before they reached the broker, and those that reached it and whose commit is gone (its phantoms), with the first of them and the evidence. A synchronous standby must undo none; an asynchronous one may._\n\n")
-				s.WriteString("| scenario | seed | verdict | committed | failover lost | failover phantom | the first, and why |\n|---|--:|---|--:|--:|--:|---|\n")
+				s.WriteString("\n_What the failover of the database undid of the producers' acknowledged commits: the events lost by it before they reached the broker, and those that reached it and whose commit is gone (its phantoms), with the first of them and the evidence. A synchronous standby must undo none; an asynchronous one may. Applied again: the events a consumer applied on the old primary and again on the new one, the failover having undone the first apply with its inbox row (one effect left)._\n\n")
+				s.WriteString("| scenario | seed | verdict | committed | failover lost | failover phantom | applied again | the first, and why |\n|---|--:|---|--:|--:|--:|--:|---|\n")
 				first = false
 			}
 			var ev []string
 			for _, id := range c.First {
 				ev = append(ev, mdCode(id)+": "+c.Why[id])
 			}
-			fmt.Fprintf(s, "| %s | %d | %s | %d | %d | %d | %s |\n", cell(r.Scenario), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)),
-				r.Counts.Committed, r.Counts.FailoverLost, r.Counts.FailoverPhantom, cell(orValue(strings.Join(ev, "<br>"), "-")))
+			applied := 0
+			if again != nil {
+				applied = again.Noted
+				if len(again.First) > 0 {
+					id := again.First[0]
+					ev = append(ev, mdCode(id)+": "+again.Why[id])
+				}
+			}
+			fmt.Fprintf(s, "| %s | %d | %s | %d | %d | %d | %d | %s |\n", cell(r.Scenario), r.Seed, mdVerdict(verdictOf(r.Valid, r.Problems, r.Inconclusive)),
+				r.Counts.Committed, r.Counts.FailoverLost, r.Counts.FailoverPhantom, applied, cell(orValue(strings.Join(ev, "<br>"), "-")))
 		}
 	}
 }

@@ -255,3 +255,20 @@ func TestFootprintSection(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFailover: a failover run's row counts what the failover undid
+// of the commits and, apart, of the consumers' applies (the events
+// duplicate-effects noted), with the first of each and its evidence; a
+// run without a failover writes nothing.
+func TestWriteFailover(t *testing.T) {
+	run := ScenarioRun{Scenario: "failover-async", Seed: 3, Valid: true, Counts: checker.Counts{Committed: 90, FailoverPhantom: 2}, Checkers: []CheckerVerdict{
+		{Name: checker.NameFailover, Valid: true, Noted: 2, First: []string{"a"}, Why: map[string]string{"a": "its business row is gone"}},
+		{Name: checker.NameDuplicateEffects, Valid: true, Noted: 1, First: []string{"b"}, Why: map[string]string{"b": "the failover undid it"}},
+	}}
+	var s strings.Builder
+	writeFailover(&s, []ScenarioRun{run, {Scenario: "baseline", Seed: 3, Valid: true, Checkers: []CheckerVerdict{{Name: checker.NameFailover, Skipped: true}}}})
+	want := "| failover-async | 3 | PASS | 90 | 0 | 2 | 1 | `a`: its business row is gone<br>`b`: the failover undid it |\n"
+	if !strings.HasSuffix(s.String(), want) || strings.Count(s.String(), "\n| ") != 2 {
+		t.Errorf("writeFailover:\n%s\nwant the header and one row ending\n%s", s.String(), want)
+	}
+}
