@@ -454,6 +454,10 @@ type verdict struct {
 	reasons map[string]string
 	counts  map[string]int
 	by      map[string]int
+	// noted lists the events reported without failing the run, in the
+	// order noted, with their reasons in notes.
+	noted []string
+	notes map[string]string
 }
 
 func (a *analysis) verdict(name string) *verdict {
@@ -468,6 +472,19 @@ func (v *verdict) offend(id, format string, args ...any) {
 	v.reasons[id] = fmt.Sprintf(format, args...)
 }
 
+// note records an event the checker reports without failing the run
+// (Result.Noted); the first reason given for an id stays.
+func (v *verdict) note(id, format string, args ...any) {
+	if _, ok := v.notes[id]; ok {
+		return
+	}
+	if v.notes == nil {
+		v.notes = map[string]string{}
+	}
+	v.noted = append(v.noted, id)
+	v.notes[id] = fmt.Sprintf(format, args...)
+}
+
 // result builds the Result; detail says what was checked, and a failed
 // result's detail is prefixed with the number of offending events.
 func (v *verdict) result(detail string) Result {
@@ -479,6 +496,13 @@ func (v *verdict) result(detail string) Result {
 			return cmp.Or(cmp.Compare(v.a.firstIndex(x), v.a.firstIndex(y)), cmp.Compare(x, y))
 		})
 		detail = fmt.Sprintf("%d offending; %s", len(r.Offending), detail)
+	}
+	if len(v.noted) > 0 {
+		r.Noted = v.noted
+		if r.Reasons == nil {
+			r.Reasons = map[string]string{}
+		}
+		maps.Copy(r.Reasons, v.notes)
 	}
 	r.Detail = detail
 	return r

@@ -81,8 +81,6 @@ func (a *analysis) failover() Result {
 	}
 	v := a.verdict(NameFailover)
 	lost, phantom, survived := 0, 0, 0
-	var listed []string
-	reasons := map[string]string{}
 	for _, id := range a.ids {
 		e := a.events[id]
 		if !e.proven() {
@@ -103,17 +101,13 @@ func (a *analysis) failover() Result {
 		if a.cfg.SyncReplication {
 			v.offend(id, "%s", why)
 		} else {
-			listed = append(listed, id)
-			reasons[id] = why
+			// Asynchronous replication promises no more: listed, not
+			// failed.
+			v.note(id, "%s", why)
 		}
 	}
 	v.counts["failover_lost"] = lost
 	v.counts["failover_phantom"] = phantom
 	v.counts["survived"] = survived
-	res := v.result(fmt.Sprintf("%d acknowledged commits survived the failover; %d were lost by it before they reached the broker, %d reached the broker and then were lost by it (phantoms of the failover)", survived, lost, phantom))
-	if !a.cfg.SyncReplication && len(listed) > 0 {
-		// Asynchronous replication promises no more: listed, not failed.
-		res.Noted, res.Reasons = listed, reasons
-	}
-	return res
+	return v.result(fmt.Sprintf("%d acknowledged commits survived the failover; %d were lost by it before they reached the broker, %d reached the broker and then were lost by it (phantoms of the failover)", survived, lost, phantom))
 }

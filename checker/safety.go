@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"maps"
 
 	"github.com/outboxlab/outboxlab/history"
 )
@@ -120,8 +119,6 @@ func DuplicateEffects(h []history.Op, s State, cfg Config) Result {
 func (a *analysis) duplicateEffects() Result {
 	v := a.verdict(NameDuplicateEffects)
 	n := 0
-	var noted []string
-	undone := map[string]string{}
 	died := a.failoverDied()
 	for _, id := range a.ids {
 		e := a.events[id]
@@ -139,8 +136,7 @@ func (a *analysis) duplicateEffects() Result {
 			v.offend(id, "%d effects in the effects table", e.effects)
 		case len(fresh) == 2 && died > 0 && !a.cfg.SyncReplication && e.effectsKnown && e.effects == 1 &&
 			fresh[0].Invoke.Index < died && fresh[1].Invoke.Index > died:
-			noted = append(noted, id)
-			undone[id] = fmt.Sprintf("applied with effect twice: #%d by %s began before the primary died, and the failover undid it (one effect in the new primary's effects table); #%d by %s applied it again",
+			v.note(id, "applied with effect twice: #%d by %s began before the primary died, and the failover undid it (one effect in the new primary's effects table); #%d by %s applied it again",
 				fresh[0].Done.Index, fresh[0].Done.Process, fresh[1].Done.Index, fresh[1].Done.Process)
 		case len(fresh) > 1:
 			v.offend(id, "applied with effect %d times (#%d by %s, then #%d by %s)",
@@ -148,16 +144,8 @@ func (a *analysis) duplicateEffects() Result {
 		}
 	}
 	detail := fmt.Sprintf("%d applied events must have one effect each", n)
-	if len(noted) > 0 {
-		detail += fmt.Sprintf("; %d applied again after the failover undid their first apply", len(noted))
+	if len(v.noted) > 0 {
+		detail += fmt.Sprintf("; %d applied again after the failover undid their first apply", len(v.noted))
 	}
-	res := v.result(detail)
-	if len(noted) > 0 {
-		res.Noted = noted
-		if res.Reasons == nil {
-			res.Reasons = map[string]string{}
-		}
-		maps.Copy(res.Reasons, undone)
-	}
-	return res
+	return v.result(detail)
 }
